@@ -1,0 +1,66 @@
+# ZeroBridge: `make demo` and `make test` work from a fresh clone on a fresh Debian machine.
+SHELL := /bin/bash
+.DEFAULT_GOAL := test
+
+VENV      := .venv
+PY        := $(VENV)/bin/python
+SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+SWIFT_BIN := .build/debug
+export ZEROBRIDGE_BIN := $(CURDIR)/$(SWIFT_BIN)/zerobridge
+
+.PHONY: deps deps-system deps-python build test test-swift test-protocol test-python test-node demo bench clean
+
+# --- installing what is missing -------------------------------------------------------------
+deps: deps-system deps-python
+
+deps-system:
+	@missing=""; \
+	pkg-config --exists libzmq 2>/dev/null || missing="$$missing libzmq3-dev"; \
+	pkg-config --exists sqlite3 2>/dev/null || missing="$$missing libsqlite3-dev"; \
+	command -v pkg-config >/dev/null || missing="$$missing pkg-config"; \
+	command -v node >/dev/null || missing="$$missing nodejs"; \
+	command -v python3 >/dev/null || missing="$$missing python3 python3-venv"; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	fi
+
+deps-python: $(VENV)/.installed
+
+$(VENV)/.installed: peers/python/pyproject.toml
+	@[ -x $(PY) ] || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q pyzmq pytest jsonschema tqdm
+	$(PY) -m pip install -q -e peers/python
+	@touch $@
+
+# --- building -------------------------------------------------------------------------------
+build: deps-system
+	swift build --build-tests
+
+# --- tests: every suite the repo has; any failure fails the target -------------------------
+test: deps build
+	@$(MAKE) --no-print-directory test-swift test-protocol test-python test-node
+
+test-swift:
+	swift test --skip-build
+
+test-protocol:
+	$(PY) -m pytest -q protocol/tests
+
+test-python:
+	$(PY) -m pytest -q peers/python/tests
+
+test-node:
+	node --test peers/node/test/
+
+# --- the main job ---------------------------------------------------------------------------
+demo: deps build
+	$(PY) examples/demo.py
+
+bench: deps
+	swift build -c release
+	$(PY) bench/run.py
+
+clean:
+	rm -rf .build $(VENV) .demo .bench

@@ -1,0 +1,45 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "ZeroBridge",
+    products: [
+        .library(name: "ZeroMQ", targets: ["ZeroMQ"]),
+        .library(name: "ZeroBridge", targets: ["ZeroBridge"]),
+        .executable(name: "zerobridge", targets: ["zerobridge"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+    ],
+    targets: [
+        .systemLibrary(
+            name: "CZeroMQ",
+            pkgConfig: "libzmq",
+            providers: [.apt(["libzmq3-dev"])]
+        ),
+        .target(name: "ZeroMQ", dependencies: ["CZeroMQ"]),
+        .target(
+            name: "ZeroBridge",
+            dependencies: [
+                "ZeroMQ",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        .executableTarget(
+            name: "zerobridge",
+            dependencies: [
+                "ZeroBridge",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ"]),
+        .testTarget(name: "ZeroBridgeTests", dependencies: ["ZeroBridge", "ZeroMQ"]),
+        .testTarget(name: "zerobridgeTests", dependencies: ["zerobridge"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,65 @@
+import CZeroMQ
+
+/// One part of a multipart message, held in libzmq's own message storage.
+///
+/// Received frames are read in place (``withUnsafeBytes(_:)``), with no copy. Sending a frame hands its
+/// storage to libzmq and leaves the frame empty.
+public final class Frame: @unchecked Sendable {
+    let message: UnsafeMutablePointer<zmq_msg_t>
+
+    /// An empty frame.
+    public init() {
+        message = .allocate(capacity: 1)
+        zmq_msg_init(message)
+    }
+
+    /// A frame holding a copy of `bytes` (libzmq must own what it sends; this is the one copy).
+    public init(copying bytes: UnsafeRawBufferPointer) {
+        message = .allocate(capacity: 1)
+        zmq_msg_init_size(message, bytes.count)
+        if bytes.count > 0, let base = bytes.baseAddress {
+            zmq_msg_data(message).copyMemory(from: base, byteCount: bytes.count)
+        }
+    }
+
+    /// A frame holding a copy of `bytes`.
+    public convenience init(_ bytes: [UInt8]) {
+        self.init(count: bytes.count)
+        bytes.withUnsafeBytes { copy(from: $0) }
+    }
+
+    /// A frame holding the UTF-8 bytes of `text`.
+    public convenience init(_ text: String) {
+        var text = text
+        self.init(count: text.utf8.count)
+        text.withUTF8 { copy(from: UnsafeRawBufferPointer($0)) }
+    }
+
+    private init(count: Int) {
+        message = .allocate(capacity: 1)
+        zmq_msg_init_size(message, count)
+    }
+
+    private func copy(from source: UnsafeRawBufferPointer) {
+        if let base = source.baseAddress { zmq_msg_data(message).copyMemory(from: base, byteCount: source.count) }
+    }
+
+    deinit {
+        zmq_msg_close(message)
+        message.deallocate()
+    }
+
+    /// The number of bytes in the frame.
+    public var count: Int { zmq_msg_size(message) }
+
+    /// Calls `body` with the frame's bytes, valid only during the call.
+    public func withUnsafeBytes<R, E: Error>(_ body: (UnsafeRawBufferPointer) throws(E) -> R) throws(E) -> R {
+        try body(UnsafeRawBufferPointer(start: zmq_msg_data(message), count: zmq_msg_size(message)))
+    }
+
+    /// A copy of the frame's bytes.
+    public var bytes: [UInt8] { withUnsafeBytes { Array($0) } }
+
+    /// The frame's bytes as UTF-8 text (invalid sequences replaced).
+    public var text: String { withUnsafeBytes { String(decoding: $0, as: UTF8.self) } }
+}

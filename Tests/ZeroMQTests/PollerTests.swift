@@ -1,0 +1,79 @@
+import Foundation
+import Testing
+@testable import ZeroMQ
+
+@Suite("Poller, wake signal and monitor")
+struct PollerTests {
+    @Test("the poller wakes for a socket and for a plain file descriptor")
+    func pollerWithFileDescriptor() throws {
+        let context = try Context()
+        let (pull, endpoint) = try bound(.pull, context, .inproc)
+        let push = try makeSocket(.push, context)
+        try push.connect(endpoint)
+        let wake = try WakeSignal()
+
+        var poller = Poller()
+        let socketIndex = poller.add(pull, for: .readable)
+        let wakeIndex = poller.add(fileDescriptor: wake.fileDescriptor, for: .readable)
+
+        #expect(try poller.poll(timeoutMilliseconds: 0) == 0)
+
+        // Signalled from another thread while the poller waits.
+        let thread = Thread { wake.signal(); wake.signal() }
+        thread.start()
+        #expect(try poller.poll(timeoutMilliseconds: 5000) == 1)
+        #expect(poller.events(at: wakeIndex).contains(.readable))
+        #expect(!poller.events(at: socketIndex).contains(.readable))
+        wake.drain()
+        #expect(try poller.poll(timeoutMilliseconds: 0) == 0, "signals coalesce and drain clears them")
+
+        try push.send([bytes("x")])
+        #expect(try poller.poll(timeoutMilliseconds: 5000) == 1)
+        #expect(poller.events(at: socketIndex).contains(.readable))
+        #expect(try pull.receiveBytes() == [bytes("x")])
+        #expect(try pull.pendingEvents.contains(.readable) == false)
+    }
+
+    @Test("the poller times out when nothing is ready")
+    func pollerTimeout() throws {
+        var poller = Poller()
+        let wake = try WakeSignal()
+        poller.add(fileDescriptor: wake.fileDescriptor, for: .readable)
+        let start = ContinuousClock.now
+        #expect(try poller.poll(timeoutMilliseconds: 30) == 0)
+        #expect(ContinuousClock.now - start >= .milliseconds(25))
+    }
+
+    @Test("the monitor reports accepted, handshake and disconnected on the bound side", arguments: [Transport.ipc, .tcp])
+    func monitorEvents(transport: Transport) throws {
+        let context = try Context()
+        let (router, endpoint) = try bound(.router, context, transport)
+        let monitor = try SocketMonitor(watching: router, events: [.accepted, .handshakeSucceeded, .disconnected])
+
+        let dealer = try makeSocket(.dealer, context)
+        try dealer.connect(endpoint)
+        var kinds: [SocketMonitor.Kind] = []
+        while kinds.count < 2, let event = try monitor.next(timeoutMilliseconds: 5000) {
+            kinds.append(event.kind)
+            #expect(!event.endpoint.isEmpty)
+        }
+        #expect(kinds == [.accepted, .handshakeSucceeded])
+
+        dealer.close()
+        let event = try #require(try monitor.next(timeoutMilliseconds: 5000))
+        #expect(event.kind == .disconnected)
+    }
+
+    @Test("the monitor reports connected on the connecting side")
+    func monitorConnected() throws {
+        let context = try Context()
+        let (router, endpoint) = try bound(.router, context, .tcp)
+        _ = router
+        let dealer = try makeSocket(.dealer, context)
+        let monitor = try SocketMonitor(watching: dealer, events: .connected)
+        try dealer.connect(endpoint)
+        let event = try #require(try monitor.next(timeoutMilliseconds: 5000))
+        #expect(event.kind == .connected)
+        #expect(event.endpoint == endpoint)
+    }
+}

@@ -1,0 +1,50 @@
+import Foundation
+import Testing
+@testable import ZeroMQ
+
+/// The repository's root, found from this file so the tests run from any directory.
+let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+@Suite("Interop with pyzmq")
+struct PyzmqInteropTests {
+    @Test("a pyzmq DEALER in a Python child process talks to our ROUTER", arguments: [Transport.ipc, .tcp])
+    func pyzmqDealer(transport: Transport) throws {
+        let python = repositoryRoot.appendingPathComponent(".venv/bin/python").path
+        try #require(FileManager.default.isExecutableFile(atPath: python), "run `make deps` to create .venv with pyzmq")
+
+        let context = try Context()
+        let (router, endpoint) = try bound(.router, context, transport)
+        let script = """
+        import sys, zmq
+        ctx = zmq.Context()
+        s = ctx.socket(zmq.DEALER)
+        s.setsockopt(zmq.ROUTING_ID, b"python")
+        s.setsockopt(zmq.RCVTIMEO, 5000)
+        s.setsockopt(zmq.LINGER, 1000)
+        s.connect(sys.argv[1])
+        s.send_multipart([b"", b"hello from python", bytes(range(256)) * 1000])
+        reply = s.recv_multipart()
+        assert reply == [b"", b"HELLO FROM PYTHON", b"\\x00" * 70000], reply[:2]
+        print("ok", len(reply))
+        """
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: python)
+        process.arguments = ["-c", script, endpoint]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = output
+        try process.run()
+
+        let message = try #require(try router.receiveBytes())
+        #expect(message[0] == bytes("python"))
+        #expect(message[1] == [])
+        #expect(message[2] == bytes("hello from python"))
+        #expect(message[3] == Array((0..<1000).flatMap { _ in (0..<256).map(UInt8.init) }))
+        try router.send([message[0], [], bytes("HELLO FROM PYTHON"), [UInt8](repeating: 0, count: 70000)])
+
+        process.waitUntilExit()
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(process.terminationStatus == 0, "python said: \(text)")
+        #expect(text.contains("ok 3"))
+    }
+}
