@@ -1,0 +1,136 @@
+"""Errors of the ZeroBridge protocol, one class per code the caller is likely to catch.
+
+Every error carries the protocol's string ``code`` (``"timeout"``, ``"handler_error"``, ...), a
+human ``message`` and optional JSON ``data``. Match on ``code`` or on the subclasses::
+
+    try:
+        await peer.call("sleep", {"ms": 5000}, timeout=0.5)
+    except zerobridge.BridgeTimeout:
+        ...
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# The protocol's error codes (PROTOCOL-OUTLINE "Error codes").
+BAD_MESSAGE = "bad_message"
+UNSUPPORTED_VERSION = "unsupported_version"
+UNKNOWN_ACTION = "unknown_action"
+INVALID_PAYLOAD = "invalid_payload"
+HANDLER_GONE = "handler_gone"
+HANDLER_ERROR = "handler_error"
+TIMEOUT = "timeout"
+CANCELLED = "cancelled"
+PEER_LOST = "peer_lost"
+DUPLICATE_ID = "duplicate_id"
+TOO_LARGE = "too_large"
+OVERLOADED = "overloaded"
+NOT_ALLOWED = "not_allowed"
+UNAUTHORIZED = "unauthorized"
+
+ERROR_CODES = frozenset(
+    {
+        BAD_MESSAGE,
+        UNSUPPORTED_VERSION,
+        UNKNOWN_ACTION,
+        INVALID_PAYLOAD,
+        HANDLER_GONE,
+        HANDLER_ERROR,
+        TIMEOUT,
+        CANCELLED,
+        PEER_LOST,
+        DUPLICATE_ID,
+        TOO_LARGE,
+        OVERLOADED,
+        NOT_ALLOWED,
+        UNAUTHORIZED,
+    }
+)
+
+class BridgeError(Exception):
+    """A protocol error: a failed call, or an error a handler raises to answer with a chosen code.
+
+    Raise it from a handler to answer with that code instead of ``handler_error``::
+
+        raise zerobridge.BridgeError("invalid_payload", "need a path")
+    """
+
+    code: str
+    message: str
+    data: Any
+
+    def __init__(self, code: str, message: str = "", data: Any = None) -> None:
+        super().__init__(f"{code}: {message}" if message else code)
+        self.code = code
+        self.message = message
+        self.data = data
+
+    def to_wire(self) -> dict[str, Any]:
+        """The ``error`` object of a response body."""
+        error: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            error["data"] = self.data
+        return error
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(code={self.code!r}, message={self.message!r})"
+
+
+class _FixedCodeError(BridgeError):
+    """A BridgeError whose code is given by the class."""
+
+    fixed_code: str = ""
+
+    def __init__(self, message: str = "", data: Any = None) -> None:
+        super().__init__(self.fixed_code, message, data)
+
+
+class BridgeTimeout(_FixedCodeError, TimeoutError):
+    """``timeout``: the call's deadline passed. Also a ``TimeoutError`` (= ``asyncio.TimeoutError``)."""
+
+    fixed_code = TIMEOUT
+
+
+class BridgeCancelled(_FixedCodeError):
+    """``cancelled``: the call was cancelled before it finished."""
+
+    fixed_code = CANCELLED
+
+
+class PeerLost(_FixedCodeError):
+    """``peer_lost``: the other side went away (heartbeat silence, ``bye``, or a new session)."""
+
+    fixed_code = PEER_LOST
+
+
+class UnknownAction(_FixedCodeError):
+    """``unknown_action``: the other side serves no such action."""
+
+    fixed_code = UNKNOWN_ACTION
+
+
+class HandlerError(_FixedCodeError):
+    """``handler_error``: the handler raised; ``message`` says what."""
+
+    fixed_code = HANDLER_ERROR
+
+
+class NotAllowed(_FixedCodeError):
+    """``not_allowed``: for example ``$evaluate`` on a peer that did not turn evaluation on."""
+
+    fixed_code = NOT_ALLOWED
+
+
+ERROR_CLASSES: dict[str, type[_FixedCodeError]] = {
+    cls.fixed_code: cls
+    for cls in (BridgeTimeout, BridgeCancelled, PeerLost, UnknownAction, HandlerError, NotAllowed)
+}
+
+
+def error_from_code(code: str, message: str = "", data: Any = None) -> BridgeError:
+    """The most specific BridgeError for ``code`` (a plain BridgeError for the other codes)."""
+    cls = ERROR_CLASSES.get(code)
+    if cls is not None:
+        return cls(message, data)
+    return BridgeError(code, message, data)

@@ -1,0 +1,600 @@
+"""The peer: a DEALER socket to one host, a session (hello/welcome), handlers, and the user API.
+
+For example::
+
+    async with zerobridge.connect("tcp://127.0.0.1:5555", name="etl") as peer:
+        print(await peer.call("add", {"a": 1, "b": 2}))
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import json
+import logging
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Mapping
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, TypeVar
+
+import zmq
+import zmq.asyncio
+from zmq.utils.monitor import parse_monitor_message
+
+from . import wire
+from .errors import BridgeTimeout, NotAllowed, PeerLost, UnknownAction
+from .evaluate import evaluate as run_script
+from .link import Link, OutgoingCall, RequestContext
+
+log = logging.getLogger("zerobridge")
+
+Handler = Callable[..., Any]
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionInfo:
+    """Where and how to reach a host: an endpoint, or the contents of a connection file."""
+
+    endpoint: str
+    key: bytes = b""
+    host: str | None = None
+
+
+def read_connection_file(path: str | os.PathLike[str]) -> ConnectionInfo:
+    """Parse a connection file: ``{"protocol": 1, "endpoint": ..., "key": "<hex or empty>", ...}``."""
+    try:
+        with open(path, encoding="utf-8") as file:
+            data = json.load(file)
+    except (OSError, ValueError) as error:
+        raise ValueError(f"cannot read connection file {os.fspath(path)!r}: {error}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"connection file {os.fspath(path)!r} is not a JSON object")
+    if data.get("protocol") != wire.PROTOCOL_VERSION:
+        raise ValueError(f"connection file {os.fspath(path)!r}: protocol {data.get('protocol')!r} is not 1")
+    endpoint = data.get("endpoint")
+    if not isinstance(endpoint, str) or "://" not in endpoint:
+        raise ValueError(f"connection file {os.fspath(path)!r}: no endpoint")
+    key_text = data.get("key") or ""
+    scheme = data.get("signature_scheme", "hmac-sha256")
+    if key_text and scheme != "hmac-sha256":
+        raise ValueError(f"connection file {os.fspath(path)!r}: unsupported signature scheme {scheme!r}")
+    try:
+        key = bytes.fromhex(key_text) if isinstance(key_text, str) else b""
+    except ValueError:
+        raise ValueError(f"connection file {os.fspath(path)!r}: key is not hex") from None
+    host = data.get("host") if isinstance(data.get("host"), str) else None
+    return ConnectionInfo(endpoint=endpoint, key=key, host=host)
+
+
+def resolve_target(target: str | os.PathLike[str]) -> ConnectionInfo:
+    """An endpoint (``tcp://``, ``ipc://``, ...) as is; anything else is read as a connection file."""
+    text = os.fspath(target)
+    if "://" in text and not os.path.exists(text):
+        return ConnectionInfo(endpoint=text)
+    return read_connection_file(text)
+
+
+@dataclass(frozen=True, slots=True)
+class _Registered:
+    function: Handler
+    arity: int  # 0: f(), 1: f(payload), 2: f(payload, context)
+    is_async: bool
+
+
+def _register(name: str, function: Handler, *, reserved_ok: bool = False) -> _Registered:
+    if not (isinstance(name, str) and 1 <= len(name) <= wire.MAX_ID_LENGTH):
+        raise ValueError(f"action name must be a string of 1..128 characters, not {name!r}")
+    if name.startswith("$") and not reserved_ok:
+        raise ValueError(f"action names starting with '$' are reserved: {name!r}")
+    if not callable(function):
+        raise TypeError(f"handler for {name!r} is not callable")
+    return _Registered(function, _arity(function), _is_async(function))
+
+
+def _arity(function: Handler) -> int:
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):
+        return 1
+    positional = 0
+    for parameter in parameters:
+        if parameter.kind is parameter.VAR_POSITIONAL:
+            return 2
+        if parameter.kind in (parameter.POSITIONAL_ONLY, parameter.POSITIONAL_OR_KEYWORD):
+            positional += 1
+    return min(positional, 2)
+
+
+def _is_async(function: Handler) -> bool:
+    return inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(
+        getattr(function, "__call__", None)
+    )
+
+
+async def _invoke(registered: _Registered, payload: Any, context: RequestContext | None) -> Any:
+    """Run a handler: async ones on the loop, sync ones in a worker thread (they may block)."""
+    args = (payload, context)[: registered.arity]
+    if registered.is_async:
+        return await registered.function(*args)
+    result = await asyncio.to_thread(registered.function, *args)
+    if inspect.isawaitable(result):
+        result = await result
+    return result
+
+
+class Stream:
+    """A call with progress: ``async with peer.stream(...) as call``.
+
+    ``call.progress`` yields progress payloads in order and ends when the call does (raising its
+    error if it failed); ``await call.result`` gives the result. Leaving the block before the call
+    finished cancels it.
+    """
+
+    def __init__(self, peer: Peer, action: str, payload: Any, timeout: float | None) -> None:
+        self._peer = peer
+        self._args = (action, payload, timeout)
+        self._call: OutgoingCall | None = None
+
+    async def __aenter__(self) -> Stream:
+        action, payload, timeout = self._args
+        self._call = self._peer._start_call(action, payload, timeout=timeout, progress=True)
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        call = self._started()
+        if not call.future.done():
+            call.cancel()
+        if call.future.done() and not call.future.cancelled():
+            call.future.exception()  # the error, if any, was the caller's to see; do not warn at GC
+
+    def _started(self) -> OutgoingCall:
+        if self._call is None:
+            raise RuntimeError("use `async with peer.stream(...) as call` before reading it")
+        return self._call
+
+    @property
+    def id(self) -> str:
+        return self._started().id
+
+    @property
+    def progress(self) -> AsyncIterator[Any]:
+        return self._started().progress()
+
+    @property
+    def result(self) -> Awaitable[Any]:
+        return _await_future(self._started().future)
+
+    def cancel(self) -> None:
+        """Cancel the call: the host is sent ``cancel``; ``result`` raises BridgeCancelled."""
+        self._started().cancel()
+
+
+async def _await_future(future: asyncio.Future[Any]) -> Any:
+    return await future
+
+
+class Peer:
+    """A connection to one host. Make one with :func:`connect`; see the package docstring."""
+
+    def __init__(
+        self,
+        target: str | os.PathLike[str],
+        *,
+        name: str,
+        actions: Mapping[str, Handler] | None = None,
+        handlers: Mapping[str, Handler] | None = None,
+        evaluate: bool = False,
+        heartbeat_ms: int | None = None,
+        connect_timeout: float = 10.0,
+    ) -> None:
+        if not (isinstance(name, str) and 1 <= len(name) <= wire.MAX_ID_LENGTH):
+            raise ValueError(f"name must be a string of 1..128 characters, not {name!r}")
+        if heartbeat_ms is not None and not (type(heartbeat_ms) is int and heartbeat_ms > 0):
+            raise ValueError(f"heartbeat_ms must be a positive integer, not {heartbeat_ms!r}")
+        self.info = resolve_target(target)
+        self.name = name
+        self.evaluate_enabled = evaluate
+        self._heartbeat_wish = heartbeat_ms
+        self._connect_timeout = connect_timeout
+        self._handlers: dict[str, _Registered] = {}
+        for mapping in (actions, handlers):
+            for action, function in (mapping or {}).items():
+                if action in self._handlers:
+                    raise ValueError(f"two handlers for {action!r}")
+                self._handlers[action] = _register(action, function)
+        self._event_handlers: dict[str, _Registered] = {}
+        self._eval_namespace: dict[str, Any] = {"__name__": "__zerobridge_evaluate__"}
+
+        self._state = "new"  # new -> connecting -> connected <-> lost -> closed
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._context: zmq.asyncio.Context | None = None
+        self._socket: zmq.asyncio.Socket | None = None
+        self._link: Link | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._socket_tasks: list[asyncio.Task[Any]] = []
+        self._heartbeat_task: asyncio.Task[None] | None = None
+        self._connected = asyncio.Event()
+        self._events: asyncio.Queue[wire.Event] | None = None
+        self._hello_scheduled = False
+
+        self.session: str | None = None
+        self.host: str | None = None
+        self.host_actions: tuple[str, ...] = ()
+        self.heartbeat_ms: int | None = None
+        self.limits: wire.Limits | None = None
+
+    # --- lifecycle -----------------------------------------------------------------------
+
+    async def __aenter__(self) -> Peer:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    def __await__(self) -> Generator[Any, None, Peer]:
+        return self._start_returning_self().__await__()
+
+    async def _start_returning_self(self) -> Peer:
+        await self.start()
+        return self
+
+    @property
+    def endpoint(self) -> str:
+        return self.info.endpoint
+
+    @property
+    def connected(self) -> bool:
+        """True while a session with the host is in force."""
+        return self._state == "connected"
+
+    async def start(self) -> None:
+        """Connect, say hello, and wait for the host's welcome (BridgeTimeout after ``connect_timeout``)."""
+        if self._state != "new":
+            raise RuntimeError(f"peer already {self._state}")
+        self._state = "connecting"
+        self._loop = asyncio.get_running_loop()
+        self._context = zmq.asyncio.Context()
+        self._events = asyncio.Queue()
+        self._spawn(self._deliver_events())
+        self._open_socket()
+        try:
+            await asyncio.wait_for(self._connected.wait(), self._connect_timeout)
+        except asyncio.TimeoutError:
+            await self.close()
+            raise BridgeTimeout(
+                f"no welcome from {self.endpoint} within {self._connect_timeout} s (is the host running?)"
+            ) from None
+        except BaseException:
+            await self.close()
+            raise
+
+    async def wait_connected(self, timeout: float | None = None) -> None:
+        """Wait until a session is in force (after a reconnect, for example)."""
+        try:
+            await asyncio.wait_for(self._connected.wait(), timeout)
+        except asyncio.TimeoutError:
+            raise BridgeTimeout(f"not reconnected to {self.endpoint} within {timeout} s") from None
+
+    async def close(self) -> None:
+        """Say ``bye``, fail calls still in flight with ``peer_lost``, and close the socket."""
+        if self._state == "closed":
+            return
+        was_connected = self._state == "connected"
+        self._state = "closed"
+        self._connected.clear()
+        if self._link is not None:
+            self._link.fail_all(PeerLost("the peer was closed"))
+            if was_connected:
+                with contextlib.suppress(Exception):
+                    self._link.send(wire.Bye())
+        await self._close_socket(linger_ms=200 if was_connected else 0)
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._context is not None:
+            context, self._context = self._context, None
+            context.term()
+
+    # --- calling the host ----------------------------------------------------------------
+
+    async def call(self, action: str, payload: Any = None, *, timeout: float | None = None) -> Any:
+        """Call ``action`` on the host and return its result; raise BridgeError (or a subclass) if it fails.
+
+        ``timeout`` (seconds) is sent as ``timeout_ms`` and the call fails with BridgeTimeout at that
+        deadline whatever the host does. Cancelling the awaiting task sends ``cancel``.
+        """
+        return await self._start_call(action, payload, timeout=timeout, progress=False).future
+
+    def stream(self, action: str, payload: Any = None, *, timeout: float | None = None) -> Stream:
+        """A call whose progress you read: ``async with peer.stream(a, p) as call``."""
+        return Stream(self, action, payload, timeout)
+
+    async def post(self, action: str, payload: Any = None) -> None:
+        """Send an event to the host's ``action`` (never answered)."""
+        self._live_link().post(action, payload)
+
+    def _start_call(self, action: str, payload: Any, *, timeout: float | None, progress: bool) -> OutgoingCall:
+        return self._live_link().call(action, payload, timeout=timeout, progress=progress)
+
+    def _live_link(self) -> Link:
+        if self._state == "connected" and self._link is not None:
+            return self._link
+        if self._state == "new":
+            raise RuntimeError("not connected: use `async with zerobridge.connect(...)` or `await peer.start()`")
+        if self._state == "closed":
+            raise PeerLost("the peer was closed")
+        raise PeerLost(f"no session with {self.endpoint}: reconnecting")
+
+    # --- serving the host ----------------------------------------------------------------
+
+    def handler(self, name: str) -> Callable[[F], F]:
+        """Decorator: serve ``name`` to the host with this function.
+
+        The function takes ``payload`` and optionally a :class:`RequestContext`; it may be sync (run in
+        a worker thread) or async (cancelled on ``cancel`` or timeout). Its return value is the result;
+        raising BridgeError answers with that code, any other exception with ``handler_error``.
+        """
+
+        def register(function: F) -> F:
+            self.add_handler(name, function)
+            return function
+
+        return register
+
+    def add_handler(self, name: str, function: Handler) -> None:
+        """Serve ``name`` with ``function`` (replacing any earlier one); re-announces the actions."""
+        self._handlers[name] = _register(name, function)
+        self._announce()
+
+    def remove_handler(self, name: str) -> None:
+        """Stop serving ``name``; re-announces the actions."""
+        if self._handlers.pop(name, None) is not None:
+            self._announce()
+
+    @property
+    def actions(self) -> tuple[str, ...]:
+        """The actions this peer serves, as listed in ``hello``."""
+        return tuple(sorted(self._handlers))
+
+    def on_event(self, name: str) -> Callable[[F], F]:
+        """Decorator: call this function with the payload of each ``event`` the host sends to ``name``.
+
+        Events are delivered one at a time, in order; sync functions run in a worker thread.
+        """
+
+        def register(function: F) -> F:
+            self._event_handlers[name] = _register(name, function, reserved_ok=True)
+            return function
+
+        return register
+
+    def remove_event_handler(self, name: str) -> None:
+        self._event_handlers.pop(name, None)
+
+    async def _serve(self, request: wire.Request, context: RequestContext) -> Any:
+        if request.action == "$evaluate":
+            if not self.evaluate_enabled:
+                raise NotAllowed("evaluation is off on this peer (connect(..., evaluate=True) turns it on)")
+            return await run_script(request.payload, self._eval_namespace)
+        if request.action == "$actions":
+            return list(self.actions)
+        registered = self._handlers.get(request.action)
+        if registered is None:
+            raise UnknownAction(f"this peer serves no action {request.action!r}")
+        return await _invoke(registered, request.payload, context)
+
+    async def _deliver_events(self) -> None:
+        assert self._events is not None
+        while True:
+            event = await self._events.get()
+            registered = self._event_handlers.get(event.action)
+            if registered is None:
+                log.info("dropped event %r: no handler", event.action)
+                continue
+            try:
+                await _invoke(registered, event.payload, None)
+            except Exception:
+                log.exception("event handler for %r failed", event.action)
+
+    # --- the session ---------------------------------------------------------------------
+
+    def _on_message(self, message: wire.Message) -> None:
+        match message:
+            case wire.Welcome():
+                self._on_welcome(message)
+            case wire.Event():
+                assert self._events is not None
+                self._events.put_nowait(message)
+            case wire.Bye():
+                self._on_host_lost("the host said bye")
+            case wire.Hello():
+                log.warning("ignored a hello from the host")
+
+    def _on_welcome(self, welcome: wire.Welcome) -> None:
+        if self._state in ("closed", "new"):
+            return
+        assert self._link is not None
+        if self.session is not None and welcome.session != self.session and self._state == "connected":
+            # The host no longer knows our old session: nothing it owed us will arrive.
+            self._link.fail_all(PeerLost(f"the host started a new session {welcome.session!r}"))
+        self.session = welcome.session
+        self.host = welcome.host
+        self.host_actions = welcome.actions
+        self.limits = welcome.limits
+        self._link.max_message_bytes = welcome.limits.max_message_bytes
+        if welcome.heartbeat_ms != self.heartbeat_ms or self._heartbeat_task is None:
+            self.heartbeat_ms = welcome.heartbeat_ms
+            self._restart_heartbeat()
+        self._state = "connected"
+        self._connected.set()
+
+    def _announce(self) -> None:
+        """Send a new hello (once per loop turn) so the host learns our current actions."""
+        if self._state != "connected" or self._hello_scheduled or self._loop is None:
+            return
+        self._hello_scheduled = True
+
+        def send() -> None:
+            self._hello_scheduled = False
+            if self._state == "connected":
+                self._send_hello(resume=True)
+
+        self._loop.call_soon(send)
+
+    def _send_hello(self, *, resume: bool) -> None:
+        assert self._link is not None
+        self._link.send(
+            wire.Hello(
+                peer=self.name,
+                actions=self.actions,
+                features=("evaluate",) if self.evaluate_enabled else (),
+                session=self.session if resume else None,
+                heartbeat_ms=self._heartbeat_wish,
+            )
+        )
+
+    def _restart_heartbeat(self) -> None:
+        if self._heartbeat_task is not None:
+            self._heartbeat_task.cancel()
+        assert self._link is not None and self.heartbeat_ms is not None
+        self._heartbeat_task = self._spawn(self._link.watch(self.heartbeat_ms, self._on_host_lost))
+
+    def _on_host_lost(self, reason: str) -> None:
+        """Fail everything in flight, then start over on a fresh socket with a fresh hello."""
+        if self._state in ("closed", "new"):
+            return
+        log.warning("lost the host at %s: %s", self.endpoint, reason)
+        self._state = "lost"
+        self._connected.clear()
+        if self._link is not None:
+            self._link.fail_all(PeerLost(f"lost the host: {reason}"))
+        self._spawn(self._reopen())
+
+    async def _reopen(self) -> None:
+        await self._close_socket(linger_ms=0)
+        if self._state == "lost":
+            self.session = None
+            self._open_socket()
+
+    # --- the socket ----------------------------------------------------------------------
+
+    def _open_socket(self) -> None:
+        assert self._context is not None
+        socket = self._context.socket(zmq.DEALER)
+        socket.setsockopt(zmq.LINGER, 0)
+        socket.connect(self.endpoint)
+        monitor = socket.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED)
+        self._socket = socket
+        link = Link(send=self._send_frames, serve=self._serve, on_message=self._on_message, key=self.info.key)
+        self._link = link
+        self._heartbeat_task = None
+        self._socket_tasks = [self._spawn(self._read(socket, link)), self._spawn(self._watch_transport(monitor))]
+        self._send_hello(resume=False)
+
+    async def _close_socket(self, *, linger_ms: int) -> None:
+        tasks = self._socket_tasks
+        if self._heartbeat_task is not None:
+            tasks = [*tasks, self._heartbeat_task]
+            self._heartbeat_task = None
+        self._socket_tasks = []
+        current = asyncio.current_task()
+        for task in tasks:
+            if task is not current:
+                task.cancel()
+        await asyncio.gather(*(t for t in tasks if t is not current), return_exceptions=True)
+        if self._socket is not None:
+            socket, self._socket = self._socket, None
+            with contextlib.suppress(zmq.ZMQError):
+                socket.disable_monitor()
+            socket.close(linger=linger_ms)
+
+    def _send_frames(self, frames: list[bytes]) -> None:
+        socket = self._socket
+        if socket is None or socket.closed:
+            log.debug("not sent (no socket): %r", frames[1][:80])
+            return
+        future = socket.send_multipart(frames, copy=False)
+        if future.done():
+            if future.exception() is not None:
+                log.warning("send failed: %s", future.exception())
+        else:
+            future.add_done_callback(_log_send_failure)
+
+    async def _read(self, socket: zmq.asyncio.Socket, link: Link) -> None:
+        while True:
+            try:
+                frames = await socket.recv_multipart()
+            except zmq.ZMQError as error:
+                if socket.closed:
+                    return
+                log.warning("receive failed: %s", error)
+                continue
+            link.receive(frames)
+
+    async def _watch_transport(self, monitor: zmq.asyncio.Socket) -> None:
+        """After the TCP/IPC connection comes back, say hello again to learn whether our session survived."""
+        dropped = False
+        try:
+            while True:
+                event = parse_monitor_message(await monitor.recv_multipart())["event"]
+                if event == zmq.EVENT_DISCONNECTED:
+                    dropped = True
+                elif event == zmq.EVENT_HANDSHAKE_SUCCEEDED and dropped:
+                    dropped = False
+                    if self._state == "connected":
+                        self._send_hello(resume=True)
+        finally:
+            monitor.close(linger=0)
+
+    def _spawn(self, coroutine: Awaitable[Any]) -> asyncio.Task[Any]:
+        task = asyncio.ensure_future(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+
+def _log_send_failure(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled() and future.exception() is not None:
+        log.warning("send failed: %s", future.exception())
+
+
+def connect(
+    target: str | os.PathLike[str],
+    *,
+    name: str,
+    actions: Mapping[str, Handler] | None = None,
+    handlers: Mapping[str, Handler] | None = None,
+    evaluate: bool = False,
+    heartbeat_ms: int | None = None,
+    connect_timeout: float = 10.0,
+) -> Peer:
+    """A peer for the host at ``target`` (an endpoint, or the path of a connection file).
+
+    Use it as ``async with zerobridge.connect(...) as peer`` (or ``peer = await zerobridge.connect(...)``
+    and later ``await peer.close()``). Handlers given in ``actions``/``handlers`` (name -> function) or
+    registered with ``@peer.handler`` before entering are listed in the first hello.
+
+    ``evaluate=True`` lets the host run arbitrary Python in this process through ``$evaluate``:
+    only turn it on for a host you trust. ``heartbeat_ms`` is this peer's wish; the host's welcome
+    says the value in force.
+    """
+    return Peer(
+        target,
+        name=name,
+        actions=actions,
+        handlers=handlers,
+        evaluate=evaluate,
+        heartbeat_ms=heartbeat_ms,
+        connect_timeout=connect_timeout,
+    )
+
+
+__all__ = ["ConnectionInfo", "Peer", "RequestContext", "Stream", "connect", "read_connection_file"]

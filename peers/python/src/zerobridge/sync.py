@@ -1,0 +1,216 @@
+"""The blocking twin of the async peer, for plain scripts.
+
+It is not a second implementation: the async :class:`~zerobridge.peer.Peer` runs on a private
+event-loop thread and each method here hands its coroutine to that loop and waits for the answer.
+For example::
+
+    with zerobridge.connect_sync("tcp://127.0.0.1:5555", name="script") as peer:
+        print(peer.call("add", {"a": 1, "b": 2}))
+
+Handlers registered here run like the async peer's: sync functions in worker threads, async
+functions on the private loop. Ctrl-C while waiting on a call cancels it (the host gets ``cancel``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from collections.abc import Callable, Coroutine, Iterator, Mapping
+from types import TracebackType
+from typing import Any, TypeVar
+
+from .peer import Handler, Peer, Stream
+
+T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class _LoopThread:
+    """An event loop running forever in a daemon thread."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name="zerobridge-loop", daemon=True)
+        self._thread.start()
+
+    def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        future = asyncio.run_coroutine_threadsafe(coroutine, self.loop)
+        try:
+            return future.result()
+        except BaseException:
+            # KeyboardInterrupt and friends: cancel the work in the loop too (a call sends `cancel`).
+            future.cancel()
+            raise
+
+    def stop(self) -> None:
+        if self.loop.is_closed():
+            return
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join()
+        self.loop.close()
+
+
+async def _apply(function: Callable[..., T], *args: Any) -> T:
+    return function(*args)
+
+
+class SyncStream:
+    """The blocking twin of :class:`~zerobridge.peer.Stream`: ``with peer.stream(a, p) as call``.
+
+    ``for p in call.progress`` blocks for each progress payload; ``call.result`` blocks for the result.
+    """
+
+    def __init__(self, runner: _LoopThread, stream: Stream) -> None:
+        self._runner = runner
+        self._stream = stream
+
+    def __enter__(self) -> SyncStream:
+        self._runner.run(self._stream.__aenter__())
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._runner.run(self._stream.__aexit__(exc_type, exc, tb))
+
+    @property
+    def id(self) -> str:
+        return self._stream.id
+
+    @property
+    def progress(self) -> Iterator[Any]:
+        iterator = self._runner.run(_apply(lambda: self._stream.progress))
+        while True:
+            try:
+                yield self._runner.run(_next(iterator))
+            except StopAsyncIteration:
+                return
+
+    @property
+    def result(self) -> Any:
+        return self._runner.run(_await(self._stream.result))
+
+    def cancel(self) -> None:
+        self._runner.run(_apply(self._stream.cancel))
+
+
+async def _next(iterator: Any) -> Any:
+    return await iterator.__anext__()
+
+
+async def _await(awaitable: Any) -> Any:
+    return await awaitable
+
+
+class SyncPeer:
+    """The blocking twin of :class:`~zerobridge.peer.Peer`; make one with :func:`connect_sync`."""
+
+    def __init__(self, runner: _LoopThread, peer: Peer) -> None:
+        self._runner = runner
+        self._peer = peer
+
+    def __enter__(self) -> SyncPeer:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Say ``bye``, close the socket and stop the private loop."""
+        if not self._runner.loop.is_closed():
+            try:
+                self._runner.run(self._peer.close())
+            finally:
+                self._runner.stop()
+
+    @property
+    def peer(self) -> Peer:
+        """The async peer underneath (its attributes such as ``session`` are safe to read)."""
+        return self._peer
+
+    @property
+    def connected(self) -> bool:
+        return self._peer.connected
+
+    @property
+    def session(self) -> str | None:
+        return self._peer.session
+
+    def call(self, action: str, payload: Any = None, *, timeout: float | None = None) -> Any:
+        return self._runner.run(self._peer.call(action, payload, timeout=timeout))
+
+    def stream(self, action: str, payload: Any = None, *, timeout: float | None = None) -> SyncStream:
+        return SyncStream(self._runner, self._peer.stream(action, payload, timeout=timeout))
+
+    def post(self, action: str, payload: Any = None) -> None:
+        self._runner.run(self._peer.post(action, payload))
+
+    def wait_connected(self, timeout: float | None = None) -> None:
+        self._runner.run(self._peer.wait_connected(timeout))
+
+    def handler(self, name: str) -> Callable[[F], F]:
+        def register(function: F) -> F:
+            self.add_handler(name, function)
+            return function
+
+        return register
+
+    def add_handler(self, name: str, function: Handler) -> None:
+        self._runner.run(_apply(self._peer.add_handler, name, function))
+
+    def remove_handler(self, name: str) -> None:
+        self._runner.run(_apply(self._peer.remove_handler, name))
+
+    def on_event(self, name: str) -> Callable[[F], F]:
+        def register(function: F) -> F:
+            self._runner.run(_apply(self._peer.on_event(name), function))
+            return function
+
+        return register
+
+    def remove_event_handler(self, name: str) -> None:
+        self._runner.run(_apply(self._peer.remove_event_handler, name))
+
+
+def connect(
+    target: str | os.PathLike[str],
+    *,
+    name: str,
+    actions: Mapping[str, Handler] | None = None,
+    handlers: Mapping[str, Handler] | None = None,
+    evaluate: bool = False,
+    heartbeat_ms: int | None = None,
+    connect_timeout: float = 10.0,
+) -> SyncPeer:
+    """Connect now (blocking until the host's welcome) and return the blocking peer.
+
+    Same arguments as :func:`zerobridge.connect`; the same warning about ``evaluate=True`` applies.
+    """
+    runner = _LoopThread()
+    try:
+
+        async def start() -> Peer:
+            peer = Peer(
+                target,
+                name=name,
+                actions=actions,
+                handlers=handlers,
+                evaluate=evaluate,
+                heartbeat_ms=heartbeat_ms,
+                connect_timeout=connect_timeout,
+            )
+            await peer.start()
+            return peer
+
+        return SyncPeer(runner, runner.run(start()))
+    except BaseException:
+        runner.stop()
+        raise
+
+
+connect_sync = connect
+
+__all__ = ["SyncPeer", "SyncStream", "connect", "connect_sync"]

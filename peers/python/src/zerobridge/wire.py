@@ -1,0 +1,448 @@
+"""The wire format: message bodies <-> ZeroMQ frames, and the validation rules of protocol v1.
+
+A message, as a DEALER sees it, is ``[signature, body, attachments...]``. The signature frame is
+empty without a key, else the lowercase hex HMAC-SHA256 of frames 1..n keyed with the connection key.
+The body is one UTF-8 JSON object; ``{"$attachment": i}`` inside it refers to frame ``2 + i``.
+
+:func:`decode` turns frames into one of the message classes below or raises :class:`WireError`
+carrying the code to answer with (``bad_message``, ``unsupported_version``, ``unauthorized``) and
+the offending message's id when it could be read. :func:`encode` does the reverse; ``bytes`` values
+inside a payload travel as attachments and come back as ``bytes``.
+
+Nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Union
+
+from .errors import BAD_MESSAGE, UNAUTHORIZED, UNSUPPORTED_VERSION, BridgeError, error_from_code
+
+PROTOCOL_VERSION = 1
+MAX_ID_LENGTH = 128
+MAX_NESTING = 64
+
+
+class WireError(BridgeError):
+    """A message that cannot be understood, with what is known of it for the error response."""
+
+    def __init__(
+        self, code: str, message: str, *, id: str | None = None, type: str | None = None
+    ) -> None:
+        super().__init__(code, message)
+        self.id = id
+        self.type = type
+
+
+# --- the message types ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    id: str
+    action: str
+    payload: Any = None
+    timeout_ms: int | None = None
+    progress: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    id: str | None
+    ok: bool
+    result: Any = None
+    error: BridgeError | None = None
+
+    @staticmethod
+    def success(id: str, result: Any) -> Response:
+        return Response(id=id, ok=True, result=result)
+
+    @staticmethod
+    def failure(id: str | None, error: BridgeError) -> Response:
+        return Response(id=id, ok=False, error=error)
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    id: str
+    seq: int
+    payload: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    action: str
+    payload: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class Cancel:
+    id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Hello:
+    peer: str
+    actions: tuple[str, ...] = ()
+    features: tuple[str, ...] = ()
+    session: str | None = None
+    heartbeat_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    max_message_bytes: int
+    max_in_flight: int
+
+
+@dataclass(frozen=True, slots=True)
+class Welcome:
+    host: str
+    session: str
+    actions: tuple[str, ...]
+    heartbeat_ms: int
+    limits: Limits
+
+
+@dataclass(frozen=True, slots=True)
+class Ping:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Pong:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Bye:
+    pass
+
+
+Message = Union[Request, Response, Progress, Event, Cancel, Hello, Welcome, Ping, Pong, Bye]
+
+_TYPE_NAMES: dict[type, str] = {
+    Request: "request",
+    Response: "response",
+    Progress: "progress",
+    Event: "event",
+    Cancel: "cancel",
+    Hello: "hello",
+    Welcome: "welcome",
+    Ping: "ping",
+    Pong: "pong",
+    Bye: "bye",
+}
+
+
+# --- signatures ----------------------------------------------------------------------------
+
+
+def sign(key: bytes, frames: Sequence[bytes]) -> bytes:
+    """Frame 0 for ``frames`` (frames 1..n): empty without a key."""
+    if not key:
+        return b""
+    mac = hmac.new(key, digestmod=hashlib.sha256)
+    for frame in frames:
+        mac.update(frame)
+    return mac.hexdigest().encode("ascii")
+
+
+# --- encoding ------------------------------------------------------------------------------
+
+
+def encode(message: Message, *, key: bytes = b"") -> list[bytes]:
+    """The frames of ``message``. Raises TypeError/ValueError when a payload is not JSON."""
+    attachments: list[bytes] = []
+    body = _body_of(message, attachments)
+    try:
+        text = json.dumps(body, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as error:
+        raise TypeError(f"not JSON-serializable: {error}") from None
+    frames = [text.encode("utf-8"), *attachments]
+    return [sign(key, frames), *frames]
+
+
+def _body_of(message: Message, attachments: list[bytes]) -> dict[str, Any]:
+    body: dict[str, Any] = {"v": PROTOCOL_VERSION, "type": _TYPE_NAMES[type(message)]}
+    match message:
+        case Request():
+            body["id"] = message.id
+            body["action"] = message.action
+            body["payload"] = _extract_attachments(message.payload, attachments)
+            if message.timeout_ms is not None:
+                body["timeout_ms"] = message.timeout_ms
+            if message.progress:
+                body["progress"] = True
+        case Response():
+            body["id"] = message.id
+            body["ok"] = message.ok
+            if message.ok:
+                body["result"] = _extract_attachments(message.result, attachments)
+            else:
+                assert message.error is not None
+                error = message.error.to_wire()
+                if "data" in error:
+                    error["data"] = _extract_attachments(error["data"], attachments)
+                body["error"] = error
+        case Progress():
+            body["id"] = message.id
+            body["seq"] = message.seq
+            body["payload"] = _extract_attachments(message.payload, attachments)
+        case Event():
+            body["action"] = message.action
+            body["payload"] = _extract_attachments(message.payload, attachments)
+        case Cancel():
+            body["id"] = message.id
+        case Hello():
+            body["peer"] = message.peer
+            body["actions"] = list(message.actions)
+            body["features"] = list(message.features)
+            if message.session is not None:
+                body["session"] = message.session
+            if message.heartbeat_ms is not None:
+                body["heartbeat_ms"] = message.heartbeat_ms
+        case Welcome():
+            body["host"] = message.host
+            body["session"] = message.session
+            body["actions"] = list(message.actions)
+            body["heartbeat_ms"] = message.heartbeat_ms
+            body["limits"] = {
+                "max_message_bytes": message.limits.max_message_bytes,
+                "max_in_flight": message.limits.max_in_flight,
+            }
+        case Ping() | Pong() | Bye():
+            pass
+    return body
+
+
+_BINARY = (bytes, bytearray, memoryview)
+
+
+def _extract_attachments(value: Any, attachments: list[bytes]) -> Any:
+    """``value`` with every bytes-like replaced by ``{"$attachment": i}`` (bytes appended)."""
+    if isinstance(value, _BINARY):
+        attachments.append(bytes(value))
+        return {"$attachment": len(attachments) - 1}
+    if isinstance(value, dict):
+        if any(isinstance(v, (dict, list, tuple, *_BINARY)) for v in value.values()):
+            return {k: _extract_attachments(v, attachments) for k, v in value.items()}
+        return value
+    if isinstance(value, (list, tuple)):
+        if any(isinstance(v, (dict, list, tuple, *_BINARY)) for v in value):
+            return [_extract_attachments(v, attachments) for v in value]
+        return value
+    return value
+
+
+# --- decoding ------------------------------------------------------------------------------
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def decode(frames: Sequence[bytes], *, key: bytes = b"") -> Message:
+    """The message carried by ``frames`` (as a DEALER receives them), or raise WireError."""
+    if len(frames) < 2:
+        raise WireError(BAD_MESSAGE, f"expected at least 2 frames (signature, body), got {len(frames)}")
+    if key and not hmac.compare_digest(bytes(frames[0]), sign(key, frames[1:])):
+        raise WireError(UNAUTHORIZED, "bad or missing signature")
+    try:
+        text = bytes(frames[1]).decode("utf-8")
+    except UnicodeDecodeError:
+        raise WireError(BAD_MESSAGE, "body is not UTF-8") from None
+    try:
+        body = json.loads(text, parse_constant=_reject_constant)
+    except (ValueError, RecursionError) as error:
+        raise WireError(BAD_MESSAGE, f"body is not JSON: {error}") from None
+    if not isinstance(body, dict):
+        raise WireError(BAD_MESSAGE, "body is not a JSON object")
+
+    raw_id = body.get("id")
+    readable_id = raw_id if _is_id(raw_id) else None
+    raw_type = body.get("type")
+    readable_type = raw_type if isinstance(raw_type, str) else None
+
+    def bad(reason: str, code: str = BAD_MESSAGE) -> WireError:
+        return WireError(code, reason, id=readable_id, type=readable_type)
+
+    if _nesting(body) > MAX_NESTING:
+        raise bad(f"nesting deeper than {MAX_NESTING}")
+    version = body.get("v")
+    if not _is_int(version):
+        raise bad('"v" must be the integer 1')
+    if version != PROTOCOL_VERSION:
+        raise bad(f"protocol version {version} is not supported (this peer speaks 1)", UNSUPPORTED_VERSION)
+
+    attachments = [bytes(f) for f in frames[2:]]
+    if attachments:
+        body = _resolve_attachments(body, attachments)
+
+    try:
+        match raw_type:
+            case "request":
+                timeout_ms = body.get("timeout_ms")
+                if timeout_ms is not None and not (_is_int(timeout_ms) and timeout_ms > 0):
+                    raise ValueError('"timeout_ms" must be a positive integer')
+                progress = body.get("progress", False)
+                if progress is None:
+                    progress = False
+                if not isinstance(progress, bool):
+                    raise ValueError('"progress" must be a boolean')
+                return Request(
+                    id=_required_id(body),
+                    action=_name(body, "action"),
+                    payload=body.get("payload"),
+                    timeout_ms=timeout_ms,
+                    progress=progress,
+                )
+            case "response":
+                if "id" not in body or (body["id"] is not None and readable_id is None):
+                    raise ValueError('"id" must be a string of 1..128 characters or null')
+                ok = body.get("ok")
+                if not isinstance(ok, bool):
+                    raise ValueError('"ok" must be a boolean')
+                if ok:
+                    return Response(id=readable_id, ok=True, result=body.get("result"))
+                return Response(id=readable_id, ok=False, error=_error(body.get("error")))
+            case "progress":
+                seq = body.get("seq")
+                if not (_is_int(seq) and seq >= 1):
+                    raise ValueError('"seq" must be an integer >= 1')
+                return Progress(id=_required_id(body), seq=seq, payload=body.get("payload"))
+            case "event":
+                return Event(action=_name(body, "action"), payload=body.get("payload"))
+            case "cancel":
+                return Cancel(id=_required_id(body))
+            case "hello":
+                heartbeat_ms = body.get("heartbeat_ms")
+                if heartbeat_ms is not None and not (_is_int(heartbeat_ms) and heartbeat_ms > 0):
+                    raise ValueError('"heartbeat_ms" must be a positive integer')
+                session = body.get("session")
+                if session is not None and not isinstance(session, str):
+                    raise ValueError('"session" must be a string')
+                return Hello(
+                    peer=_name(body, "peer"),
+                    actions=_names(body, "actions"),
+                    features=_names(body, "features"),
+                    session=session,
+                    heartbeat_ms=heartbeat_ms,
+                )
+            case "welcome":
+                heartbeat_ms = body.get("heartbeat_ms")
+                if not (_is_int(heartbeat_ms) and heartbeat_ms > 0):
+                    raise ValueError('"heartbeat_ms" must be a positive integer')
+                limits = body.get("limits")
+                if not isinstance(limits, dict):
+                    raise ValueError('"limits" must be an object')
+                max_bytes = limits.get("max_message_bytes")
+                max_in_flight = limits.get("max_in_flight")
+                if not (_is_int(max_bytes) and _is_int(max_in_flight)):
+                    raise ValueError('"limits" needs integer max_message_bytes and max_in_flight')
+                host = body.get("host")
+                session = body.get("session")
+                if not isinstance(host, str) or not isinstance(session, str) or not session:
+                    raise ValueError('"host" and "session" must be strings')
+                return Welcome(
+                    host=host,
+                    session=session,
+                    actions=_names(body, "actions"),
+                    heartbeat_ms=heartbeat_ms,
+                    limits=Limits(max_message_bytes=max_bytes, max_in_flight=max_in_flight),
+                )
+            case "ping":
+                return Ping()
+            case "pong":
+                return Pong()
+            case "bye":
+                return Bye()
+            case None:
+                raise ValueError('"type" is missing')
+            case _:
+                raise ValueError(f"unknown type {raw_type!r}")
+    except ValueError as error:
+        raise bad(f"{readable_type or 'message'}: {error}") from None
+
+
+def _is_int(value: Any) -> bool:
+    return type(value) is int  # bool is an int subclass but not a protocol integer
+
+
+def _is_id(value: Any) -> bool:
+    return isinstance(value, str) and 1 <= len(value) <= MAX_ID_LENGTH
+
+
+def _required_id(body: dict[str, Any]) -> str:
+    value = body.get("id")
+    if not _is_id(value):
+        raise ValueError('"id" must be a string of 1..128 characters')
+    return value  # type: ignore[no-any-return]
+
+
+def _name(body: dict[str, Any], key: str) -> str:
+    value = body.get(key)
+    if not (isinstance(value, str) and 1 <= len(value) <= MAX_ID_LENGTH):
+        raise ValueError(f'"{key}" must be a string of 1..128 characters')
+    return value
+
+
+def _names(body: dict[str, Any], key: str) -> tuple[str, ...]:
+    value = body.get(key)
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ValueError(f'"{key}" must be a list of strings')
+    return tuple(value)
+
+
+def _error(value: Any) -> BridgeError:
+    if not isinstance(value, dict):
+        raise ValueError('"error" must be an object when "ok" is false')
+    code = value.get("code")
+    message = value.get("message")
+    if not isinstance(code, str) or not code:
+        raise ValueError('"error.code" must be a non-empty string')
+    if not isinstance(message, str):
+        raise ValueError('"error.message" must be a string')
+    return error_from_code(code, message, value.get("data"))
+
+
+def _nesting(value: Any) -> int:
+    """Depth of arrays/objects in ``value`` (the body object itself is depth 1)."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > deepest:
+            deepest = depth
+            if deepest > MAX_NESTING:
+                return deepest
+        children = item.values() if isinstance(item, dict) else item
+        for child in children:
+            if isinstance(child, (dict, list)):
+                stack.append((child, depth + 1))
+    return deepest
+
+
+def _resolve_attachments(value: Any, attachments: list[bytes]) -> Any:
+    """``value`` with each ``{"$attachment": i}`` naming an existing frame replaced by its bytes.
+
+    A reference to a frame that is not there is left as it is: it may be the user's own data.
+    """
+    if isinstance(value, dict):
+        if len(value) == 1 and "$attachment" in value:
+            index = value["$attachment"]
+            if _is_int(index) and 0 <= index < len(attachments):
+                return attachments[index]
+            return value
+        return {k: _resolve_attachments(v, attachments) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_resolve_attachments(v, attachments) for v in value]
+    return value
+

@@ -1,0 +1,240 @@
+"""Fixtures: the real conformance host, a scripted in-test host, and `async def` tests without plugins."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import os
+import selectors
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import zmq
+import zmq.asyncio
+
+ZEROBRIDGE_BIN = os.environ.get("ZEROBRIDGE_BIN", "/work/main/.build/debug/zerobridge")
+ASYNC_TEST_TIMEOUT = 30.0  # no test may hang the suite
+READY_TIMEOUT = 15.0
+
+
+# --- `async def test_...` run by asyncio.run (pytest-asyncio is not a dependency) ------------
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
+    if not inspect.iscoroutinefunction(pyfuncitem.obj):
+        return None
+    kwargs = {name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames}
+    asyncio.run(asyncio.wait_for(pyfuncitem.obj(**kwargs), ASYNC_TEST_TIMEOUT))
+    return True
+
+
+# --- the real host -------------------------------------------------------------------------
+
+
+class HostProcess:
+    """`zerobridge serve --conformance`, started and stopped by the tests."""
+
+    def __init__(self, endpoint: str, *extra: str) -> None:
+        self.args = [ZEROBRIDGE_BIN, "serve", "--conformance", "--endpoint", endpoint, *extra]
+        if not os.access(ZEROBRIDGE_BIN, os.X_OK):
+            pytest.fail(f"the conformance host {ZEROBRIDGE_BIN} does not exist (set ZEROBRIDGE_BIN or build it)")
+        self._stderr = tempfile.TemporaryFile()
+        self.process = subprocess.Popen(self.args, stdout=subprocess.PIPE, stderr=self._stderr)
+        self.endpoint = self._read_ready_line()
+
+    def _read_ready_line(self) -> str:
+        assert self.process.stdout is not None
+        selector = selectors.DefaultSelector()
+        selector.register(self.process.stdout, selectors.EVENT_READ)
+        line = b""
+        deadline = time.monotonic() + READY_TIMEOUT
+        while not line.endswith(b"\n"):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not selector.select(remaining):
+                break
+            chunk = os.read(self.process.stdout.fileno(), 1)
+            if not chunk:
+                break
+            line += chunk
+        selector.close()
+        text = line.decode(errors="replace").strip()
+        if not text.startswith("zerobridge ready "):
+            self.kill()
+            self._stderr.seek(0)
+            stderr = self._stderr.read().decode(errors="replace")[-2000:]
+            pytest.fail(
+                f"{' '.join(self.args)} did not print 'zerobridge ready <endpoint>' within {READY_TIMEOUT} s;"
+                f" exit code {self.process.poll()}, stdout {text!r}, stderr {stderr!r}"
+            )
+        return text.removeprefix("zerobridge ready ").strip()
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self._close_pipes()
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        self._close_pipes()
+
+    def _close_pipes(self) -> None:
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+        self._stderr.close()
+
+
+@pytest.fixture(scope="session", params=["tcp", "ipc"])
+def host(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostProcess]:
+    """One conformance host per transport for the whole session."""
+    if request.param == "tcp":
+        endpoint = "tcp://127.0.0.1:*"
+    else:
+        endpoint = f"ipc://{tmp_path_factory.mktemp('host')}/zb.sock"
+    process = HostProcess(endpoint)
+    yield process
+    process.stop()
+
+
+@pytest.fixture
+def start_host(ipc_dir: Path) -> Iterator[Callable[..., HostProcess]]:
+    """Start private hosts (for tests that kill or restart them); all are stopped afterwards."""
+    started: list[HostProcess] = []
+
+    def start(*extra: str, endpoint: str | None = None) -> HostProcess:
+        process = HostProcess(endpoint or f"ipc://{ipc_dir}/host.sock", *extra)
+        started.append(process)
+        return process
+
+    yield start
+    for process in started:
+        process.stop()
+
+
+# --- a scripted host inside the test -------------------------------------------------------
+
+
+class FakeHost:
+    """A pyzmq ROUTER playing the host: it answers hello (welcome) and ping (pong) unless `silent`,
+    records every body it receives, and sends whatever a test tells it to."""
+
+    def __init__(self, *, heartbeat_ms: int = 5000, max_message_bytes: int = 1 << 20, endpoint: str | None = None):
+        self.heartbeat_ms = heartbeat_ms
+        self.max_message_bytes = max_message_bytes
+        self.silent = False
+        self.sessions = 0
+        self.routing: bytes | None = None
+        self._endpoint = endpoint
+        self._received: list[tuple[bytes, Any]] = []
+        self._changed = asyncio.Condition()
+        self._taken: set[int] = set()
+
+    async def __aenter__(self) -> FakeHost:
+        self.context = zmq.asyncio.Context()
+        self.socket = self.context.socket(zmq.ROUTER)
+        self.socket.setsockopt(zmq.LINGER, 0)
+        if self._endpoint is None:
+            port = self.socket.bind_to_random_port("tcp://127.0.0.1")
+            self.endpoint = f"tcp://127.0.0.1:{port}"
+        else:
+            self.socket.bind(self._endpoint)
+            self.endpoint = self._endpoint
+        self._reader = asyncio.ensure_future(self._read())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._reader.cancel()
+        await asyncio.gather(self._reader, return_exceptions=True)
+        self.socket.close(0)
+        self.context.term()
+
+    async def _read(self) -> None:
+        while True:
+            routing, *frames = await self.socket.recv_multipart()
+            try:
+                body = json.loads(frames[1])
+            except (IndexError, ValueError):
+                body = {"unreadable": frames}
+            if not self.silent and isinstance(body, dict):
+                if body.get("type") == "hello":
+                    self.routing = routing
+                    session = body.get("session") or f"session-{self.sessions + 1}"
+                    if not body.get("session"):
+                        self.sessions += 1
+                    self.send(routing, self.welcome(session))
+                elif body.get("type") == "ping":
+                    self.send(routing, {"v": 1, "type": "pong"})
+            async with self._changed:
+                self._received.append((routing, body))
+                self._changed.notify_all()
+
+    def welcome(self, session: str) -> dict[str, Any]:
+        return {
+            "v": 1,
+            "type": "welcome",
+            "host": "fake",
+            "session": session,
+            "actions": ["echo"],
+            "heartbeat_ms": self.heartbeat_ms,
+            "limits": {"max_message_bytes": self.max_message_bytes, "max_in_flight": 256},
+        }
+
+    def send(self, routing: bytes | None, body: dict[str, Any] | bytes, *attachments: bytes) -> None:
+        """Send a body (a dict is JSON-encoded; bytes go as they are) to `routing` (default: the peer)."""
+        frame = body if isinstance(body, bytes) else json.dumps(body).encode()
+        self.send_frames(routing, [b"", frame, *attachments])
+
+    def send_frames(self, routing: bytes | None, frames: list[bytes]) -> None:
+        target = routing if routing is not None else self.routing
+        assert target is not None, "no peer has said hello yet"
+        self.socket.send_multipart([target, *frames])
+
+    async def next(self, type: str, timeout: float = 5.0, **fields: Any) -> dict[str, Any]:
+        """The next received body of `type` (with these field values) after those already taken."""
+        routing, body = await self.next_with_routing(type, timeout, **fields)
+        return body
+
+    async def next_with_routing(self, type: str, timeout: float = 5.0, **fields: Any) -> tuple[bytes, dict[str, Any]]:
+        def find() -> tuple[bytes, dict[str, Any]] | None:
+            for index, (routing, body) in enumerate(self._received):
+                if index in self._taken or not isinstance(body, dict) or body.get("type") != type:
+                    continue
+                if all(body.get(k) == v for k, v in fields.items()):
+                    self._taken.add(index)
+                    return routing, body
+            return None
+
+        async with self._changed:
+            found = await asyncio.wait_for(self._changed.wait_for(find), timeout)
+        assert found is not None
+        return found
+
+    def bodies(self, type: str) -> list[dict[str, Any]]:
+        return [b for _, b in self._received if isinstance(b, dict) and b.get("type") == type]
+
+
+@pytest.fixture
+def fake_host() -> Callable[..., FakeHost]:
+    return FakeHost
+
+
+@pytest.fixture
+def ipc_dir() -> Iterator[Path]:
+    # ipc paths are limited to ~100 bytes, so not pytest's long tmp_path
+    with tempfile.TemporaryDirectory(prefix="zb") as directory:
+        yield Path(directory)
+
