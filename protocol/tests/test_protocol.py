@@ -1,0 +1,311 @@
+"""Checks protocol/: the schemas, the message cases and the conversations against each other.
+
+Every schema must be a valid draft 2020-12 schema; every message case must be exactly as valid as it says under
+schema/message.schema.json; every conversation must be a valid fixture whose sent bodies and expected bodies are
+valid messages (unless a step says it sends an invalid body on purpose). Running conversations against a live
+host is the runners' job (SPEC.md, Fixtures); this suite needs no host.
+"""
+from __future__ import annotations
+
+import base64
+import itertools
+import json
+from pathlib import Path
+
+import pytest
+from jsonschema import Draft202012Validator
+from referencing import Registry, Resource
+
+PROTOCOL = Path(__file__).resolve().parent.parent
+SCHEMA_DIR = PROTOCOL / "schema"
+FIXTURES = PROTOCOL / "fixtures"
+MESSAGE_CASE_FILES = sorted((FIXTURES / "messages").glob("*.json"))
+CONNECTION_CASE_FILE = FIXTURES / "connection-files.json"
+CONVERSATION_FILES = sorted((FIXTURES / "conversations").glob("*.json"))
+
+SCHEMA_FILES = sorted(SCHEMA_DIR.glob("*.json"))
+FIXTURE_SCHEMA_FILE = FIXTURES / "fixture.schema.json"
+MESSAGE_TYPES = ["hello", "welcome", "request", "response", "progress", "event", "cancel", "ping", "pong", "bye"]
+CONFORMANCE_ACTIONS = {"echo", "add", "sleep", "count", "fail", "callback", "evaluate", "emit", "once"}
+# Every code the conformance host can put on the wire. peer_lost is only ever a local failure there (the lost
+# peer's answers are discarded; peer-lost-*.json show what is observable) and unauthorized needs a keyed host.
+WIRE_CODES = {"bad_message", "unsupported_version", "unknown_action", "invalid_payload", "handler_gone",
+              "handler_error", "timeout", "cancelled", "duplicate_id", "too_large", "overloaded", "not_allowed"}
+
+
+def load(path: Path):
+    with path.open(encoding="utf-8") as f:
+        return json.load(f)
+
+
+def build_registry() -> tuple[Registry, dict[str, dict]]:
+    schemas = {path.name: load(path) for path in SCHEMA_FILES + [FIXTURE_SCHEMA_FILE]}
+    registry = Registry().with_resources(
+        (schema["$id"], Resource.from_contents(schema)) for schema in schemas.values())
+    return registry, schemas
+
+
+REGISTRY, SCHEMAS = build_registry()
+
+
+def validator(schema_file: str) -> Draft202012Validator:
+    return Draft202012Validator(SCHEMAS[schema_file], registry=REGISTRY)
+
+
+MESSAGE = validator("message.schema.json")
+CONNECTION_FILE = validator("connection-file.schema.json")
+FIXTURE = validator("fixture.schema.json")
+
+
+def explain(v: Draft202012Validator, instance) -> str:
+    return "; ".join(f"{'/'.join(map(str, e.absolute_path)) or '(body)'}: {e.message[:200]}"
+                     for e in v.iter_errors(instance)) or "no errors"
+
+
+# --- schemas -------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("path", SCHEMA_FILES + [FIXTURE_SCHEMA_FILE], ids=lambda p: p.name)
+def test_schema_is_valid_2020_12(path: Path):
+    schema = load(path)
+    assert schema.get("$schema") == "https://json-schema.org/draft/2020-12/schema"
+    Draft202012Validator.check_schema(schema)
+    # Relative $refs resolve against the $id, so each $id must end with the file's own name.
+    assert schema["$id"].endswith("/" + path.parent.name + "/" + path.name)
+
+
+def test_every_message_type_has_its_schema():
+    for message_type in MESSAGE_TYPES:
+        schema = SCHEMAS[f"{message_type}.schema.json"]
+        assert schema["properties"]["type"] == {"const": message_type}
+    assert SCHEMAS["message.schema.json"]["properties"]["type"]["enum"] == MESSAGE_TYPES
+
+
+# --- message and connection-file cases --------------------------------------------------------------------------
+
+def cases(files: list[Path]):
+    for path in files:
+        for group in load(path):
+            for case in group["tests"]:
+                yield pytest.param(case, id=f"{path.stem}: {group['description']}: {case['description']}")
+
+
+def expected_error(body) -> str:
+    """The code a receiver answers an invalid body with (SPEC.md, Bad input): the version is judged first."""
+    if isinstance(body, dict) and "v" in body:
+        v = body["v"]
+        if isinstance(v, int) and not isinstance(v, bool) and v != 1:
+            return "unsupported_version"
+    return "bad_message"
+
+
+@pytest.mark.parametrize("case", list(cases(MESSAGE_CASE_FILES)))
+def test_message_case(case):
+    assert MESSAGE.is_valid(case["data"]) == case["valid"], explain(MESSAGE, case["data"])
+    if not case["valid"]:
+        assert case.get("error") == expected_error(case["data"])
+
+
+@pytest.mark.parametrize("case", list(cases([CONNECTION_CASE_FILE])))
+def test_connection_file_case(case):
+    assert CONNECTION_FILE.is_valid(case["data"]) == case["valid"], explain(CONNECTION_FILE, case["data"])
+
+
+@pytest.mark.parametrize("path", MESSAGE_CASE_FILES + [CONNECTION_CASE_FILE], ids=lambda p: p.name)
+def test_case_file_is_a_valid_fixture(path: Path):
+    data = load(path)
+    assert FIXTURE.is_valid(data), explain(FIXTURE, data)
+    names = [(g["description"], c["description"]) for g in data for c in g["tests"]]
+    assert len(names) == len(set(names)), "case descriptions must be unique: they name the tests"
+
+
+def test_message_cases_cover_every_type_both_ways():
+    bodies = [case.values[0] for case in cases(MESSAGE_CASE_FILES)]
+    seen = {(case["data"]["type"], case["valid"]) for case in bodies
+            if isinstance(case["data"], dict) and isinstance(case["data"].get("type"), str)}
+    for message_type in MESSAGE_TYPES:
+        assert (message_type, True) in seen, f"no valid {message_type} case"
+    for message_type in ["hello", "welcome", "request", "response", "progress", "event", "cancel"]:
+        assert (message_type, False) in seen, f"no invalid {message_type} case"
+    assert len(list(cases(MESSAGE_CASE_FILES))) >= 80
+
+
+# --- conversations ---------------------------------------------------------------------------------------------
+
+MISSING = object()  # a pattern instance standing for "this member is absent"
+MATCHER_KEYS = {"$any", "$absent", "$oneOf", "$not", "$capture", "$var", "$exact", "$unordered", "$literal"}
+ANY_SAMPLES = {"value": "any", "string": "s", "number": 1.5, "integer": 1, "boolean": True, "null": None,
+               "array": [], "object": {}}
+
+
+def matcher_key(value) -> str | None:
+    if isinstance(value, dict) and len(value) == 1:
+        (key,) = value
+        if key in MATCHER_KEYS:
+            return key
+    return None
+
+
+def instances(pattern, member: bool = False):
+    """Every body shape a pattern stands for, with placeholders for captured and wildcard values.
+
+    For example {"ok": {"$oneOf": [true, false]}} stands for {"ok": true} and {"ok": false}. MISSING comes out
+    where $absent is allowed: as an object member's value (member=True).
+    """
+    key = matcher_key(pattern)
+    if key == "$any":
+        yield ANY_SAMPLES[pattern[key]]
+    elif key == "$absent":
+        assert member, "$absent is only meaningful as an object member's value"
+        yield MISSING
+    elif key == "$oneOf":
+        for alternative in pattern[key]:
+            yield from instances(alternative, member)
+    elif key in ("$not", "$capture", "$var"):
+        yield f"placeholder-{key[1:]}"
+    elif key == "$exact":
+        yield from instances(pattern[key])
+    elif key == "$unordered":
+        yield from instances(list(pattern[key]))
+    elif key == "$literal":
+        yield pattern[key]
+    elif isinstance(pattern, dict):
+        keys = list(pattern)
+        for values in itertools.product(*(list(instances(pattern[k], member=True)) for k in keys)):
+            yield {k: v for k, v in zip(keys, values) if v is not MISSING}
+    elif isinstance(pattern, list):
+        for values in itertools.product(*(list(instances(item)) for item in pattern)):
+            yield list(values)
+    else:
+        yield pattern
+
+
+def fill(template, index: int | None):
+    """A sent body as the runner builds it: {{i}} and $var replaced by placeholders, $literal unwrapped."""
+    key = matcher_key(template)
+    if key == "$var":
+        return f"placeholder-{template[key]}"
+    if key == "$literal":
+        return template[key]
+    if isinstance(template, dict):
+        return {k: fill(v, index) for k, v in template.items()}
+    if isinstance(template, list):
+        return [fill(v, index) for v in template]
+    if isinstance(template, str) and index is not None:
+        return template.replace("{{i}}", str(index))
+    return template
+
+
+def walk(value, found: list[tuple[str, str]]):
+    """Collects the ($capture | $var, name) uses in a template or pattern, in document order."""
+    key = matcher_key(value)
+    if key in ("$capture", "$var"):
+        found.append((key, value[key]))
+    elif key == "$literal":
+        return
+    elif isinstance(value, dict):
+        for item in value.values():
+            walk(item, found)
+    elif isinstance(value, list):
+        for item in value:
+            walk(item, found)
+
+
+def expected_patterns(step) -> list:
+    if "expect" in step:
+        return [step["expect"]]
+    if "expect_unordered" in step:
+        return [item["body"] for item in step["expect_unordered"]]
+    return []
+
+
+def frame_bytes(frame) -> int:
+    if "text" in frame:
+        return len(frame["text"].encode("utf-8"))
+    if "base64" in frame:
+        return len(base64.b64decode(frame["base64"], validate=True))
+    if "json" in frame:
+        return len(json.dumps(frame["json"]).encode("utf-8"))
+    if "byte" in frame:
+        return frame["count"]
+    return sum(frame_bytes(part) for part in frame["concat"])
+
+
+def all_frames(step):
+    frames = list(step.get("send_frames", [])) + list(step.get("attachments", []))
+    while frames:
+        frame = frames.pop()
+        yield frame
+        frames.extend(frame.get("concat", []))
+
+
+@pytest.mark.parametrize("path", CONVERSATION_FILES, ids=lambda p: p.stem)
+def test_conversation(path: Path):
+    conversation = load(path)
+    assert FIXTURE.is_valid(conversation), explain(FIXTURE, conversation)
+    clients = conversation["clients"]
+    captured: set[str] = set()
+    for number, step in enumerate(conversation["steps"], start=1):
+        where = f"step {number}"
+        assert step.get("client", clients[0]) in clients, f"{where}: unknown client"
+        uses: list[tuple[str, str]] = []
+        walk(step.get("send"), uses)
+        for pattern in expected_patterns(step) + step.get("skip", []):
+            walk(pattern, uses)
+        for kind, name in uses:
+            if kind == "$capture":
+                captured.add(name)
+            else:
+                assert name in captured, f"{where}: $var {name!r} is used before it is captured"
+
+        if "send" in step:
+            indexes = [1] if "repeat" in step else [None]
+            for body in (fill(step["send"], i) for i in indexes):
+                if "deliberately_invalid" in step:
+                    assert not MESSAGE.is_valid(body), f"{where} says it sends an invalid body, but it is valid"
+                else:
+                    assert MESSAGE.is_valid(body), f"{where} sends an invalid body: {explain(MESSAGE, body)}"
+        for pattern in expected_patterns(step):
+            for body in instances(fill(pattern, 1)):
+                assert body is not MISSING and MESSAGE.is_valid(body), \
+                    f"{where} expects a body no valid message can match: {explain(MESSAGE, body)}"
+        for frame in all_frames(step):
+            frame_bytes(frame)  # base64 must decode
+
+
+def test_conversation_descriptions_are_unique():
+    descriptions = [load(path)["description"] for path in CONVERSATION_FILES]
+    assert len(descriptions) == len(set(descriptions))
+
+
+def sent_and_expected(conversation):
+    for step in conversation["steps"]:
+        yield from ([("sent", step["send"])] if "send" in step else [])
+        for pattern in expected_patterns(step):
+            for body in instances(pattern):
+                yield "expected", body
+
+
+def test_conversations_cover_the_conformance_host():
+    actions, codes, types_sent = set(), set(), set()
+    for path in CONVERSATION_FILES:
+        for direction, body in sent_and_expected(load(path)):
+            if direction == "sent":
+                types_sent.add(body.get("type"))
+                if body.get("type") == "request":
+                    actions.add(body.get("action"))
+            elif body.get("type") == "response" and body.get("ok") is False:
+                codes.add(body["error"]["code"])
+    assert CONFORMANCE_ACTIONS <= actions, f"no conversation calls {sorted(CONFORMANCE_ACTIONS - actions)}"
+    assert WIRE_CODES <= codes, f"no conversation expects {sorted(WIRE_CODES - codes)}"
+    assert set(MESSAGE_TYPES) - {"welcome"} <= types_sent, "every type a peer sends should be sent somewhere"
+    assert len(CONVERSATION_FILES) >= 20
+
+
+def test_repeat_placeholders_only_in_repeated_steps():
+    for path in CONVERSATION_FILES:
+        for number, step in enumerate(load(path)["steps"], start=1):
+            text = json.dumps({k: v for k, v in step.items() if k != "note"})
+            items_repeat = any("repeat" in item for item in step.get("expect_unordered", []))
+            if "{{i}}" in text:
+                assert "repeat" in step or items_repeat, f"{path.stem} step {number}: {{{{i}}}} without repeat"
+
