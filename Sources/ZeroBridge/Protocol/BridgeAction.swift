@@ -1,0 +1,21 @@
+/// A typed action: a name plus the Codable types of its payload, result and progress.
+///
+/// Both sides must agree on the name and on the JSON shapes; the types only give them Swift names.
+/// For example:
+///
+/// ```swift
+/// struct ImportFile: BridgeAction {
+///     static let name = "importFile"
+///     struct Payload: Codable, Sendable { var path: String }
+///     struct Result: Codable, Sendable { var records: Int }
+///     struct Progress: Codable, Sendable { var done: Int; var total: Int }
+/// }
+/// ```
+public protocol BridgeAction: Sendable {
+    associatedtype Payload: Codable & Sendable
+    associatedtype Result: Codable & Sendable
+    /// The type of the action's progress events; untyped JSON unless the action says otherwise.
+    associatedtype Progress: Codable & Sendable = JSONValue
+    /// The action's name on the wire (1 to 128 characters; names starting with `$` are reserved).
+    static var name: String { get }
+}

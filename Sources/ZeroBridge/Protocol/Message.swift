@@ -1,0 +1,131 @@
+/// One protocol message body (frame 1 as a peer's DEALER sees it), as defined by protocol v1.
+///
+/// ``decode(_:maxDepth:)-(UnsafeRawBufferPointer,_)`` validates everything the protocol requires and says
+/// precisely what is wrong; ``encoded()`` writes compact JSON with `"v":1` and `"type"` first. Encoding does not
+/// validate: the sender is trusted to fill the fields within the protocol's limits.
+enum Message: Sendable, Equatable {
+    case hello(Hello)
+    case welcome(Welcome)
+    case request(Request)
+    case response(Response)
+    case progress(Progress)
+    case event(Event)
+    case cancel(id: String)
+    case ping
+    case pong
+    case bye
+
+    /// Peer -> host, first message of a named session.
+    struct Hello: Sendable, Equatable {
+        /// The peer's name (1 to 128 characters).
+        var peer: String
+        /// The actions the peer serves to the host.
+        var actions: [String] = []
+        /// Optional features the peer offers, such as `"evaluate"`.
+        var features: [String] = []
+        /// A session to resume.
+        var session: String? = nil
+        /// The heartbeat period the peer would like.
+        var heartbeatMs: Int? = nil
+    }
+
+    /// Host -> peer, the answer to `hello`.
+    struct Welcome: Sendable, Equatable {
+        var host: String
+        /// The session id in force.
+        var session: String
+        /// The actions the host serves.
+        var actions: [String]
+        /// The heartbeat period in force.
+        var heartbeatMs: Int
+        var maxMessageBytes: Int
+        var maxInFlight: Int
+    }
+
+    struct Request: Sendable, Equatable {
+        /// Unique among the sender's requests in flight (1 to 128 characters).
+        var id: String
+        var action: String
+        var payload: JSONValue = .null
+        /// The caller's deadline, when it has one.
+        var timeoutMs: Int? = nil
+        /// The caller wants progress events (written as `"progress":true`, omitted when false).
+        var wantsProgress: Bool = false
+    }
+
+    struct Response: Sendable, Equatable {
+        /// The request's id; nil only when answering a message whose id could not be read.
+        var id: String?
+        var outcome: Result<JSONValue, BridgeError>
+    }
+
+    struct Progress: Sendable, Equatable {
+        var id: String
+        /// 1 for a request's first progress event, then increasing by 1.
+        var seq: Int
+        var payload: JSONValue = .null
+    }
+
+    /// Fire-and-forget: never answered.
+    struct Event: Sendable, Equatable {
+        var action: String
+        var payload: JSONValue = .null
+    }
+
+    /// The value of the body's `type` field.
+    enum Kind: String, Sendable, CaseIterable {
+        case hello, welcome, request, response, progress, event, cancel, ping, pong, bye
+    }
+
+    var kind: Kind {
+        switch self {
+        case .hello: .hello
+        case .welcome: .welcome
+        case .request: .request
+        case .response: .response
+        case .progress: .progress
+        case .event: .event
+        case .cancel: .cancel
+        case .ping: .ping
+        case .pong: .pong
+        case .bye: .bye
+        }
+    }
+
+    /// The request id the message carries (request, response, progress, cancel), if any.
+    var id: String? {
+        switch self {
+        case .request(let request): request.id
+        case .response(let response): response.id
+        case .progress(let progress): progress.id
+        case .cancel(let id): id
+        default: nil
+        }
+    }
+}
+
+/// Why a body was rejected: the error to answer with (`bad_message` or `unsupported_version`) and the
+/// offending message's id when it could be read (a string of 1 to 128 characters), to echo in the response.
+struct DecodeFailure: Error, Sendable, Equatable, CustomStringConvertible {
+    var id: String?
+    var error: BridgeError
+
+    /// The response that answers the rejected message.
+    var response: Message { .response(.init(id: id, outcome: .failure(error))) }
+
+    var description: String { id.map { "\(error) (id '\($0)')" } ?? error.description }
+}
+
+extension Message {
+    /// The most characters (Unicode scalars) an id, action or peer name may have.
+    static let maxNameLength = 128
+
+    /// Whether `name` has 1 to 128 characters, counted as Unicode scalars (what JSON strings are made of, and
+    /// what every language can count the same way).
+    static func isValidName(_ name: String) -> Bool {
+        let bytes = name.utf8.count
+        if bytes == 0 { return false }
+        if bytes <= maxNameLength { return true }  // never more scalars than bytes
+        return name.unicodeScalars.count <= maxNameLength
+    }
+}
