@@ -220,11 +220,17 @@ private struct Envelope {
                                   timeoutMs: try positiveInteger(.timeoutMs),
                                   wantsProgress: try boolean(.progress) ?? false))
         case .response:
-            // A response id may be null: the answer to a message whose id could not be read.
+            // A null id is the answer to a message whose id could not be read, so only an error may carry it.
             let id: String? = if case .null? = self[.id] { nil } else { try name(.id, orNull: true) }
             if try required(.ok, "true or false", boolean) {
+                guard let id else {
+                    throw bad("field 'id' must be a string of 1 to \(Message.maxNameLength) characters when 'ok' is true "
+                              + "(only an error response may have a null id)")
+                }
+                guard self[.error] == nil else { throw bad("a response with \"ok\": true must not have an 'error' field") }
                 return .response(.init(id: id, outcome: .success(self[.result] ?? .null)))
             }
+            guard self[.result] == nil else { throw bad("a response with \"ok\": false must not have a 'result' field") }
             return .response(.init(id: id, outcome: .failure(try errorObject())))
         case .progress:
             return .progress(.init(id: try name(.id), seq: try required(.seq, "a positive integer", positiveInteger),
@@ -234,13 +240,12 @@ private struct Envelope {
         case .cancel:
             return .cancel(id: try name(.id))
         case .hello:
-            return .hello(.init(peer: try name(.peer), actions: try strings(.actions) ?? [],
-                                features: try strings(.features) ?? [], session: try string(.session),
+            return .hello(.init(peer: try name(.peer), actions: try names(.actions) ?? [],
+                                features: try names(.features) ?? [], session: try optionalName(.session),
                                 heartbeatMs: try positiveInteger(.heartbeatMs)))
         case .welcome:
-            return .welcome(.init(host: try required(.host, "a string", string),
-                                  session: try required(.session, "a string", string),
-                                  actions: try required(.actions, "an array of strings", strings),
+            return .welcome(.init(host: try name(.host), session: try name(.session),
+                                  actions: try required(.actions, "an array of names", names),
                                   heartbeatMs: try required(.heartbeatMs, "a positive integer", positiveInteger),
                                   maxMessageBytes: try limit("max_message_bytes"),
                                   maxInFlight: try limit("max_in_flight")))
@@ -261,25 +266,28 @@ private struct Envelope {
         return value
     }
 
-    /// A required string of 1 to 128 characters (id, action, peer). `orNull` only changes the wording.
+    /// A required string of 1 to 128 characters (id, action, peer, host, session). `orNull` only changes the wording.
     private func name(_ field: Field, orNull: Bool = false) throws(BridgeError) -> String {
-        let rule = "a string of 1 to \(Message.maxNameLength) characters" + (orNull ? " or null" : "")
-        guard let value = self[field] else { throw bad("field '\(field.name)' is missing (it must be \(rule))") }
-        guard case .string(let text) = value, Message.isValidName(text) else {
-            let found = if case .string(let text) = value {
-                text.isEmpty ? "an empty string" : "a string of \(text.unicodeScalars.count) characters"
-            } else { value.kindDescription }
-            throw bad("field '\(field.name)' must be \(rule), not \(found)")
+        guard let text = try optionalName(field, orNull: orNull) else {
+            throw bad("field '\(field.name)' is missing (it must be \(Envelope.nameRule)\(orNull ? " or null" : ""))")
         }
         return text
     }
 
-    private func string(_ field: Field) throws(BridgeError) -> String? {
+    private static let nameRule = "a string of 1 to \(Message.maxNameLength) characters"
+
+    private func optionalName(_ field: Field, orNull: Bool = false) throws(BridgeError) -> String? {
         guard let value = self[field] else { return nil }
-        guard case .string(let text) = value else {
-            throw bad("field '\(field.name)' must be a string, not \(value.kindDescription)")
+        guard case .string(let text) = value, Message.isValidName(text) else {
+            throw bad("field '\(field.name)' must be \(Envelope.nameRule)\(orNull ? " or null" : ""), not \(Envelope.describe(value))")
         }
         return text
+    }
+
+    /// What a value that is not a valid name is, for error messages.
+    private static func describe(_ value: JSONValue) -> String {
+        guard case .string(let text) = value else { return value.kindDescription }
+        return text.isEmpty ? "an empty string" : "a string of \(text.unicodeScalars.count) characters"
     }
 
     private func positiveInteger(_ field: Field) throws(BridgeError) -> Int? {
@@ -303,16 +311,18 @@ private struct Envelope {
         return flag
     }
 
-    private func strings(_ field: Field) throws(BridgeError) -> [String]? {
+    /// An array of names (each a string of 1 to 128 characters).
+    private func names(_ field: Field) throws(BridgeError) -> [String]? {
         guard let value = self[field] else { return nil }
+        let rule = "an array of strings of 1 to \(Message.maxNameLength) characters"
         guard case .array(let elements) = value else {
-            throw bad("field '\(field.name)' must be an array of strings, not \(value.kindDescription)")
+            throw bad("field '\(field.name)' must be \(rule), not \(value.kindDescription)")
         }
         var names: [String] = []
         names.reserveCapacity(elements.count)
         for (index, element) in elements.enumerated() {
-            guard case .string(let name) = element else {
-                throw bad("field '\(field.name)' must be an array of strings, but element \(index) is \(element.kindDescription)")
+            guard case .string(let name) = element, Message.isValidName(name) else {
+                throw bad("field '\(field.name)' must be \(rule), but element \(index) is \(Envelope.describe(element))")
             }
             names.append(name)
         }
@@ -327,8 +337,8 @@ private struct Envelope {
         guard case .object(let members) = value else {
             throw bad("field 'error' must be an object, not \(value.kindDescription)")
         }
-        guard case .string(let code)? = members["code"] else {
-            throw bad("field 'error.code' must be a string, not \(members["code"]?.kindDescription ?? "missing")")
+        guard case .string(let code)? = members["code"], Message.isValidName(code) else {
+            throw bad("field 'error.code' must be \(Envelope.nameRule), not \(members["code"].map(Envelope.describe) ?? "missing")")
         }
         guard case .string(let message)? = members["message"] else {
             throw bad("field 'error.message' must be a string, not \(members["message"]?.kindDescription ?? "missing")")

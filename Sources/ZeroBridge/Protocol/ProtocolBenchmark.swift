@@ -28,4 +28,21 @@ public enum ProtocolBenchmark {
         }
         return correct
     }
+
+    /// The host's share of an exchange, `iterations` times: decode a received ~100-byte request, encode the
+    /// response. Returns the bytes of responses written (so the work cannot be optimized away).
+    public static func hostSideExchanges(_ iterations: Int) -> Int {
+        let request = Array(#"{"v":1,"type":"request","id":"c0ffee-1234","action":"add","payload":{"a":40,"b":2},"timeout_ms":5000}"#.utf8)
+        var written = 0
+        var responseBuffer: [UInt8] = []
+        for _ in 0 ..< iterations {
+            guard case .success(.request(let received)) = Message.decode(request),
+                  let a = received.payload["a"]?.intValue, let b = received.payload["b"]?.intValue
+            else { return -1 }
+            responseBuffer.removeAll(keepingCapacity: true)
+            Message.response(.init(id: received.id, outcome: .success(.int(a + b)))).write(to: &responseBuffer)
+            written += responseBuffer.count
+        }
+        return written
+    }
 }

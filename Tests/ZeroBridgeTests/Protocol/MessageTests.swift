@@ -328,28 +328,35 @@ struct MessageValidationTests {
     ])
     func progressFlag(_ example: Rejection) { expectRejected(example) }
 
-    @Test("response: 'ok' is a boolean; 'result' defaults to null; 'id' may be null", arguments: [
+    @Test("response: 'result' defaults to null; 'id' may be null on errors", arguments: [
         Acceptance(#"{"v":1,"type":"response","id":"1","ok":true}"#, .response(.init(id: "1", outcome: .success(nil)))),
         Acceptance(#"{"v":1,"type":"response","id":"1","ok":true,"result":{"n":2}}"#, .response(.init(id: "1", outcome: .success(["n": 2])))),
-        Acceptance(#"{"v":1,"type":"response","id":null,"ok":true,"result":1}"#, .response(.init(id: nil, outcome: .success(1)))),
-        Acceptance(#"{"v":1,"type":"response","id":"1","ok":true,"result":1,"error":"ignored"}"#, .response(.init(id: "1", outcome: .success(1)))),
-        Acceptance(#"{"v":1,"type":"response","id":"1","ok":false,"result":1,"error":{"code":"timeout","message":""}}"#,
+        Acceptance(#"{"v":1,"type":"response","id":null,"ok":false,"error":{"code":"bad_message","message":"?"}}"#,
+                   .response(.init(id: nil, outcome: .failure(BridgeError(.badMessage, "?"))))),
+        Acceptance(#"{"v":1,"type":"response","id":"1","ok":false,"error":{"code":"timeout","message":"","extra":1}}"#,
                    .response(.init(id: "1", outcome: .failure(BridgeError(.timeout, ""))))),
     ])
     func responseAccepted(_ example: Acceptance) { expectAccepted(example) }
 
-    @Test("response: 'ok' is required and boolean", arguments: [
+    @Test("response: 'ok' is a required boolean; 'result' and 'error' go with ok true and false", arguments: [
         Rejection(#"{"v":1,"type":"response","id":"1"}"#, id: "1", mentions: "field 'ok' is missing"),
         Rejection(#"{"v":1,"type":"response","id":"1","ok":"true"}"#, id: "1", mentions: "field 'ok' must be true or false, not a string"),
         Rejection(#"{"v":1,"type":"response","id":"1","ok":1,"result":1}"#, id: "1", mentions: "not an integer"),
+        Rejection(#"{"v":1,"type":"response","id":null,"ok":true,"result":1}"#, mentions: "only an error response may have a null id"),
+        Rejection(#"{"v":1,"type":"response","id":"1","ok":true,"result":1,"error":{"code":"x","message":""}}"#, id: "1",
+                  mentions: "\"ok\": true must not have an 'error' field"),
+        Rejection(#"{"v":1,"type":"response","id":"1","ok":false,"result":null,"error":{"code":"x","message":""}}"#, id: "1",
+                  mentions: "\"ok\": false must not have a 'result' field"),
     ])
     func responseOK(_ example: Rejection) { expectRejected(example) }
 
     @Test("response: 'error' is {code: string, message: string, data?: any}", arguments: [
         Rejection(#"{"v":1,"type":"response","id":"1","ok":false}"#, id: "1", mentions: "field 'error' is missing"),
         Rejection(#"{"v":1,"type":"response","id":"1","ok":false,"error":"timeout"}"#, id: "1", mentions: "field 'error' must be an object, not a string"),
-        Rejection(#"{"v":1,"type":"response","id":"1","ok":false,"error":{"message":"m"}}"#, id: "1", mentions: "field 'error.code' must be a string, not missing"),
-        Rejection(#"{"v":1,"type":"response","id":"1","ok":false,"error":{"code":5,"message":"m"}}"#, id: "1", mentions: "'error.code' must be a string, not an integer"),
+        Rejection(#"{"v":1,"type":"response","id":"1","ok":false,"error":{"message":"m"}}"#, id: "1", mentions: "field 'error.code' must be a string of 1 to 128 characters, not missing"),
+        Rejection(#"{"v":1,"type":"response","id":"1","ok":false,"error":{"code":5,"message":"m"}}"#, id: "1", mentions: "'error.code' must be a string of 1 to 128 characters, not an integer"),
+        Rejection(#"{"v":1,"type":"response","id":"1","ok":false,"error":{"code":"","message":"m"}}"#, id: "1", mentions: "not an empty string"),
+        Rejection(#"{"v":1,"type":"response","id":"1","ok":false,"error":{"code":"\#(tooLongName)","message":"m"}}"#, id: "1", mentions: "not a string of 129 characters"),
         Rejection(#"{"v":1,"type":"response","id":"1","ok":false,"error":{"code":"timeout"}}"#, id: "1", mentions: "field 'error.message' must be a string, not missing"),
         Rejection(#"{"v":1,"type":"response","id":"1","ok":false,"error":{"code":"timeout","message":null}}"#, id: "1", mentions: "not null"),
         Rejection(#"{"v":1,"type":"response","id":null,"ok":false}"#, mentions: "field 'error' is missing"),
@@ -385,8 +392,8 @@ struct MessageValidationTests {
     @Test("hello: 'peer' 1..128; 'actions' and 'features' string arrays defaulting to []; optional 'session', 'heartbeat_ms'", arguments: [
         Acceptance(#"{"v":1,"type":"hello","peer":"p"}"#, .hello(.init(peer: "p"))),
         Acceptance(#"{"v":1,"type":"hello","peer":"p","actions":[],"features":["evaluate"]}"#, .hello(.init(peer: "p", features: ["evaluate"]))),
-        Acceptance(#"{"v":1,"type":"hello","peer":"p","actions":["a","b"],"session":"","heartbeat_ms":1}"#,
-                   .hello(.init(peer: "p", actions: ["a", "b"], session: "", heartbeatMs: 1))),
+        Acceptance(#"{"v":1,"type":"hello","peer":"p","actions":["a","b"],"session":"\#(maxName)","heartbeat_ms":1}"#,
+                   .hello(.init(peer: "p", actions: ["a", "b"], session: maxName, heartbeatMs: 1))),
         Acceptance(#"{"v":1,"type":"hello","peer":"\#(maxName)"}"#, .hello(.init(peer: maxName))),
     ])
     func helloAccepted(_ example: Acceptance) { expectAccepted(example) }
@@ -396,11 +403,14 @@ struct MessageValidationTests {
         Rejection(#"{"v":1,"type":"hello","peer":""}"#, mentions: "field 'peer' must be a string of 1 to 128 characters, not an empty string"),
         Rejection(#"{"v":1,"type":"hello","peer":"\#(tooLongName)"}"#, mentions: "129 characters"),
         Rejection(#"{"v":1,"type":"hello","peer":7}"#, mentions: "field 'peer' must be a string"),
-        Rejection(#"{"v":1,"type":"hello","peer":"p","actions":"echo"}"#, mentions: "field 'actions' must be an array of strings, not a string"),
-        Rejection(#"{"v":1,"type":"hello","peer":"p","actions":["a",1]}"#, mentions: "field 'actions' must be an array of strings, but element 1 is an integer"),
-        Rejection(#"{"v":1,"type":"hello","peer":"p","features":null}"#, mentions: "field 'features' must be an array of strings, not null"),
+        Rejection(#"{"v":1,"type":"hello","peer":"p","actions":"echo"}"#, mentions: "field 'actions' must be an array of strings of 1 to 128 characters, not a string"),
+        Rejection(#"{"v":1,"type":"hello","peer":"p","actions":["a",1]}"#, mentions: "field 'actions' must be an array of strings of 1 to 128 characters, but element 1 is an integer"),
+        Rejection(#"{"v":1,"type":"hello","peer":"p","actions":[""]}"#, mentions: "but element 0 is an empty string"),
+        Rejection(#"{"v":1,"type":"hello","peer":"p","features":["ok","\#(tooLongName)"]}"#, mentions: "element 1 is a string of 129 characters"),
+        Rejection(#"{"v":1,"type":"hello","peer":"p","session":""}"#, mentions: "field 'session' must be a string of 1 to 128 characters, not an empty string"),
+        Rejection(#"{"v":1,"type":"hello","peer":"p","features":null}"#, mentions: "field 'features' must be an array of strings of 1 to 128 characters, not null"),
         Rejection(#"{"v":1,"type":"hello","peer":"p","features":[["x"]]}"#, mentions: "element 0 is an array"),
-        Rejection(#"{"v":1,"type":"hello","peer":"p","session":1}"#, mentions: "field 'session' must be a string, not an integer"),
+        Rejection(#"{"v":1,"type":"hello","peer":"p","session":1}"#, mentions: "field 'session' must be a string of 1 to 128 characters, not an integer"),
         Rejection(#"{"v":1,"type":"hello","peer":"p","heartbeat_ms":0}"#, mentions: "field 'heartbeat_ms' must be a positive integer, not 0"),
         Rejection(#"{"v":1,"type":"hello","peer":"p","heartbeat_ms":"5"}"#, mentions: "field 'heartbeat_ms' must be a positive integer"),
     ])
@@ -421,11 +431,14 @@ struct MessageValidationTests {
     }
 
     @Test("welcome: field rules", arguments: [
-        Rejection(welcomeVariant(replacing: #""host":"h","#, with: ""), mentions: "field 'host' is missing (it must be a string)"),
-        Rejection(welcomeVariant(replacing: #""host":"h""#, with: #""host":1"#), mentions: "field 'host' must be a string, not an integer"),
+        Rejection(welcomeVariant(replacing: #""host":"h","#, with: ""), mentions: "field 'host' is missing (it must be a string of 1 to 128 characters)"),
+        Rejection(welcomeVariant(replacing: #""host":"h""#, with: #""host":1"#), mentions: "field 'host' must be a string of 1 to 128 characters, not an integer"),
         Rejection(welcomeVariant(replacing: #""session":"s","#, with: ""), mentions: "field 'session' is missing"),
-        Rejection(welcomeVariant(replacing: #""session":"s""#, with: #""session":null"#), mentions: "field 'session' must be a string, not null"),
-        Rejection(welcomeVariant(replacing: #""actions":["a"],"#, with: ""), mentions: "field 'actions' is missing (it must be an array of strings)"),
+        Rejection(welcomeVariant(replacing: #""session":"s""#, with: #""session":null"#), mentions: "field 'session' must be a string of 1 to 128 characters, not null"),
+        Rejection(welcomeVariant(replacing: #""session":"s""#, with: #""session":"""#), mentions: "not an empty string"),
+        Rejection(welcomeVariant(replacing: #""host":"h""#, with: #""host":"""#), mentions: "field 'host' must be a string of 1 to 128 characters, not an empty string"),
+        Rejection(welcomeVariant(replacing: #""actions":["a"]"#, with: #""actions":["a",""]"#), mentions: "element 1 is an empty string"),
+        Rejection(welcomeVariant(replacing: #""actions":["a"],"#, with: ""), mentions: "field 'actions' is missing"),
         Rejection(welcomeVariant(replacing: #""actions":["a"]"#, with: #""actions":[true]"#), mentions: "element 0 is a boolean"),
         Rejection(welcomeVariant(replacing: #""heartbeat_ms":5000,"#, with: ""), mentions: "field 'heartbeat_ms' is missing"),
         Rejection(welcomeVariant(replacing: #""heartbeat_ms":5000"#, with: #""heartbeat_ms":0"#), mentions: "field 'heartbeat_ms' must be a positive integer, not 0"),
