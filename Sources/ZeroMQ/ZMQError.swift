@@ -30,6 +30,11 @@ public struct ZMQError: Error, Sendable, Hashable, CustomStringConvertible {
     }
 
     public static func == (lhs: ZMQError, rhs: ZMQError) -> Bool { lhs.code == rhs.code }
+
+    /// Lets `catch ZMQError.wouldBlock { ... }` match by code.
+    public static func ~= (pattern: ZMQError, error: any Error) -> Bool {
+        (error as? ZMQError)?.code == pattern.code
+    }
     public func hash(into hasher: inout Hasher) { hasher.combine(code) }
 
     /// `EAGAIN`: a non-blocking call would have blocked (or a send hit the high-water mark).

@@ -1,0 +1,122 @@
+import Synchronization
+
+/// The conformance host's actions (protocol/SPEC.md), which fixtures and independent clients test any
+/// implementation against: `echo`, `add`, `sleep`, `count`, `fail`, `callback`, `evaluate`, `emit`, `once`.
+///
+/// For example:
+/// ```swift
+/// let host = BridgeHost(configuration: .init(endpoint: "tcp://127.0.0.1:*", name: "conformance"))
+/// try Conformance.install(on: host)
+/// ```
+public enum Conformance {
+    public static func install(on host: BridgeHost) throws {
+        try host.handle("echo") { payload, _ in payload }
+
+        try host.handle("add") { payload, _ in
+            switch (payload["a"], payload["b"]) {
+            case (.int(let a)?, .int(let b)?):
+                let (sum, overflow) = a.addingReportingOverflow(b)
+                return overflow ? .double(Double(a) + Double(b)) : .int(sum)
+            case (.int(let a)?, .double(let b)?): return .double(Double(a) + b)
+            case (.double(let a)?, .int(let b)?): return .double(a + Double(b))
+            case (.double(let a)?, .double(let b)?): return .double(a + b)
+            default: throw BridgeError(.invalidPayload, "add takes {\"a\": number, \"b\": number}")
+            }
+        }
+
+        try host.handle("sleep") { payload, _ in
+            guard let ms = payload["ms"]?.intValue, ms >= 0 else {
+                throw BridgeError(.invalidPayload, "sleep takes {\"ms\": a non-negative integer}")
+            }
+            try await Task.sleep(for: .milliseconds(ms))
+            return ["slept_ms": .int(ms)]
+        }
+
+        try host.handle("count") { payload, request in
+            guard let n = payload["n"]?.intValue, n >= 0 else {
+                throw BridgeError(.invalidPayload, "count takes {\"n\": a non-negative integer, \"delay_ms\"?: integer}")
+            }
+            let delay = payload["delay_ms"]?.intValue ?? 0
+            guard payload["delay_ms"] == nil || (payload["delay_ms"]?.intValue != nil && delay >= 0) else {
+                throw BridgeError(.invalidPayload, "count's delay_ms is a non-negative integer")
+            }
+            if n > 0 {
+                for i in 1...n {
+                    if delay > 0 { try await Task.sleep(for: .milliseconds(delay)) }
+                    try await request.progress(["i": .int(i), "n": .int(n)])
+                }
+            }
+            return ["n": .int(n)]
+        }
+
+        try host.handle("fail") { payload, _ in
+            guard let message = payload["message"]?.stringValue else {
+                throw BridgeError(.invalidPayload, "fail takes {\"message\": string}")
+            }
+            throw BridgeError(.handlerError, message)
+        }
+
+        try host.handle("callback") { payload, request in
+            guard let action = payload["action"]?.stringValue else {
+                throw BridgeError(.invalidPayload, "callback takes {\"action\": string, \"payload\": any, \"timeout_ms\"?: integer}")
+            }
+            let timeout = try positiveMilliseconds(payload["timeout_ms"], "callback")
+            return try await caller(of: request).call(action, payload["payload"] ?? .null, timeout: timeout)
+        }
+
+        try host.handle("evaluate") { payload, request in
+            guard let script = payload["script"]?.stringValue else {
+                throw BridgeError(.invalidPayload, "evaluate takes {\"script\": string, \"arguments\"?: object}")
+            }
+            let arguments: [String: JSONValue]
+            switch payload["arguments"] {
+            case nil, .null?: arguments = [:]
+            case .object(let object)?: arguments = object
+            default: throw BridgeError(.invalidPayload, "evaluate's arguments is an object")
+            }
+            return try await caller(of: request).evaluate(script, arguments: arguments)
+        }
+
+        try host.handle("emit") { payload, request in
+            guard let action = payload["action"]?.stringValue else {
+                throw BridgeError(.invalidPayload, "emit takes {\"action\": string, \"payload\": any}")
+            }
+            try caller(of: request).post(action, payload["payload"] ?? .null)
+            return .null
+        }
+
+        try host.register(OnceHandler())
+    }
+
+    private static func caller(of request: BridgeRequest) throws -> RemotePeer {
+        guard let peer = request.peer else { throw BridgeError(.peerLost, "the requesting peer is gone") }
+        return peer
+    }
+
+    private static func positiveMilliseconds(_ value: JSONValue?, _ action: String) throws -> Duration? {
+        guard let value, value != .null else { return nil }
+        guard let ms = value.intValue, ms > 0 else {
+            throw BridgeError(.invalidPayload, "\(action)'s timeout_ms is a positive integer")
+        }
+        return .milliseconds(ms)
+    }
+}
+
+/// The `once` action: the handler keeps itself alive (the host holds it only weakly) and lets go after its
+/// first call, so every later call finds the weakly registered handler gone.
+private final class OnceHandler: BridgeHandler {
+    enum Action: BridgeAction {
+        static let name = "once"
+        typealias Payload = JSONValue
+        typealias Result = JSONValue
+    }
+
+    private let keepAlive = Mutex<OnceHandler?>(nil)
+
+    init() { keepAlive.withLock { $0 = self } }
+
+    func handle(_ payload: JSONValue, request: BridgeRequest) async throws -> JSONValue {
+        keepAlive.withLock { $0 = nil }
+        return ["called": true]
+    }
+}

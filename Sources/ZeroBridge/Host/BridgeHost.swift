@@ -1,0 +1,357 @@
+import Foundation
+import Logging
+import ServiceLifecycle
+import Synchronization
+import ZeroMQ
+
+/// A ZeroBridge host: binds a ROUTER socket, gives each connecting peer a session, serves the actions
+/// registered on it, and calls into its peers.
+///
+/// For example:
+/// ```swift
+/// let host = BridgeHost(configuration: .init(endpoint: "tcp://127.0.0.1:5555", name: "etl"))
+/// try host.handle(ImportFile.self) { payload, request in
+///     try await request.progress(.init(done: 1, total: 2))
+///     return .init(records: 2)
+/// }
+/// try await host.run()   // until graceful shutdown (a swift-service-lifecycle `Service`)
+/// ```
+public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
+    public struct Configuration: Sendable {
+        /// Where to bind: `tcp://127.0.0.1:5555` (`*` for any port), `ipc:///path`, or `inproc://name`.
+        public var endpoint: String
+        /// The host's name in `welcome`.
+        public var name: String
+        /// The heartbeat interval offered to peers that do not ask for one.
+        public var heartbeat: Duration = .seconds(5)
+        /// The timeout of host -> peer calls that set none.
+        public var defaultTimeout: Duration = .seconds(30)
+        /// Larger messages (body and attachments) are answered `too_large`.
+        public var maxMessageBytes: Int = 16 << 20
+        /// Requests one session may have running at once; more are answered `overloaded`.
+        public var maxInFlight: Int = 4096
+        /// How long a graceful shutdown waits for requests in flight before cancelling them.
+        public var drainTimeout: Duration = .seconds(5)
+        /// Where to write a connection file (mode 0600) for peers, if anywhere.
+        public var connectionFile: String?
+        /// Shares a context with other sockets (needed for `inproc://`); nil makes one.
+        public var context: Context?
+        public var logger = Logger(label: "zerobridge.host")
+
+        public init(endpoint: String, name: String = "zerobridge") {
+            self.endpoint = endpoint
+            self.name = name
+        }
+    }
+
+    /// A peer arriving or leaving.
+    public enum PeerEvent: Sendable {
+        case joined(RemotePeer)
+        case left(RemotePeer, reason: BridgeError)
+    }
+
+    public let configuration: Configuration
+    public let handlers = HandlerTable()
+    private let started = Mutex<Started?>(nil)
+    private let directory = Mutex(Directory())
+
+    private struct Started {
+        let thread: SocketThread
+        let endpoint: String
+        let context: Context
+    }
+
+    /// Named peers, readable from any thread, and who waits for which.
+    private struct Directory {
+        var peers: [String: RemotePeer] = [:]
+        var waiters: [UUID: (name: String, continuation: CheckedContinuation<RemotePeer, Error>)] = [:]
+        var watchers: [UUID: AsyncStream<PeerEvent>.Continuation] = [:]
+    }
+
+    // Confined to the socket thread.
+    private var sessions: [[UInt8]: Session] = [:]
+    private var sessionsByID: [String: Session] = [:]
+    private var sessionCounter = 0
+
+    public init(configuration: Configuration) {
+        self.configuration = configuration
+        try? handlers.add("$actions", replacing: true) { [handlers] _, _ in .array(handlers.actionNames.map(JSONValue.string)) }
+        try? handlers.add("$evaluate", replacing: true) { _, _ in
+            throw BridgeError(.notAllowed, "a ZeroBridge host does not evaluate scripts")
+        }
+    }
+
+    /// The endpoint actually bound (a `*` port resolved); nil before ``start()``.
+    public var boundEndpoint: String? { started.withLock { $0?.endpoint } }
+
+    // MARK: Starting and stopping
+
+    /// Binds the socket and starts serving. ``run()`` does this too; calling it first surfaces bind errors early.
+    public func start() throws {
+        try started.withLock { started in
+            guard started == nil else { return }
+            let context = try configuration.context ?? Context()
+            let router = try Socket(.router, context: context)
+            // Unknown routing ids fail loudly instead of vanishing; the session table bounds what is queued.
+            try router.set(.routerMandatory(true), .sendHighWaterMark(0), .receiveHighWaterMark(0),
+                           .linger(milliseconds: 1000))
+            try router.bind(configuration.endpoint)
+            let endpoint = try router.lastEndpoint
+            let thread = try SocketThread(socket: router)
+            started = Started(thread: thread, endpoint: endpoint, context: context)
+            thread.start(name: "zerobridge-host", owner: .init(
+                received: { [self] frames in received(frames) },
+                tick: { [self] now in tick(now) },
+                stopped: { [self] in stopped() }))
+            if let path = configuration.connectionFile { try writeConnectionFile(path, endpoint: endpoint) }
+            configuration.logger.info("listening", metadata: ["endpoint": "\(endpoint)"])
+        }
+    }
+
+    /// Serves until graceful shutdown or cancellation, then shuts down. A started host runs until it is shut
+    /// down, whether or not anything else still holds it.
+    public func run() async throws {
+        try start()
+        try? await gracefulShutdown()
+        await shutdown()
+    }
+
+    /// Stops taking requests, waits up to the drain timeout for those in flight, cancels the rest (each still
+    /// answered), says `bye` to named peers and closes the socket.
+    public func shutdown() async {
+        guard let thread = started.withLock({ $0?.thread }) else { return }
+        thread.perform { [self] in for session in sessions.values { session.link.accepting = false } }
+        let deadline = ContinuousClock.now + configuration.drainTimeout
+        while ContinuousClock.now < deadline {
+            let busy = await onThread(thread) { [self] in sessions.values.contains { $0.link.requestsInFlight > 0 } }
+            if !busy { break }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        thread.stopAndWait()
+        started.withLock { $0 = nil }
+        if let path = configuration.connectionFile { try? FileManager.default.removeItem(atPath: path) }
+    }
+
+    /// On the thread, as it stops: whatever is still in flight is answered, then every session ends.
+    private func stopped() {
+        for session in sessions.values {
+            session.link.cancelIncoming("the host is shutting down")
+            if session.name != nil { session.link.send(.bye) }
+            end(session, BridgeError(.cancelled, "the host is shutting down"))
+        }
+        sessions.removeAll()
+        sessionsByID.removeAll()
+        // Finished outside the lock: finishing a stream runs its termination handler, which takes the lock.
+        let (waiters, watchers) = directory.withLock { directory in
+            defer { directory.waiters.removeAll(); directory.watchers.removeAll() }
+            return (directory.waiters.values.map(\.continuation), Array(directory.watchers.values))
+        }
+        for waiter in waiters { waiter.resume(throwing: BridgeError(.cancelled, "the host is shutting down")) }
+        for watcher in watchers { watcher.finish() }
+    }
+
+    // MARK: Peers
+
+    /// The named peers connected now.
+    public var peers: [RemotePeer] { directory.withLock { Array($0.peers.values) } }
+
+    /// The peer that said `hello` with this name, waiting for it to connect; throws `timeout` when it does not.
+    public func peer(named name: String, waitingUpTo timeout: Duration = .seconds(5)) async throws -> RemotePeer {
+        let id = UUID()
+        return try await withCheckedThrowingContinuation { continuation in
+            let found = directory.withLock { directory -> RemotePeer? in
+                if let peer = directory.peers[name] { return peer }
+                directory.waiters[id] = (name, continuation)
+                return nil
+            }
+            if let found { return continuation.resume(returning: found) }
+            Task { [weak self] in
+                try? await Task.sleep(for: timeout)
+                let waiter = self?.directory.withLock { $0.waiters.removeValue(forKey: id) }
+                waiter?.continuation.resume(throwing: BridgeError(.timeout, "no peer named '\(name)' connected within \(timeout)"))
+            }
+        }
+    }
+
+    /// Peers joining and leaving, from now on, until the host shuts down.
+    public func peerEvents() -> AsyncStream<PeerEvent> {
+        let (stream, continuation) = AsyncStream<PeerEvent>.makeStream()
+        let id = UUID()
+        directory.withLock { $0.watchers[id] = continuation }
+        continuation.onTermination = { [weak self] _ in _ = self?.directory.withLock { $0.watchers.removeValue(forKey: id) } }
+        return stream
+    }
+
+    private func announce(_ event: PeerEvent) {
+        typealias Notified = ([AsyncStream<PeerEvent>.Continuation], [CheckedContinuation<RemotePeer, Error>])
+        let (watchers, waiters) = directory.withLock { directory -> Notified in
+            switch event {
+            case .joined(let peer):
+                guard let name = peer.name else { return ([], []) }
+                directory.peers[name] = peer
+                let ready = directory.waiters.filter { $0.value.name == name }
+                for key in ready.keys { directory.waiters[key] = nil }
+                return (Array(directory.watchers.values), ready.values.map(\.continuation))
+            case .left(let peer, _):
+                if let name = peer.name, directory.peers[name] === peer { directory.peers[name] = nil }
+                return (Array(directory.watchers.values), [])
+            }
+        }
+        for waiter in waiters { if case .joined(let peer) = event { waiter.resume(returning: peer) } }
+        for watcher in watchers { watcher.yield(event) }
+    }
+
+    // MARK: On the thread
+
+    private func received(_ frames: [Frame]) {
+        let routingID = frames[0].bytes
+        let session = sessions[routingID] ?? openSession(routingID)
+        session.link.heard()
+        // As the peer sent it: a signature frame, a body frame, then attachments.
+        guard frames.count >= 3 else {
+            return session.link.send(.response(.init(id: nil, outcome: .failure(BridgeError(
+                .badMessage, "a message has a signature frame and a body frame; got \(frames.count - 1) frame(s)")))))
+        }
+        let size = frames.dropFirst().reduce(0) { $0 + $1.count }
+        guard size <= configuration.maxMessageBytes else {
+            let id = frames[2].withUnsafeBytes { Message.readableID(in: $0) }
+            return session.link.send(.response(.init(id: id, outcome: .failure(BridgeError(
+                .tooLarge, "the message has \(size) bytes; the limit is \(configuration.maxMessageBytes)")))))
+        }
+        switch frames[2].withUnsafeBytes({ Message.decode($0) }) {
+        case .failure(let failure):
+            session.link.send(.response(.init(id: failure.id, outcome: .failure(failure.error))))
+        case .success(.hello(let hello)):
+            greet(session, hello)
+        case .success(.bye):
+            sessions[routingID] = nil
+            sessionsByID[session.id] = nil
+            end(session, BridgeError(.peerLost, "the peer said bye"))
+        case .success(.welcome):
+            session.link.send(.response(.init(id: nil, outcome: .failure(BridgeError(
+                .badMessage, "'welcome' is sent by the host, not to it")))))
+        case .success(let message):
+            session.link.receive(message)
+        }
+    }
+
+    private func openSession(_ routingID: [UInt8]) -> Session {
+        guard let thread = started.withLock({ $0?.thread }) else { preconditionFailure("a session opens only on a started host") }
+        sessionCounter += 1
+        let id = "s\(sessionCounter)-\(UUID().uuidString.prefix(8).lowercased())"
+        let session = Session(routingID: routingID, id: id, heartbeat: configuration.heartbeat)
+        let link = Link(thread: thread, handlers: handlers, limits: .init(maxInFlight: configuration.maxInFlight),
+                        logger: configuration.logger) { [weak session] body in
+            if let session { thread.send([session.routingID, [], body]) }
+        }
+        session.link = link
+        let remote = RemotePeer(info: .init(name: nil, sessionID: id, actions: [], features: []), link: link,
+                                defaultTimeout: configuration.defaultTimeout)
+        session.remote = remote
+        link.remote = remote
+        sessions[routingID] = session
+        sessionsByID[id] = session
+        return session
+    }
+
+    private func greet(_ session: Session, _ hello: Message.Hello) {
+        var session = session
+        // Resuming: the peer reconnected (a new routing id) and names its earlier session; that session, with its
+        // calls in flight, continues over the new connection.
+        if let wanted = hello.session, wanted != session.id, let earlier = sessionsByID[wanted],
+           earlier.name == hello.peer, earlier.link.isClosed == false {
+            sessions[session.routingID] = nil
+            sessionsByID[session.id] = nil
+            session.link.close(BridgeError(.peerLost, "replaced by a resumed session"))
+            sessions[earlier.routingID] = nil
+            earlier.routingID = session.routingID
+            sessions[earlier.routingID] = earlier
+            session = earlier
+        }
+        let wasNamed = session.name != nil
+        session.name = hello.peer
+        session.heartbeat = hello.heartbeatMs.map { .milliseconds(min(max($0, 50), 600_000)) } ?? configuration.heartbeat
+        session.remote.update { info in
+            info.name = hello.peer
+            info.actions = hello.actions
+            info.features = hello.features
+        }
+        session.link.thread.tick(by: .now + session.heartbeat / 4)
+        session.link.send(.welcome(.init(
+            host: configuration.name, session: session.id, actions: handlers.actionNames,
+            heartbeatMs: Int(session.heartbeat / .milliseconds(1)),
+            maxMessageBytes: configuration.maxMessageBytes, maxInFlight: configuration.maxInFlight)))
+        if !wasNamed { announce(.joined(session.remote)) }
+    }
+
+    private func end(_ session: Session, _ reason: BridgeError) {
+        let remote: RemotePeer = session.remote
+        session.link.close(reason)
+        if session.name != nil { announce(.left(remote, reason: reason)) }
+    }
+
+    /// Heartbeats: pings named peers that have heard nothing from the host for an interval, ends sessions silent
+    /// for three, and forgets idle anonymous ones.
+    private func tick(_ now: ContinuousClock.Instant) -> ContinuousClock.Instant {
+        var shortest = configuration.heartbeat
+        for session in Array(sessions.values) {
+            let silence = now - session.link.lastHeard
+            if session.name != nil {
+                shortest = min(shortest, session.heartbeat)
+                if silence >= session.heartbeat * 3 {
+                    sessions[session.routingID] = nil
+                    sessionsByID[session.id] = nil
+                    end(session, BridgeError(.peerLost, "no message from the peer for \(silence)"))
+                } else if now - session.link.lastSent >= session.heartbeat {
+                    session.link.send(.ping)
+                }
+            } else if session.link.isIdle && silence >= configuration.heartbeat * 3 {
+                sessions[session.routingID] = nil
+                sessionsByID[session.id] = nil
+                session.link.close(BridgeError(.peerLost, "an idle anonymous session expired"))
+            }
+        }
+        return now + max(shortest / 4, .milliseconds(10))
+    }
+
+    // MARK: Helpers
+
+    private func onThread<T: Sendable>(_ thread: SocketThread, _ work: @escaping @Sendable () -> T) async -> T {
+        await withCheckedContinuation { continuation in thread.perform { continuation.resume(returning: work()) } }
+    }
+
+    private func writeConnectionFile(_ path: String, endpoint: String) throws {
+        let file: JSONValue = ["protocol": 1, "endpoint": .string(endpoint), "host": .string(configuration.name),
+                               "signature_scheme": "hmac-sha256", "key": ""]
+        // Created with mode 0600 from the start: the file may carry a key.
+        guard FileManager.default.createFile(atPath: path, contents: Data(file.serialized()),
+                                             attributes: [.posixPermissions: 0o600]) else {
+            throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: path])
+        }
+    }
+}
+
+/// One peer's session on the host. Confined to the host's socket thread.
+final class Session: @unchecked Sendable {
+    var routingID: [UInt8]
+    let id: String
+    var name: String?
+    var heartbeat: Duration
+    var link: Link!
+    var remote: RemotePeer!
+
+    init(routingID: [UInt8], id: String, heartbeat: Duration) {
+        self.routingID = routingID
+        self.id = id
+        self.heartbeat = heartbeat
+    }
+}
+
+extension Message {
+    /// The `id` of a body that will not be processed (too large), when it is a readable string, for the answer.
+    static func readableID(in body: UnsafeRawBufferPointer) -> String? {
+        guard let value = try? JSONValue.parse(body), let id = value["id"]?.stringValue,
+              (1...128).contains(id.unicodeScalars.count) else { return nil }
+        return id
+    }
+}

@@ -1,0 +1,56 @@
+import Synchronization
+
+/// The host's handle to one connected peer: who it is, and a way to call into it (the `evaluateJavaScript` /
+/// `callAsyncJavaScript` role). Calls fail with `peer_lost` once the peer has gone.
+///
+/// For example:
+/// ```swift
+/// let frontend = try await host.peer(named: "frontend", waitingUpTo: .seconds(5))
+/// let html = try await frontend.call(Render.self, .init(page: 1), timeout: .seconds(2))
+/// ```
+public final class RemotePeer: BridgeCaller, @unchecked Sendable {
+    /// What a peer said of itself in its `hello`.
+    public struct Info: Sendable, Hashable {
+        /// The peer's name; nil for an anonymous peer (one that never said `hello`).
+        public var name: String?
+        public var sessionID: String
+        /// The actions it serves to the host.
+        public var actions: [String]
+        /// Its features, such as `"evaluate"`.
+        public var features: [String]
+    }
+
+    private let state: Mutex<Info>
+    private let defaultTimeout: Duration
+    let link: Link
+
+    init(info: Info, link: Link, defaultTimeout: Duration) {
+        state = Mutex(info)
+        self.link = link
+        self.defaultTimeout = defaultTimeout
+    }
+
+    public var info: Info { state.withLock { $0 } }
+    public var name: String? { info.name }
+    public var sessionID: String { info.sessionID }
+    /// Whether the peer is still connected.
+    public var isConnected: Bool { !link.isClosed }
+
+    func update(_ change: (inout Info) -> Void) { state.withLock { change(&$0) } }
+
+    public func call(_ action: String, _ payload: JSONValue, timeout: Duration?,
+                     onProgress: (@Sendable (JSONValue) -> Void)?) async throws -> JSONValue {
+        let info = self.info
+        // Only what the peer said it serves is sent; reserved actions go to any named peer.
+        let offered = info.name != nil && (action.hasPrefix("$") || info.actions.contains(action))
+        guard offered else {
+            let who = info.name.map { "peer '\($0)'" } ?? "an anonymous peer"
+            throw BridgeError(.unknownAction, "\(who) does not serve '\(action)'")
+        }
+        return try await link.call(action, payload, timeout: timeout ?? defaultTimeout, onProgress: onProgress)
+    }
+
+    public func post(_ action: String, _ payload: JSONValue) throws {
+        try link.post(action, payload)
+    }
+}

@@ -1,0 +1,51 @@
+/// What a handler knows about the request it is answering: its id, its deadline, who sent it, and a way to
+/// report progress. Cancellation (a `cancel` from the caller, or its `timeout_ms` passing) cancels the
+/// handler's task.
+///
+/// For example:
+/// ```swift
+/// try host.handle(ImportFolder.self) { payload, request in
+///     for (index, file) in files.enumerated() {
+///         try Task.checkCancellation()
+///         try await request.progress(ImportFolder.Progress(done: index + 1, total: files.count))
+///     }
+///     return ImportFolder.Result(files: files.count)
+/// }
+/// ```
+public struct BridgeRequest: Sendable {
+    /// The request's `id`; nil for an event, which is never answered.
+    public let id: String?
+    /// The action requested.
+    public let action: String
+    /// When the caller gives up (`timeout_ms` after arrival); nil when it set none.
+    public let deadline: ContinuousClock.Instant?
+    /// Whether the caller asked for progress; when not, ``progress(_:)`` sends nothing.
+    public let wantsProgress: Bool
+    /// On a host: the peer that sent the request, to call back into. Nil on a ``BridgePeer`` (the sender is its host).
+    public let peer: RemotePeer?
+
+    let sink: ProgressSink?
+
+    /// Sends one progress event to the caller, in order, before the response.
+    /// Throws `CancellationError` when the request has been cancelled.
+    public func progress(_ value: JSONValue) async throws {
+        try Task.checkCancellation()
+        sink?.send(value)
+    }
+
+    /// Sends one typed progress event.
+    public func progress<P: Encodable>(_ value: P) async throws {
+        try await progress(try JSONValueEncoder().encode(value))
+    }
+}
+
+/// Where a handler's progress goes: the link that received the request, checked on its thread.
+struct ProgressSink: Sendable {
+    let link: Link
+    let id: String
+    let token: UInt64
+
+    func send(_ payload: JSONValue) {
+        link.thread.perform { [link, id, token] in link.sendProgress(id: id, token: token, payload: payload) }
+    }
+}

@@ -1,0 +1,151 @@
+import Synchronization
+
+/// The handlers one side serves, by action name. Registration happens on any thread; lookups on the socket thread.
+///
+/// Its methods are used through ``BridgeHandling``; the type is public only so the protocol can name it.
+public final class HandlerTable: Sendable {
+    typealias Handler = @Sendable (JSONValue, BridgeRequest) async throws -> JSONValue
+
+    enum Lookup {
+        case found(Handler)
+        /// A weakly held handler whose object has been released.
+        case gone
+        case unknown
+    }
+
+    private struct Entry {
+        var handler: Handler
+        /// Nil for closures; for objects, whether the object is still alive.
+        var isAlive: (@Sendable () -> Bool)?
+    }
+
+    private let entries = Mutex<[String: Entry]>([:])
+    /// Called after the set of served actions changes (a peer re-announces itself with `hello`).
+    let onChange = Mutex<(@Sendable () -> Void)?>(nil)
+
+    init() {}
+
+    func lookup(_ action: String) -> Lookup {
+        guard let entry = entries.withLock({ $0[action] }) else { return .unknown }
+        if let isAlive = entry.isAlive, !isAlive() { return .gone }
+        return .found(entry.handler)
+    }
+
+    /// The actions served, sorted; reserved (`$`) names and released handlers left out.
+    var actionNames: [String] {
+        entries.withLock { entries in
+            entries.filter { !$0.key.hasPrefix("$") && $0.value.isAlive?() != false }.keys.sorted()
+        }
+    }
+
+    func add(_ action: String, replacing: Bool, isAlive: (@Sendable () -> Bool)? = nil,
+             _ handler: @escaping Handler) throws(BridgeRegistrationError) {
+        guard !action.isEmpty, action.unicodeScalars.count <= 128 else {
+            throw BridgeRegistrationError(action: action, reason: "an action name has 1 to 128 characters")
+        }
+        try entries.withLock { entries throws(BridgeRegistrationError) in
+            // A released object's registration no longer serves anything, so taking its name is no replacement.
+            if !replacing, let existing = entries[action], existing.isAlive?() != false {
+                throw BridgeRegistrationError(action: action, reason: "already has a handler; pass replacing: true to replace it")
+            }
+            entries[action] = Entry(handler: handler, isAlive: isAlive)
+        }
+        onChange.withLock { $0 }?()
+    }
+
+    @discardableResult
+    func remove(_ action: String) -> Bool {
+        let removed = entries.withLock { $0.removeValue(forKey: action) != nil }
+        if removed { onChange.withLock { $0 }?() }
+        return removed
+    }
+}
+
+/// Registering a handler failed: the name is taken (and `replacing` was not set), or the name is not valid.
+public struct BridgeRegistrationError: Error, Sendable, CustomStringConvertible {
+    public var action: String
+    public var reason: String
+    public var description: String { "cannot register a handler for '\(action)': \(reason)" }
+}
+
+/// An object that answers one typed action; registered **weakly**, like a leak-free `WKScriptMessageHandler`.
+///
+/// For example:
+/// ```swift
+/// final class Importer: BridgeHandler {
+///     typealias Action = ImportFile
+///     func handle(_ payload: ImportFile.Payload, request: BridgeRequest) async throws -> ImportFile.Result { ... }
+/// }
+/// try host.register(importer)   // the host does not keep `importer` alive
+/// ```
+public protocol BridgeHandler: AnyObject, Sendable {
+    associatedtype Action: BridgeAction
+    func handle(_ payload: Action.Payload, request: BridgeRequest) async throws -> Action.Result
+}
+
+/// A side that serves actions: ``BridgeHost`` (to its peers) and ``BridgePeer`` (to its host).
+public protocol BridgeHandling: AnyObject, Sendable {
+    /// The table behind the methods below.
+    var handlers: HandlerTable { get }
+}
+
+extension BridgeHandling {
+    /// Serves an untyped action with a closure. Events to `action` run the same closure, without a reply.
+    ///
+    /// For example:
+    /// ```swift
+    /// try host.handle("echo") { payload, request in payload }
+    /// ```
+    public func handle(_ action: String, replacing: Bool = false,
+                       _ body: @escaping @Sendable (JSONValue, BridgeRequest) async throws -> JSONValue) throws {
+        try handlers.add(action, replacing: replacing, body)
+    }
+
+    /// Serves a typed action with a closure; a payload that does not decode is answered `invalid_payload`.
+    public func handle<A: BridgeAction>(_ action: A.Type, replacing: Bool = false,
+                                        _ body: @escaping @Sendable (A.Payload, BridgeRequest) async throws -> A.Result) throws {
+        try handlers.add(A.name, replacing: replacing) { payload, request in
+            try A.encodeResult(try await body(try A.decodePayload(payload), request))
+        }
+    }
+
+    /// Serves a typed action with an object held **weakly**: once the object is released, requests for the
+    /// action are answered `handler_gone`.
+    public func register<H: BridgeHandler>(_ handler: H, replacing: Bool = false) throws {
+        let reference = WeakReference(handler)
+        try handlers.add(H.Action.name, replacing: replacing, isAlive: { reference.object != nil }) { payload, request in
+            guard let handler = reference.object else {
+                throw BridgeError(.handlerGone, "the handler for '\(H.Action.name)' has been released")
+            }
+            return try H.Action.encodeResult(try await handler.handle(try H.Action.decodePayload(payload), request: request))
+        }
+    }
+
+    /// Stops serving an action; returns whether it was served.
+    @discardableResult
+    public func removeHandler(for action: String) -> Bool { handlers.remove(action) }
+
+    /// Stops serving a typed action; returns whether it was served.
+    @discardableResult
+    public func removeHandler<A: BridgeAction>(for action: A.Type) -> Bool { handlers.remove(A.name) }
+}
+
+private final class WeakReference<Object: AnyObject & Sendable>: Sendable {
+    // `weak` needs a var; it is written once, in init.
+    nonisolated(unsafe) weak var object: Object?
+    init(_ object: Object) { self.object = object }
+}
+
+extension BridgeAction {
+    static func decodePayload(_ value: JSONValue) throws -> Payload {
+        do {
+            return try JSONValueDecoder().decode(Payload.self, from: value)
+        } catch {
+            throw BridgeError(.invalidPayload, "the payload of '\(name)' does not match \(Payload.self): \(error)")
+        }
+    }
+
+    static func encodeResult(_ result: Result) throws -> JSONValue {
+        try JSONValueEncoder().encode(result)
+    }
+}

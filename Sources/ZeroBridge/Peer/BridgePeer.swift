@@ -1,0 +1,203 @@
+import Foundation
+import Logging
+import Synchronization
+import ZeroMQ
+
+/// A ZeroBridge peer in Swift: connects a DEALER to a host, says `hello`, serves the actions registered on it
+/// to the host, and calls the host's (the `postMessage` role). When the host goes away, calls in flight fail
+/// with `peer_lost` and the peer says `hello` again until the host is back. It runs until ``close()``.
+///
+/// For example:
+/// ```swift
+/// let peer = BridgePeer(configuration: .init(endpoint: "tcp://127.0.0.1:5555", name: "worker"))
+/// try peer.handle("render") { payload, _ in ["html": "<p>\\(payload)</p>"] }
+/// try await peer.connect()
+/// let sum = try await peer.call("add", ["a": 1, "b": 2])
+/// await peer.close()
+/// ```
+public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable {
+    public struct Configuration: Sendable {
+        public var endpoint: String
+        /// The name the host knows this peer by.
+        public var name: String
+        /// The heartbeat interval to ask the host for (nil: the host's default).
+        public var heartbeat: Duration?
+        /// The timeout of calls that set none.
+        public var defaultTimeout: Duration = .seconds(30)
+        /// Shares a context with other sockets (needed for `inproc://`); nil makes one.
+        public var context: Context?
+        public var logger = Logger(label: "zerobridge.peer")
+
+        public init(endpoint: String, name: String) {
+            self.endpoint = endpoint
+            self.name = name
+        }
+    }
+
+    /// What the host said in its `welcome`.
+    public struct Welcome: Sendable, Hashable {
+        public var host: String
+        public var sessionID: String
+        public var actions: [String]
+        public var heartbeat: Duration
+        public var maxMessageBytes: Int
+        public var maxInFlight: Int
+    }
+
+    public let configuration: Configuration
+    public let handlers = HandlerTable()
+    private let thread: SocketThread
+    private let link: Link
+    private let welcomed = Mutex<(welcome: Welcome?, waiters: [UUID: CheckedContinuation<Welcome, Error>])>((nil, [:]))
+
+    // Confined to the socket thread.
+    private var connecting = false
+    private var lastHello = ContinuousClock.now - .seconds(3600)
+    private var heartbeat: Duration
+
+    public init(configuration: Configuration) throws {
+        self.configuration = configuration
+        let context = try configuration.context ?? Context()
+        let dealer = try Socket(.dealer, context: context)
+        try dealer.set(.linger(milliseconds: 1000), .reconnectInterval(milliseconds: 50),
+                       .reconnectIntervalMax(milliseconds: 1000))
+        thread = try SocketThread(socket: dealer)
+        heartbeat = configuration.heartbeat ?? .seconds(5)
+        link = Link(thread: thread, handlers: handlers, limits: .init(maxInFlight: 4096),
+                    logger: configuration.logger) { [thread] body in thread.send([[], body]) }
+        link.close(BridgeError(.peerLost, "not connected yet"))
+        try handlers.add("$actions", replacing: true) { [handlers] _, _ in .array(handlers.actionNames.map(JSONValue.string)) }
+        try handlers.add("$evaluate", replacing: true) { _, _ in
+            throw BridgeError(.notAllowed, "the Swift peer does not evaluate scripts")
+        }
+        handlers.onChange.withLock { $0 = { [weak self] in self?.announceActions() } }
+        try dealer.connect(configuration.endpoint)
+        thread.start(name: "zerobridge-peer", owner: .init(
+            received: { [self] frames in received(frames) },
+            tick: { [self] now in tick(now) },
+            stopped: { [self] in link.close(BridgeError(.cancelled, "the peer was closed")) }))
+    }
+
+    /// What the host said when it last welcomed this peer; nil while not connected.
+    public var welcome: Welcome? { welcomed.withLock { $0.welcome } }
+
+    /// Says `hello` and waits for the host's `welcome`; throws `timeout` if the host does not answer in time
+    /// (the peer keeps trying in the background).
+    @discardableResult
+    public func connect(timeout: Duration = .seconds(10)) async throws -> Welcome {
+        let id = UUID()
+        return try await withCheckedThrowingContinuation { continuation in
+            let ready = welcomed.withLock { state -> Welcome? in
+                if let welcome = state.welcome { return welcome }
+                state.waiters[id] = continuation
+                return nil
+            }
+            if let ready { return continuation.resume(returning: ready) }
+            thread.perform { [self] in
+                connecting = true
+                sayHello()
+            }
+            Task { [weak self] in
+                try? await Task.sleep(for: timeout)
+                let waiter = self?.welcomed.withLock { $0.waiters.removeValue(forKey: id) }
+                waiter?.resume(throwing: BridgeError(.timeout, "the host did not answer hello within \(timeout)"))
+            }
+        }
+    }
+
+    /// Says `bye` and closes the socket; calls in flight fail with `cancelled`.
+    public func close() async {
+        thread.perform { [self] in
+            connecting = false
+            if welcome != nil { link.send(.bye) }
+        }
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            DispatchQueue.global().async { [thread] in
+                thread.stopAndWait()
+                continuation.resume()
+            }
+        }
+        failWaiters(BridgeError(.cancelled, "the peer was closed"))
+    }
+
+    public func call(_ action: String, _ payload: JSONValue, timeout: Duration?,
+                     onProgress: (@Sendable (JSONValue) -> Void)?) async throws -> JSONValue {
+        try await link.call(action, payload, timeout: timeout ?? configuration.defaultTimeout, onProgress: onProgress)
+    }
+
+    public func post(_ action: String, _ payload: JSONValue) throws {
+        try link.post(action, payload)
+    }
+
+    // MARK: On the thread
+
+    private func sayHello() {
+        lastHello = .now
+        let hello = Message.hello(.init(
+            peer: configuration.name, actions: handlers.actionNames, features: [],
+            session: welcome?.sessionID, heartbeatMs: configuration.heartbeat.map { Int($0 / .milliseconds(1)) }))
+        link.send(hello)
+    }
+
+    private func announceActions() {
+        thread.perform { [self] in if connecting && welcome != nil { sayHello() } }
+    }
+
+    private func received(_ frames: [Frame]) {
+        link.heard()
+        guard frames.count >= 2 else {
+            return link.send(.response(.init(id: nil, outcome: .failure(BridgeError(
+                .badMessage, "a message has a signature frame and a body frame; got \(frames.count) frame(s)")))))
+        }
+        switch frames[1].withUnsafeBytes({ Message.decode($0) }) {
+        case .failure(let failure):
+            link.send(.response(.init(id: failure.id, outcome: .failure(failure.error))))
+        case .success(.welcome(let message)):
+            let welcome = Welcome(host: message.host, sessionID: message.session, actions: message.actions,
+                                  heartbeat: .milliseconds(message.heartbeatMs), maxMessageBytes: message.maxMessageBytes,
+                                  maxInFlight: message.maxInFlight)
+            heartbeat = welcome.heartbeat
+            thread.tick(by: .now + heartbeat / 4)
+            link.reopen()
+            let waiters = welcomed.withLock { state in
+                state.welcome = welcome
+                defer { state.waiters.removeAll() }
+                return state.waiters
+            }
+            for waiter in waiters.values { waiter.resume(returning: welcome) }
+        case .success(.bye):
+            lost(BridgeError(.peerLost, "the host said bye"))
+        case .success(.hello):
+            link.send(.response(.init(id: nil, outcome: .failure(BridgeError(.badMessage, "'hello' is sent by a peer, not to it")))))
+        case .success(let message):
+            link.receive(message)
+        }
+    }
+
+    private func lost(_ reason: BridgeError) {
+        configuration.logger.info("host lost", metadata: ["reason": "\(reason.message)"])
+        welcomed.withLock { $0.welcome = nil }
+        link.close(reason)
+    }
+
+    private func tick(_ now: ContinuousClock.Instant) -> ContinuousClock.Instant {
+        if welcome != nil {
+            if now - link.lastHeard >= heartbeat * 3 {
+                lost(BridgeError(.peerLost, "no message from the host for \(now - link.lastHeard)"))
+            } else if now - link.lastSent >= heartbeat {
+                link.send(.ping)
+            }
+        } else if connecting && now - lastHello >= min(heartbeat, .seconds(1)) {
+            sayHello()  // the host may be restarting; libzmq reconnects underneath
+        }
+        return now + max(min(heartbeat, .seconds(1)) / 4, .milliseconds(10))
+    }
+
+    private func failWaiters(_ error: BridgeError) {
+        let waiters = welcomed.withLock { state in
+            defer { state.waiters.removeAll() }
+            return state.waiters
+        }
+        for waiter in waiters.values { waiter.resume(throwing: error) }
+    }
+}

@@ -1,0 +1,81 @@
+import Foundation
+import ZeroMQ
+import Testing
+@testable import ZeroBridge
+
+@Suite("Conformance actions, Swift peer to Swift host")
+struct ConformanceActionTests {
+    @Test("echo, add, sleep and fail", arguments: ["ipc", "tcp", "inproc"])
+    func simpleActions(transport: String) async throws {
+        let host = try startConformanceHost(transport: transport) { configuration in
+            if transport == "inproc" { configuration.context = try! ZeroMQContextForTests.shared() }
+        }
+        let peer = try await connectPeer(host)
+        #expect(try await peer.call("echo", ["a": [1, 2.5, "x", nil, true]]) == ["a": [1, 2.5, "x", nil, true]])
+        #expect(try await peer.call("add", ["a": 1, "b": 2]) == 3)
+        #expect(try await peer.call("add", ["a": 1.5, "b": 2]) == 3.5)
+        #expect(await bridgeError { _ = try await peer.call("add", ["a": "1", "b": 2]) }?.code == .invalidPayload)
+        #expect(await bridgeError { _ = try await peer.call("add", [1, 2]) }?.code == .invalidPayload)
+        #expect(try await peer.call("sleep", ["ms": 20]) == ["slept_ms": 20])
+        let failure = await bridgeError { _ = try await peer.call("fail", ["message": "boom"]) }
+        #expect(failure?.code == .handlerError)
+        #expect(failure?.message == "boom")
+        #expect(await bridgeError { _ = try await peer.call("nope") }?.code == .unknownAction)
+        #expect(try await peer.actions() == ["add", "callback", "count", "echo", "emit", "evaluate", "fail", "once", "sleep"])
+        await peer.close()
+        await host.shutdown()
+    }
+
+    @Test("count streams 10,000 progress events in order before its result")
+    func progressOrder() async throws {
+        let host = try startConformanceHost()
+        let peer = try await connectPeer(host)
+        let call = peer.stream("count", ["n": 10_000])
+        var expected = 1
+        for try await event in call.progress {
+            #expect(event == ["i": .int(expected), "n": 10_000])
+            expected += 1
+        }
+        #expect(expected == 10_001)
+        #expect(try await call.result == ["n": 10_000])
+        // Without asking for progress, only the result comes.
+        #expect(try await peer.call("count", ["n": 5]) == ["n": 5])
+        await peer.close()
+        await host.shutdown()
+    }
+
+    @Test("callback, evaluate and emit call back into the requesting peer")
+    func callbacks() async throws {
+        let host = try startConformanceHost()
+        let events = AsyncStream<JSONValue>.makeStream()
+        let peer = try await connectPeer(host) { peer in
+            try peer.handle("double") { payload, _ in .int((payload.intValue ?? 0) * 2) }
+            try peer.handle("broken") { _, _ in throw BridgeError(.handlerError, "broken on purpose") }
+            try peer.handle("news") { payload, _ in events.continuation.yield(payload); return nil }
+        }
+        #expect(try await peer.call("callback", ["action": "double", "payload": 21]) == 42)
+        #expect(await bridgeError { _ = try await peer.call("callback", ["action": "broken", "payload": nil]) }?.code == .handlerError)
+        #expect(await bridgeError { _ = try await peer.call("callback", ["action": "missing", "payload": nil]) }?.code == .unknownAction)
+        #expect(await bridgeError { _ = try await peer.call("evaluate", ["script": "return 1"]) }?.code == .notAllowed)
+        #expect(try await peer.call("emit", ["action": "news", "payload": ["headline": "hi"]]) == nil)
+        var iterator = events.stream.makeAsyncIterator()
+        #expect(await iterator.next() == ["headline": "hi"])
+        await peer.close()
+        await host.shutdown()
+    }
+
+    @Test("once is served by a weakly held object the host releases after its first call")
+    func once() async throws {
+        let host = try startConformanceHost()
+        let peer = try await connectPeer(host)
+        #expect(try await peer.call("once", "first") == ["called": true])
+        #expect(await bridgeError { _ = try await peer.call("once", "second") }?.code == .handlerGone)
+        await peer.close()
+        await host.shutdown()
+    }
+}
+
+/// One context for inproc tests, which need host and peer in the same context.
+enum ZeroMQContextForTests {
+    static func shared() throws -> ZeroMQ.Context { try ZeroMQ.Context() }
+}

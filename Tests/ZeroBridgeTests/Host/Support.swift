@@ -1,0 +1,119 @@
+import Foundation
+import Testing
+import ZeroMQ
+@testable import ZeroBridge
+
+/// A host serving the conformance actions on a fresh endpoint, stopped by the test.
+func startConformanceHost(
+    transport: String = "ipc", configure: (inout BridgeHost.Configuration) -> Void = { _ in }
+) throws -> BridgeHost {
+    var configuration = BridgeHost.Configuration(endpoint: freshEndpoint(transport), name: "conformance")
+    configuration.maxMessageBytes = 1 << 20
+    configuration.maxInFlight = 256
+    configure(&configuration)
+    let host = BridgeHost(configuration: configuration)
+    try Conformance.install(on: host)
+    try host.start()
+    return host
+}
+
+func freshEndpoint(_ transport: String) -> String {
+    switch transport {
+    case "tcp": return "tcp://127.0.0.1:*"
+    case "inproc": return "inproc://bridge-test-\(UUID().uuidString.prefix(8))"
+    default: return "ipc://\(NSTemporaryDirectory())bridge-test-\(UUID().uuidString.prefix(8)).sock"
+    }
+}
+
+/// A Swift peer connected to `host`.
+func connectPeer(_ host: BridgeHost, name: String = "swift-peer", heartbeat: Duration? = nil,
+                 setUp: (BridgePeer) throws -> Void = { _ in }) async throws -> BridgePeer {
+    var configuration = BridgePeer.Configuration(endpoint: host.boundEndpoint!, name: name)
+    configuration.heartbeat = heartbeat
+    configuration.context = host.configuration.context
+    let peer = try BridgePeer(configuration: configuration)
+    try setUp(peer)
+    try await peer.connect(timeout: .seconds(10))
+    return peer
+}
+
+/// A bare DEALER speaking the protocol by hand, for what the libraries would never send.
+final class RawPeer: @unchecked Sendable {
+    let socket: Socket
+
+    init(_ endpoint: String, context: Context? = nil) throws {
+        socket = try Socket(.dealer, context: context ?? Context())
+        try socket.set(.linger(milliseconds: 0), .receiveTimeout(milliseconds: 5000))
+        try socket.connect(endpoint)
+    }
+
+    func send(_ body: JSONValue) throws { try sendFrames([[], body.serialized()]) }
+    func sendText(_ text: String) throws { try sendFrames([[], Array(text.utf8)]) }
+    func sendFrames(_ frames: [[UInt8]]) throws { try socket.send(frames) }
+
+    /// The next body, or nil when nothing came within `timeout`. It polls rather than blocks, so that waiting
+    /// tests do not hold the cooperative threads the host's handlers need.
+    func receive(timeout: Duration = .seconds(5)) async throws -> JSONValue? {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if let frames = try socket.receiveBytes(dontWait: true) {
+                #expect(frames.count == 2, "a host message is [signature, body]")
+                #expect(frames[0].isEmpty)
+                return try JSONValue.parse(frames[1])
+            }
+            try await Task.sleep(for: .milliseconds(1))
+        }
+        return nil
+    }
+
+    /// The next body that is not a heartbeat.
+    func receiveSkippingPings(timeout: Duration = .seconds(5)) async throws -> JSONValue? {
+        while let body = try await receive(timeout: timeout) {
+            if body["type"] == "ping" { try send(["v": 1, "type": "pong"]); continue }
+            return body
+        }
+        return nil
+    }
+
+    func request(_ id: String, _ action: String, _ payload: JSONValue = nil, extra: [String: JSONValue] = [:]) throws {
+        var body: [String: JSONValue] = ["v": 1, "type": "request", "id": .string(id), "action": .string(action), "payload": payload]
+        body.merge(extra) { $1 }
+        try send(.object(body))
+    }
+
+    func hello(_ name: String, actions: [String] = [], heartbeatMs: Int? = nil) async throws -> JSONValue? {
+        var body: [String: JSONValue] = ["v": 1, "type": "hello", "peer": .string(name),
+                                         "actions": .array(actions.map(JSONValue.string)), "features": []]
+        if let heartbeatMs { body["heartbeat_ms"] = .int(heartbeatMs) }
+        try send(.object(body))
+        return try await receiveSkippingPings()
+    }
+}
+
+extension JSONValue {
+    var errorCode: String? { self["error"]?["code"]?.stringValue }
+}
+
+/// Waits for a condition that another thread makes true, failing the test after `timeout`.
+func eventually(timeout: Duration = .seconds(5), _ condition: () async throws -> Bool) async throws -> Bool {
+    let deadline = ContinuousClock.now + timeout
+    while ContinuousClock.now < deadline {
+        if try await condition() { return true }
+        try await Task.sleep(for: .milliseconds(5))
+    }
+    return try await condition()
+}
+
+/// Runs `body` with the error it throws, failing the test when it throws none.
+func bridgeError(_ body: () async throws -> Void) async -> BridgeError? {
+    do {
+        try await body()
+        Issue.record("expected a BridgeError, got success")
+        return nil
+    } catch let error as BridgeError {
+        return error
+    } catch {
+        Issue.record("expected a BridgeError, got \(error)")
+        return nil
+    }
+}
