@@ -280,7 +280,7 @@ struct JSONParser {
                 }
                 return try result.get()
             case JSONByte.backslash:
-                guard index + 1 < end else { break }
+                guard index + 1 < end else { throw failure("unterminated string", at: start - 1) }
                 let escape = base[index + 1]
                 index += 2
                 switch escape {
@@ -299,15 +299,12 @@ struct JSONParser {
                 default:
                     throw failure("invalid escape '\\\(Character(Unicode.Scalar(escape)))' in string", at: index - 2)
                 }
-                continue
             default:
                 if b < 0x20 { throw failure("control character (byte 0x\(String(b, radix: 16))) in string", at: index) }
                 if b >= 0x80 { ascii = false }
                 scratch.append(b)
                 index += 1
-                continue
             }
-            break  // a backslash at the very end
         }
         throw failure("unterminated string", at: start - 1)
     }

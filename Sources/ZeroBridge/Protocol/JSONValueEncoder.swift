@@ -22,17 +22,15 @@ struct JSONValueEncoder {
     /// Encodes one value, handling the types with a fixed representation before asking the value to encode itself.
     fileprivate static func box<T: Encodable>(_ value: T, codingPath: [any CodingKey],
                                               userInfo: [CodingUserInfoKey: any Sendable]) throws -> JSONValue {
-        switch value {
-        case let json as JSONValue: return json
-        case let date as Date: return .string(Date.ISO8601FormatStyle(includingFractionalSeconds: true).format(date))
-        case let data as Data: return .string(data.base64EncodedString())
-        case let url as URL: return .string(url.absoluteString)
-        case let decimal as Decimal: return try box(decimal: decimal, codingPath: codingPath)
-        default:
-            let encoder = ValueEncoder(codingPath: codingPath, userInfo: userInfo)
-            try value.encode(to: encoder)
-            return encoder.node.value
-        }
+        // Compare types rather than cast the value: a failed dynamic cast per nested value would be the slow part.
+        if T.self == JSONValue.self { return value as! JSONValue }
+        if T.self == Date.self { return .string(Date.ISO8601FormatStyle(includingFractionalSeconds: true).format(value as! Date)) }
+        if T.self == Data.self { return .string((value as! Data).base64EncodedString()) }
+        if T.self == URL.self { return .string((value as! URL).absoluteString) }
+        if T.self == Decimal.self { return try box(decimal: value as! Decimal, codingPath: codingPath) }
+        let encoder = ValueEncoder(codingPath: codingPath, userInfo: userInfo)
+        try value.encode(to: encoder)
+        return encoder.node.value
     }
 
     private static func box(decimal: Decimal, codingPath: [any CodingKey]) throws -> JSONValue {

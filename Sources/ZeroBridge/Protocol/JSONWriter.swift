@@ -27,12 +27,12 @@ extension JSONValue {
                 value.write(to: &buffer)
             } else if !members.isEmpty {
                 var first = true
-                for key in members.keys.sorted() {
+                for (key, value) in members.sorted(by: { $0.key < $1.key }) {
                     if !first { buffer.append(JSONByte.comma) }
                     first = false
                     JSONWriter.append(string: key, to: &buffer)
                     buffer.append(JSONByte.colon)
-                    members[key].unsafelyUnwrapped.write(to: &buffer)
+                    value.write(to: &buffer)
                 }
             }
             buffer.append(JSONByte.closeBrace)

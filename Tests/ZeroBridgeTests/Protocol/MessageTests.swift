@@ -506,3 +506,43 @@ struct MessageValidationTests {
         #expect(throws: DecodeFailure.self) { try Message.decode(UnsafeRawBufferPointer(start: nil, count: 0)).get() }
     }
 }
+
+@Suite("Message decoding of damaged input")
+struct MessageRobustnessTests {
+    /// The outcome of a decode, comparable across the two decoders (BridgeError compares codes only).
+    static func summary(_ outcome: Result<Message, DecodeFailure>) -> String {
+        switch outcome {
+        case .success(let message): "ok \(message.json)"
+        case .failure(let failure): "failed \(failure.error.code) id=\(failure.id ?? "nil")"
+        }
+    }
+
+    @Test("random damage never crashes, and bytes and parsed values decode alike")
+    func mutations() {
+        let seeds = MessageRoundTripTests.messages.map { $0.message.encoded() }
+        let alphabet = Array(#"{}[]":,\0123456789-+.eEtrufalsn "#.utf8) + [0x00, 0x1F, 0x7F, 0x80, 0xBF, 0xC0, 0xE2, 0xED, 0xF0, 0xF4, 0xFF]
+        var generator = SplitMix64(seed: 7)
+        var accepted = 0
+        for round in 0 ..< 20_000 {
+            var bytes = seeds[round % seeds.count]
+            for _ in 0 ..< Int.random(in: 1 ... 4, using: &generator) {
+                let position = Int.random(in: 0 ... bytes.count, using: &generator)
+                switch Int.random(in: 0 ..< 3, using: &generator) {
+                case 0 where position < bytes.count: bytes[position] = alphabet.randomElement(using: &generator)!
+                case 1 where position < bytes.count: bytes.remove(at: position)
+                default: bytes.insert(alphabet.randomElement(using: &generator)!, at: position)
+                }
+            }
+            let fromBytes = Message.decode(bytes)
+            if case .success = fromBytes { accepted += 1 }
+            // When the bytes are JSON, validating the parsed value must give the same answer.
+            if let value = try? JSONValue.parse(bytes) {
+                #expect(Self.summary(fromBytes) == Self.summary(Message.decode(value)), "\(String(decoding: bytes, as: UTF8.self))")
+            } else if case .success = fromBytes {
+                Issue.record("decoded bytes that are not JSON: \(bytes)")
+            }
+        }
+        // Some damage (inside strings or payloads) leaves a valid message: the comparison above was exercised.
+        #expect(accepted > 0)
+    }
+}
