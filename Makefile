@@ -8,7 +8,7 @@ SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 SWIFT_BIN := .build/debug
 export ZEROBRIDGE_BIN := $(CURDIR)/$(SWIFT_BIN)/zerobridge
 
-.PHONY: deps deps-system deps-python build test test-swift test-protocol test-python test-node demo bench clean
+.PHONY: deps deps-system deps-python build test test-swift test-protocol test-python test-node demo clean
 
 # --- installing what is missing -------------------------------------------------------------
 deps: deps-system deps-python
@@ -57,10 +57,6 @@ test-node:
 # --- the main job ---------------------------------------------------------------------------
 demo: deps build
 	$(PY) examples/demo.py
-
-bench: deps
-	swift build -c release
-	$(PY) bench/run.py
 
 clean:
 	rm -rf .build $(VENV) .demo .bench
