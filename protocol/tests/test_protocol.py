@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import itertools
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -309,3 +310,11 @@ def test_repeat_placeholders_only_in_repeated_steps():
             if "{{i}}" in text:
                 assert "repeat" in step or items_repeat, f"{path.stem} step {number}: {{{{i}}}} without repeat"
 
+
+
+def test_spec_documents_every_type_code_action_and_fixture_it_names():
+    spec = (PROTOCOL / "SPEC.md").read_text(encoding="utf-8")
+    for word in MESSAGE_TYPES + sorted(WIRE_CODES | {"peer_lost", "unauthorized"}) + sorted(CONFORMANCE_ACTIONS):
+        assert f"`{word}`" in spec, f"SPEC.md never mentions `{word}`"
+    for named in set(re.findall(r"`([a-z0-9-]+\.json)`", spec)):
+        assert (FIXTURES / "conversations" / named).exists() or (FIXTURES / named).exists(), named
