@@ -68,7 +68,8 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
         var watchers: [UUID: AsyncStream<PeerEvent>.Continuation] = [:]
     }
 
-    // Confined to the socket thread.
+    // Confined to the socket thread (set before it starts).
+    private var socketThread: SocketThread?
     private var sessions: [[UInt8]: Session] = [:]
     private var sessionsByID: [String: Session] = [:]
     private var sessionCounter = 0
@@ -99,6 +100,7 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
             let endpoint = try router.lastEndpoint
             let thread = try SocketThread(socket: router)
             started = Started(thread: thread, endpoint: endpoint, context: context)
+            socketThread = thread
             thread.start(name: "zerobridge-host", owner: .init(
                 received: { [self] frames in received(frames) },
                 tick: { [self] now in tick(now) },
@@ -236,19 +238,11 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
     }
 
     private func openSession(_ routingID: [UInt8]) -> Session {
-        guard let thread = started.withLock({ $0?.thread }) else { preconditionFailure("a session opens only on a started host") }
         sessionCounter += 1
         let id = "s\(sessionCounter)-\(UUID().uuidString.prefix(8).lowercased())"
-        let session = Session(routingID: routingID, id: id, heartbeat: configuration.heartbeat)
-        let link = Link(thread: thread, handlers: handlers, limits: .init(maxInFlight: configuration.maxInFlight),
-                        logger: configuration.logger) { [weak session] body in
-            if let session { thread.send([session.routingID, [], body]) }
-        }
-        session.link = link
-        let remote = RemotePeer(info: .init(name: nil, sessionID: id, actions: [], features: []), link: link,
-                                defaultTimeout: configuration.defaultTimeout)
-        session.remote = remote
-        link.remote = remote
+        let session = Session(routingID: routingID, id: id, heartbeat: configuration.heartbeat, thread: socketThread!,
+                              handlers: handlers, limits: .init(maxInFlight: configuration.maxInFlight),
+                              logger: configuration.logger, defaultTimeout: configuration.defaultTimeout)
         sessions[routingID] = session
         sessionsByID[id] = session
         return session
@@ -285,7 +279,7 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
     }
 
     private func end(_ session: Session, _ reason: BridgeError) {
-        let remote: RemotePeer = session.remote
+        let remote = session.remote
         session.link.close(reason)
         if session.name != nil { announce(.left(remote, reason: reason)) }
     }
@@ -333,17 +327,36 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
 
 /// One peer's session on the host. Confined to the host's socket thread.
 final class Session: @unchecked Sendable {
-    var routingID: [UInt8]
+    /// Where the session's messages go; a resumed session moves to the peer's new connection.
+    private final class Address: @unchecked Sendable {
+        var routingID: [UInt8]
+        init(_ routingID: [UInt8]) { self.routingID = routingID }
+    }
+
+    private let address: Address
     let id: String
     var name: String?
     var heartbeat: Duration
-    var link: Link!
-    var remote: RemotePeer!
+    let link: Link
+    let remote: RemotePeer
 
-    init(routingID: [UInt8], id: String, heartbeat: Duration) {
-        self.routingID = routingID
+    init(routingID: [UInt8], id: String, heartbeat: Duration, thread: SocketThread, handlers: HandlerTable,
+         limits: Link.Limits, logger: Logger, defaultTimeout: Duration) {
+        let address = Address(routingID)
+        self.address = address
         self.id = id
         self.heartbeat = heartbeat
+        link = Link(thread: thread, handlers: handlers, limits: limits, logger: logger) { body in
+            thread.send([address.routingID, [], body])
+        }
+        remote = RemotePeer(info: .init(name: nil, sessionID: id, actions: [], features: []), link: link,
+                            defaultTimeout: defaultTimeout)
+        link.remote = remote
+    }
+
+    var routingID: [UInt8] {
+        get { address.routingID }
+        set { address.routingID = newValue }
     }
 }
 
