@@ -137,6 +137,7 @@ class FakeHost:
         self.max_message_bytes = max_message_bytes
         self.silent = False
         self.sessions = 0
+        self.known_sessions: set[str] = set()
         self.routing: bytes | None = None
         self._endpoint = endpoint
         self._received: list[tuple[bytes, Any]] = []
@@ -172,9 +173,11 @@ class FakeHost:
             if not self.silent and isinstance(body, dict):
                 if body.get("type") == "hello":
                     self.routing = routing
-                    session = body.get("session") or f"session-{self.sessions + 1}"
-                    if not body.get("session"):
+                    session = body.get("session")
+                    if session not in self.known_sessions:  # resume only what this host made
                         self.sessions += 1
+                        session = f"session-{self.sessions}"
+                        self.known_sessions.add(session)
                     self.send(routing, self.welcome(session))
                 elif body.get("type") == "ping":
                     self.send(routing, {"v": 1, "type": "pong"})

@@ -1,0 +1,442 @@
+"""The peer and its link against a scripted in-test host (a real pyzmq ROUTER), for what the
+conformance host cannot show: a host that never answers, sends garbage, goes silent or changes session."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import zerobridge
+from zerobridge import BridgeError, BridgeTimeout, PeerLost
+
+
+async def test_connect_sends_hello_with_handlers_and_features(fake_host: Any) -> None:
+    async with fake_host() as host:
+        peer = zerobridge.connect(host.endpoint, name="etl", handlers={"b": lambda p: p}, evaluate=True, heartbeat_ms=250)
+
+        @peer.handler("a")
+        async def a(payload: Any) -> Any:
+            return payload
+
+        async with peer:
+            hello = await host.next("hello")
+            assert hello == {
+                "v": 1, "type": "hello", "peer": "etl", "actions": ["a", "b"], "features": ["evaluate"], "heartbeat_ms": 250,
+            }
+            assert peer.connected and peer.session == "session-1" and peer.host == "fake"
+            assert peer.heartbeat_ms == 5000  # the welcome's value is in force
+
+
+async def test_connect_without_a_host_fails_clearly() -> None:
+    started = time.monotonic()
+    with pytest.raises(BridgeTimeout, match="no welcome"):
+        async with zerobridge.connect("tcp://127.0.0.1:1", name="p", connect_timeout=0.3):
+            pass
+    assert time.monotonic() - started < 5
+
+
+async def test_call_fails_at_its_deadline_when_the_host_never_answers(fake_host: Any) -> None:
+    async with fake_host() as host, zerobridge.connect(host.endpoint, name="p") as peer:
+        started = time.monotonic()
+        with pytest.raises(BridgeTimeout) as caught:
+            await peer.call("echo", 1, timeout=0.3)
+        elapsed = time.monotonic() - started
+        assert 0.25 <= elapsed < 3
+        assert isinstance(caught.value, TimeoutError) and isinstance(caught.value, asyncio.TimeoutError)
+        assert caught.value.code == "timeout"
+        request = await host.next("request", action="echo")
+        assert request["timeout_ms"] == 300
+        # The late response is dropped; the link goes on working.
+        host.send(None, {"v": 1, "type": "response", "id": request["id"], "ok": True, "result": "late"})
+        answering = asyncio.ensure_future(peer.call("echo", 2))
+        second = await host.next("request", action="echo")
+        assert second["id"] != request["id"]
+        host.send(None, {"v": 1, "type": "response", "id": second["id"], "ok": True, "result": 2})
+        assert await answering == 2
+
+
+async def test_cancelling_a_call_sends_cancel_with_its_id(fake_host: Any) -> None:
+    async with fake_host() as host, zerobridge.connect(host.endpoint, name="p") as peer:
+        task = asyncio.ensure_future(peer.call("sleep", {"ms": 10000}))
+        request = await host.next("request", action="sleep")
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert await host.next("cancel") == {"v": 1, "type": "cancel", "id": request["id"]}
+
+
+async def test_stream_delivers_progress_in_order_and_drops_stale_progress(fake_host: Any) -> None:
+    async with fake_host() as host, zerobridge.connect(host.endpoint, name="p") as peer:
+        async with peer.stream("count", {"n": 3}) as call:
+            request = await host.next("request", action="count")
+            assert request["progress"] is True
+            rid = request["id"]
+            for seq in (1, 2, 2, 3):  # the repeated 2 must be dropped
+                host.send(None, {"v": 1, "type": "progress", "id": rid, "seq": seq, "payload": {"i": seq}})
+            host.send(None, {"v": 1, "type": "progress", "id": "nobody", "seq": 1, "payload": "x"})
+            host.send(None, {"v": 1, "type": "response", "id": rid, "ok": True, "result": {"n": 3}})
+            seen = [p["i"] async for p in call.progress]
+            assert seen == [1, 2, 3]
+            assert await call.result == {"n": 3}
+
+
+async def test_leaving_a_stream_early_cancels_it(fake_host: Any) -> None:
+    async with fake_host() as host, zerobridge.connect(host.endpoint, name="p") as peer:
+        async with peer.stream("count", {"n": 100}) as call:
+            request = await host.next("request", action="count")
+            host.send(None, {"v": 1, "type": "progress", "id": request["id"], "seq": 1, "payload": 1})
+            async for _ in call.progress:
+                break
+        assert await host.next("cancel") == {"v": 1, "type": "cancel", "id": request["id"]}
+        with pytest.raises(zerobridge.BridgeCancelled):
+            await call.result
+
+
+async def test_error_responses_raise_bridge_errors_with_code_message_data(fake_host: Any) -> None:
+    async with fake_host() as host, zerobridge.connect(host.endpoint, name="p") as peer:
+        task = asyncio.ensure_future(peer.call("add", {"a": "x"}))
+        request = await host.next("request", action="add")
+        host.send(None, {"v": 1, "type": "response", "id": request["id"], "ok": False,
+                         "error": {"code": "invalid_payload", "message": "a must be a number", "data": {"field": "a"}}})
+        with pytest.raises(BridgeError) as caught:
+            await task
+        assert (caught.value.code, caught.value.message, caught.value.data) == ("invalid_payload", "a must be a number", {"field": "a"})
+
+
+async def test_unreadable_response_fails_its_call_and_is_not_answered(fake_host: Any) -> None:
+    async with fake_host() as host, zerobridge.connect(host.endpoint, name="p") as peer:
+        task = asyncio.ensure_future(peer.call("echo", 1))
+        request = await host.next("request", action="echo")
+        host.send(None, {"v": 1, "type": "response", "id": request["id"], "ok": "yes"})
+        with pytest.raises(BridgeError) as caught:
+            await task
+        assert caught.value.code == "bad_message"
+        await peer.post("marker")
+        await host.next("event", action="marker")
+        assert host.bodies("response") == []
+
+
+async def send_request(host: Any, rid: str, action: str, payload: Any = None, **extra: Any) -> None:
+    host.send(None, {"v": 1, "type": "request", "id": rid, "action": action, "payload": payload, **extra})
+
+
+async def test_host_calls_sync_and_async_handlers(fake_host: Any) -> None:
+    async with fake_host() as host:
+        peer = zerobridge.connect(host.endpoint, name="p")
+
+        @peer.handler("upper")
+        def upper(text: str) -> str:  # sync: runs in a worker thread
+            return text.upper()
+
+        @peer.handler("add")
+        async def add(payload: dict[str, int]) -> int:
+            await asyncio.sleep(0)
+            return payload["a"] + payload["b"]
+
+        @peer.handler("nothing")
+        def nothing() -> None:
+            return None
+
+        async with peer:
+            await send_request(host, "h1", "upper", "abc")
+            await send_request(host, "h2", "add", {"a": 1, "b": 2})
+            await send_request(host, "h3", "nothing", {"ignored": True})
+            await send_request(host, "h4", "$actions")
+            assert (await host.next("response", id="h1"))["result"] == "ABC"
+            assert await host.next("response", id="h2") == {"v": 1, "type": "response", "id": "h2", "ok": True, "result": 3}
+            assert (await host.next("response", id="h3"))["result"] is None
+            assert (await host.next("response", id="h4"))["result"] == ["add", "nothing", "upper"]
+
+
+async def test_handler_failures_become_error_responses(fake_host: Any) -> None:
+    async with fake_host() as host:
+        peer = zerobridge.connect(host.endpoint, name="p")
+
+        @peer.handler("boom")
+        def boom(payload: Any) -> Any:
+            raise ValueError("no good")
+
+        @peer.handler("picky")
+        async def picky(payload: Any) -> Any:
+            raise BridgeError("invalid_payload", "want a list", {"got": payload})
+
+        @peer.handler("opaque")
+        def opaque(payload: Any) -> Any:
+            return object()
+
+        async with peer:
+            await send_request(host, "1", "boom")
+            await send_request(host, "2", "picky", 5)
+            await send_request(host, "3", "opaque")
+            await send_request(host, "4", "missing")
+            await send_request(host, "5", "$evaluate", {"script": "return 1"})
+            boom_error = (await host.next("response", id="1"))["error"]
+            assert boom_error["code"] == "handler_error" and "no good" in boom_error["message"]
+            assert (await host.next("response", id="2"))["error"] == {"code": "invalid_payload", "message": "want a list", "data": {"got": 5}}
+            assert (await host.next("response", id="3"))["error"]["code"] == "handler_error"
+            assert (await host.next("response", id="4"))["error"]["code"] == "unknown_action"
+            assert (await host.next("response", id="5"))["error"]["code"] == "not_allowed"
+
+
+async def test_handler_progress_precedes_the_response(fake_host: Any) -> None:
+    async with fake_host() as host:
+        peer = zerobridge.connect(host.endpoint, name="p")
+
+        @peer.handler("work")
+        async def work(payload: int, request: zerobridge.RequestContext) -> str:
+            for i in range(1, payload + 1):
+                await request.progress({"done": i})
+            return request.id
+
+        @peer.handler("work_sync")
+        def work_sync(payload: int, request: zerobridge.RequestContext) -> str:
+            for i in range(1, payload + 1):
+                request.progress({"done": i})
+            return request.id
+
+        async with peer:
+            for action in ("work", "work_sync"):
+                rid = f"{action}-1"
+                await send_request(host, rid, action, 4, progress=True)
+                response = await host.next("response", id=rid)
+                assert response["result"] == rid
+                progress = [(b["seq"], b["payload"]) for b in host.bodies("progress") if b["id"] == rid]
+                assert progress == [(i, {"done": i}) for i in range(1, 5)]
+            # Without "progress": true nothing but the response is sent.
+            await send_request(host, "quiet", "work", 3)
+            await host.next("response", id="quiet")
+            assert [b for b in host.bodies("progress") if b["id"] == "quiet"] == []
+
+
+async def test_cancel_answers_cancelled_at_once_and_cancels_the_handler_task(fake_host: Any) -> None:
+    async with fake_host() as host:
+        peer = zerobridge.connect(host.endpoint, name="p")
+        started = asyncio.Event()
+        handler_cancelled = asyncio.Event()
+
+        @peer.handler("wait")
+        async def wait(payload: Any) -> str:
+            started.set()
+            try:
+                await asyncio.sleep(60)
+            except asyncio.CancelledError:
+                handler_cancelled.set()
+                raise
+            return "never"
+
+        async with peer:
+            await send_request(host, "w1", "wait")
+            await started.wait()
+            await send_request(host, "w1", "wait")  # duplicate while in flight
+            dup = await host.next("response", id="w1")
+            assert dup["error"]["code"] == "duplicate_id"
+            host.send(None, {"v": 1, "type": "cancel", "id": "w1"})
+            response = await host.next("response", id="w1")
+            assert response["error"]["code"] == "cancelled"
+            await asyncio.wait_for(handler_cancelled.wait(), 5)
+            host.send(None, {"v": 1, "type": "cancel", "id": "w1"})  # already answered: ignored
+            host.send(None, {"v": 1, "type": "cancel", "id": "never-sent"})
+            await send_request(host, "after", "$actions")
+            await host.next("response", id="after")
+            assert len([b for b in host.bodies("response") if b["id"] == "w1"]) == 2  # duplicate_id + cancelled
+
+
+async def test_timeout_ms_answers_timeout_and_cancels_the_handler(fake_host: Any) -> None:
+    async with fake_host() as host:
+        peer = zerobridge.connect(host.endpoint, name="p")
+        deadlines: list[float | None] = []
+        handler_cancelled = asyncio.Event()
+
+        @peer.handler("slow")
+        async def slow(payload: Any, request: zerobridge.RequestContext) -> None:
+            deadlines.append(request.deadline)
+            try:
+                await asyncio.sleep(60)
+            except asyncio.CancelledError:
+                handler_cancelled.set()
+                raise
+
+        async with peer:
+            started = time.monotonic()
+            await send_request(host, "t1", "slow", timeout_ms=200)
+            response = await host.next("response", id="t1")
+            assert response["error"]["code"] == "timeout"
+            assert 0.15 <= time.monotonic() - started < 3
+            await asyncio.wait_for(handler_cancelled.wait(), 5)
+            assert deadlines[0] is not None and deadlines[0] - started < 1
+
+
+BAD_FRAMES: list[tuple[str, list[bytes], str, str | None]] = [
+    ("one frame", [b"{}"], "bad_message", None),
+    ("not JSON", [b"", b"{"], "bad_message", None),
+    ("not UTF-8", [b"", b"\xc3\x28"], "bad_message", None),
+    ("array body", [b"", b"[1]"], "bad_message", None),
+    ("version 2", [b"", b'{"v":2,"type":"request","id":"v2","action":"echo"}'], "unsupported_version", "v2"),
+    ("unknown type", [b"", b'{"v":1,"type":"yell","id":"y"}'], "bad_message", "y"),
+    ("request without action", [b"", b'{"v":1,"type":"request","id":"na"}'], "bad_message", "na"),
+    ("event without action", [b"", b'{"v":1,"type":"event"}'], "bad_message", None),
+]
+
+
+async def test_bad_input_from_the_host_is_answered_and_never_crashes_the_peer(fake_host: Any) -> None:
+    async with fake_host() as host:
+        peer = zerobridge.connect(host.endpoint, name="p", handlers={"echo": lambda p: p})
+        async with peer:
+            for _, frames, _, _ in BAD_FRAMES:
+                host.send_frames(None, frames)
+            answers = [await host.next("response") for _ in BAD_FRAMES]
+            assert [(a["id"], a["ok"], a["error"]["code"]) for a in answers] == [
+                (rid, False, code) for _, _, code, rid in BAD_FRAMES
+            ]
+            # Things that are merely unexpected are dropped without an answer.
+            host.send(None, {"v": 1, "type": "response", "id": "unknown", "ok": True})
+            host.send(None, {"v": 1, "type": "progress", "id": "unknown", "seq": 1})
+            host.send(None, {"v": 1, "type": "event", "action": "nobody-listens", "payload": 1})
+            host.send(None, {"v": 1, "type": "pong"})
+            await send_request(host, "still", "echo", "alive")
+            assert (await host.next("response", id="still"))["result"] == "alive"
+            assert len(host.bodies("response")) == len(BAD_FRAMES) + 1
+            assert peer.connected
+
+
+async def test_events_both_ways(fake_host: Any) -> None:
+    async with fake_host() as host:
+        peer = zerobridge.connect(host.endpoint, name="p")
+        received: asyncio.Queue[Any] = asyncio.Queue()
+
+        @peer.on_event("note")
+        def note(payload: Any) -> None:
+            received.put_nowait(payload)
+
+        async with peer:
+            await peer.post("log", {"line": 1})
+            assert await host.next("event") == {"v": 1, "type": "event", "action": "log", "payload": {"line": 1}}
+            for i in range(5):
+                host.send(None, {"v": 1, "type": "event", "action": "note", "payload": i})
+            assert [await asyncio.wait_for(received.get(), 5) for _ in range(5)] == [0, 1, 2, 3, 4]
+
+
+async def test_handlers_changed_after_connect_are_announced_in_a_new_hello(fake_host: Any) -> None:
+    async with fake_host() as host, zerobridge.connect(host.endpoint, name="p") as peer:
+        assert (await host.next("hello"))["actions"] == []
+        peer.add_handler("one", lambda p: 1)
+        peer.add_handler("two", lambda p: 2)  # the same loop turn: one hello for both
+        again = await host.next("hello")
+        assert again["actions"] == ["one", "two"] and again["session"] == "session-1"
+        peer.remove_handler("one")
+        assert (await host.next("hello"))["actions"] == ["two"]
+        assert len(host.bodies("hello")) == 3
+
+
+async def test_idle_peer_pings_and_silent_host_is_lost_then_peer_reconnects(fake_host: Any) -> None:
+    async with fake_host(heartbeat_ms=100) as host, zerobridge.connect(host.endpoint, name="p") as peer:
+        first_routing, _ = await host.next_with_routing("hello")
+        await host.next("ping", timeout=5)  # nothing sent for 100 ms -> ping
+        pending = asyncio.ensure_future(peer.call("echo", "x"))
+        await host.next("request", action="echo")
+        host.silent = True  # no pong, no answer
+        started = time.monotonic()
+        with pytest.raises(PeerLost):
+            await pending
+        assert 0.2 <= time.monotonic() - started < 5
+        assert not peer.connected
+        with pytest.raises(PeerLost):
+            await peer.call("echo", 1)
+        host.silent = False
+        routing, hello = await host.next_with_routing("hello", timeout=5)
+        assert routing != first_routing and "session" not in hello  # a fresh socket and a fresh session
+        await peer.wait_connected(5)
+        assert peer.session == "session-2"
+
+
+async def test_bye_from_host_fails_pending_calls_with_peer_lost(fake_host: Any) -> None:
+    async with fake_host() as host, zerobridge.connect(host.endpoint, name="p") as peer:
+        pending = asyncio.ensure_future(peer.call("echo", "x"))
+        await host.next("request", action="echo")
+        host.send(None, {"v": 1, "type": "bye"})
+        with pytest.raises(PeerLost):
+            await pending
+        await peer.wait_connected(5)  # the fake host is still there and welcomes the new hello
+        assert peer.session == "session-2"
+
+
+async def test_host_restart_with_a_new_session_fails_calls_of_the_old_one(fake_host: Any, ipc_dir: Path) -> None:
+    endpoint = f"ipc://{ipc_dir}/fake.sock"
+    async with fake_host(endpoint=endpoint) as host:
+        peer = await zerobridge.connect(endpoint, name="p")
+        try:
+            pending = asyncio.ensure_future(peer.call("echo", "x"))
+            await host.next("request", action="echo")
+        except BaseException:
+            await peer.close()
+            raise
+    try:
+        async with fake_host(endpoint=endpoint) as restarted:
+            restarted.sessions = 10  # the new host knows nothing of session-1
+            hello = await restarted.next("hello", timeout=10)
+            assert hello["session"] == "session-1"
+            with pytest.raises(PeerLost):
+                await pending
+            assert peer.session == "session-11"
+            assert peer.connected
+    finally:
+        await peer.close()
+
+
+async def test_messages_over_the_hosts_limit_are_refused_locally(fake_host: Any) -> None:
+    async with fake_host(max_message_bytes=200) as host, zerobridge.connect(host.endpoint, name="p") as peer:
+        with pytest.raises(BridgeError) as caught:
+            await peer.call("echo", "x" * 500)
+        assert caught.value.code == "too_large"
+        with pytest.raises(TypeError):
+            await peer.call("echo", {1, 2})
+        await peer.post("marker")
+        await host.next("event", action="marker")
+        assert host.bodies("request") == []
+
+
+async def test_connection_file_in_place_of_an_endpoint(fake_host: Any, tmp_path: Path) -> None:
+    async with fake_host() as host:
+        path = tmp_path / "connection.json"
+        path.write_text(json.dumps({"protocol": 1, "endpoint": host.endpoint, "host": "fake",
+                                    "signature_scheme": "hmac-sha256", "key": "", "future_field": 1}))
+        async with zerobridge.connect(path, name="p") as peer:
+            assert peer.endpoint == host.endpoint and peer.connected
+        async with zerobridge.connect(str(path), name="p") as peer:
+            assert peer.connected
+
+
+@pytest.mark.parametrize(
+    ("content", "complaint"),
+    [("{", "cannot read"), ("[]", "not a JSON object"), ('{"protocol": 2, "endpoint": "tcp://x:1"}', "protocol"),
+     ('{"protocol": 1}', "no endpoint"), ('{"protocol": 1, "endpoint": "tcp://x:1", "key": "zz"}', "not hex")],
+)
+def test_bad_connection_files_are_refused_clearly(tmp_path: Path, content: str, complaint: str) -> None:
+    path = tmp_path / "connection.json"
+    path.write_text(content)
+    with pytest.raises(ValueError, match=complaint):
+        zerobridge.connect(path, name="p")
+    with pytest.raises(ValueError, match="cannot read"):
+        zerobridge.connect(tmp_path / "missing.json", name="p")
+
+
+async def test_signed_connection_signs_and_checks_every_message(fake_host: Any, tmp_path: Path) -> None:
+    from zerobridge import wire
+
+    key = bytes.fromhex("a1b2c3")
+    async with fake_host() as host:
+        path = tmp_path / "connection.json"
+        path.write_text(json.dumps({"protocol": 1, "endpoint": host.endpoint, "key": key.hex()}))
+        peer = zerobridge.connect(path, name="p", handlers={"echo": lambda p: p}, connect_timeout=0.5)
+        # The fake host does not sign its welcome, so the peer must refuse it and time out.
+        with pytest.raises(BridgeTimeout):
+            await peer.start()
+        hello_routing, _ = await host.next_with_routing("hello")
+        unauthorized = await host.next("response")
+        assert unauthorized["error"]["code"] == "unauthorized"
+        assert hello_routing is not None and wire.PROTOCOL_VERSION == 1
