@@ -28,7 +28,6 @@ final class Link: @unchecked Sendable {
     // Confined to the thread.
     private var calls: [String: OutgoingCall] = [:]
     private var requests: [String: IncomingRequest] = [:]
-    private var cancelledBeforeStart: Set<String> = []
     private var closedWith: BridgeError?
     /// While false (a host shutting down), new requests are answered `overloaded`.
     var accepting = true
@@ -60,14 +59,17 @@ final class Link: @unchecked Sendable {
         let body = Message.request(.init(id: id, action: action, payload: payload, timeoutMs: timeoutMs,
                                          wantsProgress: onProgress != nil)).encoded()
         let deadline = ContinuousClock.now + timeout
+        // Cancellation may be handed over before the start, or after the end; the token tells on the thread.
+        let token = CancellationToken()
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
                 thread.perform { [self] in
-                    start(id: id, body: body, deadline: deadline, onProgress: onProgress, continuation: continuation)
+                    start(id: id, body: body, deadline: deadline, token: token, onProgress: onProgress,
+                          continuation: continuation)
                 }
             }
         } onCancel: {
-            thread.perform { [self] in cancelCall(id: id) }
+            thread.perform { [self] in cancelCall(id: id, token: token) }
         }
     }
 
@@ -94,10 +96,10 @@ final class Link: @unchecked Sendable {
 
     func send(_ message: Message) { send(message.encoded()) }
 
-    private func start(id: String, body: [UInt8], deadline: ContinuousClock.Instant,
+    private func start(id: String, body: [UInt8], deadline: ContinuousClock.Instant, token: CancellationToken,
                        onProgress: (@Sendable (JSONValue) -> Void)?,
                        continuation: CheckedContinuation<JSONValue, Error>) {
-        if cancelledBeforeStart.remove(id) != nil {
+        if token.isCancelled {
             continuation.resume(throwing: BridgeError(.cancelled, "the call was cancelled"))
             return
         }
@@ -116,11 +118,9 @@ final class Link: @unchecked Sendable {
         call.continuation.resume(throwing: BridgeError(.timeout, "no response within the call's timeout"))
     }
 
-    private func cancelCall(id: String) {
-        guard let call = calls.removeValue(forKey: id) else {
-            cancelledBeforeStart.insert(id)
-            return
-        }
+    private func cancelCall(id: String, token: CancellationToken) {
+        token.isCancelled = true
+        guard let call = calls.removeValue(forKey: id) else { return }  // not started yet, or already ended
         send(.cancel(id: id))
         call.continuation.resume(throwing: BridgeError(.cancelled, "the call was cancelled"))
     }
@@ -273,6 +273,11 @@ final class Link: @unchecked Sendable {
         closedFlag.store(false, ordering: .releasing)
         lastHeard = .now
     }
+}
+
+/// Whether a call's task was cancelled; read and written only on the link's thread.
+private final class CancellationToken: @unchecked Sendable {
+    var isCancelled = false
 }
 
 private struct OutgoingCall {
