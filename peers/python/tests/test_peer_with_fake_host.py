@@ -308,10 +308,15 @@ async def test_events_both_ways(fake_host: Any) -> None:
     async with fake_host() as host:
         peer = zerobridge.connect(host.endpoint, name="p")
         received: asyncio.Queue[Any] = asyncio.Queue()
+        loop = asyncio.get_running_loop()
 
         @peer.on_event("note")
-        def note(payload: Any) -> None:
+        async def note(payload: Any) -> None:
             received.put_nowait(payload)
+
+        @peer.on_event("sync_note")
+        def sync_note(payload: Any) -> None:  # runs in a worker thread
+            loop.call_soon_threadsafe(received.put_nowait, ("sync", payload))
 
         async with peer:
             await peer.post("log", {"line": 1})
@@ -319,6 +324,8 @@ async def test_events_both_ways(fake_host: Any) -> None:
             for i in range(5):
                 host.send(None, {"v": 1, "type": "event", "action": "note", "payload": i})
             assert [await asyncio.wait_for(received.get(), 5) for _ in range(5)] == [0, 1, 2, 3, 4]
+            host.send(None, {"v": 1, "type": "event", "action": "sync_note", "payload": "s"})
+            assert await asyncio.wait_for(received.get(), 5) == ("sync", "s")
 
 
 async def test_handlers_changed_after_connect_are_announced_in_a_new_hello(fake_host: Any) -> None:

@@ -214,6 +214,7 @@ class Peer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._context: zmq.asyncio.Context | None = None
         self._socket: zmq.asyncio.Socket | None = None
+        self._monitor: zmq.asyncio.Socket | None = None
         self._link: Link | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._socket_tasks: list[asyncio.Task[Any]] = []
@@ -301,7 +302,7 @@ class Peer:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if self._context is not None:
             context, self._context = self._context, None
-            context.term()
+            context.destroy(linger=0)  # closes anything still open; waits out the bye's linger
 
     # --- calling the host ----------------------------------------------------------------
 
@@ -493,6 +494,7 @@ class Peer:
         socket.connect(self.endpoint)
         monitor = socket.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED)
         self._socket = socket
+        self._monitor = monitor
         link = Link(send=self._send_frames, serve=self._serve, on_message=self._on_message, key=self.info.key)
         self._link = link
         self._heartbeat_task = None
@@ -510,6 +512,9 @@ class Peer:
             if task is not current:
                 task.cancel()
         await asyncio.gather(*(t for t in tasks if t is not current), return_exceptions=True)
+        if self._monitor is not None:
+            monitor, self._monitor = self._monitor, None
+            monitor.close(linger=0)
         if self._socket is not None:
             socket, self._socket = self._socket, None
             with contextlib.suppress(zmq.ZMQError):
@@ -542,17 +547,19 @@ class Peer:
     async def _watch_transport(self, monitor: zmq.asyncio.Socket) -> None:
         """After the TCP/IPC connection comes back, say hello again to learn whether our session survived."""
         dropped = False
-        try:
-            while True:
+        while True:
+            try:
                 event = parse_monitor_message(await monitor.recv_multipart())["event"]
-                if event == zmq.EVENT_DISCONNECTED:
-                    dropped = True
-                elif event == zmq.EVENT_HANDSHAKE_SUCCEEDED and dropped:
-                    dropped = False
-                    if self._state == "connected":
-                        self._send_hello(resume=True)
-        finally:
-            monitor.close(linger=0)
+            except zmq.ZMQError:
+                if monitor.closed:
+                    return
+                continue
+            if event == zmq.EVENT_DISCONNECTED:
+                dropped = True
+            elif event == zmq.EVENT_HANDSHAKE_SUCCEEDED and dropped:
+                dropped = False
+                if self._state == "connected":
+                    self._send_hello(resume=True)
 
     def _spawn(self, coroutine: Awaitable[Any]) -> asyncio.Task[Any]:
         task = asyncio.ensure_future(coroutine)
