@@ -32,6 +32,21 @@ export function within(promise, ms, what) {
 
 export const delay = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
+const live = new Set();
+
+function track(child) {
+  live.add(child);
+  child.on('exit', () => live.delete(child));
+  return child;
+}
+
+/** Kills every child process a test started and did not stop (for a file-level `after`). */
+export async function stopAllProcesses() {
+  const children = [...live];
+  for (const child of children) child.kill('SIGKILL');
+  await Promise.all(children.map((child) => (child.exitCode === null && child.signalCode === null ? once(child, 'exit') : null)));
+}
+
 /** Lines of JSON from a child's stdout, consumed by predicate in arrival order. */
 class EventLog {
   constructor(stream, label) {
@@ -86,7 +101,7 @@ export class PyRouter {
     if (echo) args.push('--echo');
     if (heartbeatIvl) args.push('--heartbeat-ivl', String(heartbeatIvl));
     if (heartbeatTimeout) args.push('--heartbeat-timeout', String(heartbeatTimeout));
-    const child = spawn(python, args, { stdio: ['pipe', 'pipe', 'inherit'] });
+    const child = track(spawn(python, args, { stdio: ['pipe', 'pipe', 'inherit'] }));
     const router = new PyRouter(child);
     const ready = await router.log.next((e) => e.event === 'ready', 15_000, 'the ROUTER to bind');
     router.endpoint = ready.endpoint;
@@ -129,9 +144,9 @@ export class ConformanceHost {
     if (!existsSync(hostBinary)) {
       throw new Error(`the conformance host is not built: no executable at ${hostBinary} (set ZEROBRIDGE_BIN or run \`swift build\`)`);
     }
-    const child = spawn(hostBinary, ['serve', '--conformance', '--endpoint', bindEndpoint, ...extraArgs], {
+    const child = track(spawn(hostBinary, ['serve', '--conformance', '--endpoint', bindEndpoint, ...extraArgs], {
       stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    }));
     const host = new ConformanceHost(child);
     const ready = await host.log.next((e) => e.event === 'line' && e.text.startsWith('zerobridge ready '), 20_000,
       `"zerobridge ready <endpoint>" from ${hostBinary}`);

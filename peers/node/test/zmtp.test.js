@@ -7,7 +7,9 @@ import net from 'node:net';
 import { once } from 'node:events';
 import { randomBytes } from 'node:crypto';
 import { ZmtpDealer, ZmtpError, parseEndpoint } from '../src/zmtp.js';
-import { PyRouter, transports, within, delay } from '../test-helpers/processes.js';
+import { PyRouter, transports, within, delay, stopAllProcesses } from '../test-helpers/processes.js';
+
+after(stopAllProcesses); // a failed test must not leave a child process keeping the run alive
 
 /** Messages a dealer receives, awaited one at a time. */
 function inbox(dealer) {

@@ -1,0 +1,20 @@
+/**
+ * The error every ZeroBridge failure rejects with. `code` is one of the protocol's error codes
+ * (`timeout`, `cancelled`, `peer_lost`, `unknown_action`, `handler_error`, ...), so callers can
+ * switch on it; `data` is the error's optional `data` from the wire.
+ */
+export class BridgeError extends Error {
+  constructor(code, message, options = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = 'BridgeError';
+    this.code = code;
+    if (options.data !== undefined) this.data = options.data;
+  }
+
+  /** The wire form: `{"code", "message", "data"?}`. */
+  toJSON() {
+    return this.data === undefined
+      ? { code: this.code, message: this.message }
+      : { code: this.code, message: this.message, data: this.data };
+  }
+}

@@ -1,0 +1,338 @@
+// The public peer: owns the DEALER, says hello, keeps the session and the heartbeat, and exposes
+// call / stream / post / handle / on over the link.
+
+import { debuglog } from 'node:util';
+import { ZmtpDealer, ZmtpError } from './zmtp.js';
+import { Link } from './link.js';
+import { BridgeError } from './errors.js';
+import { bodies, encode, readConnectionFile, isName } from './wire.js';
+
+const debug = debuglog('zerobridge');
+const DEFAULT_TIMEOUT_MS = 30_000;
+const DEFAULT_HEARTBEAT_MS = 5000;
+
+function defaultLog(level, message) {
+  if (level === 'warn') console.warn(`zerobridge: ${message}`);
+  else debug(message);
+}
+
+// Session states.
+const NEW = 'new'; // connect() not called yet
+const CONNECTING = 'connecting'; // no ZMTP connection
+const GREETING = 'greeting'; // connected, hello sent, waiting for welcome
+const READY = 'ready'; // welcome received: a session is in force
+const LOST = 'lost'; // the host went silent or said bye; hello again once it is heard from
+const CLOSED = 'closed';
+
+/**
+ * A ZeroBridge peer: a DEALER connected to a host's ROUTER. See index.d.ts for the documentation
+ * of each member.
+ */
+export class Peer {
+  constructor(endpointOrConnectionFile, options = {}) {
+    if (typeof endpointOrConnectionFile !== 'string' || endpointOrConnectionFile.length === 0) {
+      throw new TypeError('connect() needs an endpoint (tcp://host:port, ipc:///path) or a connection file path');
+    }
+    const { name, actions, evaluate = false, heartbeatMs = DEFAULT_HEARTBEAT_MS, timeout = DEFAULT_TIMEOUT_MS, log = defaultLog } = options;
+    if (!isName(name)) throw new TypeError('options.name (the peer name sent in hello) must be a string of 1..128 characters');
+    if (!Number.isInteger(heartbeatMs) || heartbeatMs < 1) throw new TypeError('options.heartbeatMs must be a positive integer');
+    if (timeout !== null && timeout !== Infinity && !(Number.isFinite(timeout) && timeout > 0)) {
+      throw new TypeError('options.timeout must be a positive number of milliseconds, null or Infinity');
+    }
+    if (endpointOrConnectionFile.includes('://')) {
+      this.endpoint = endpointOrConnectionFile;
+    } else {
+      const file = readConnectionFile(endpointOrConnectionFile);
+      if (file.key !== '') {
+        throw new BridgeError('unauthorized', `the connection file ${endpointOrConnectionFile} has a key: signed connections are not supported by this peer yet`);
+      }
+      this.endpoint = file.endpoint;
+    }
+    this.name = name;
+    this.evaluate = evaluate === true;
+    this.requestedHeartbeatMs = heartbeatMs;
+    this.heartbeatMs = heartbeatMs;
+    this.timeout = timeout;
+    this.log = log;
+    this.handlers = new Map();
+    for (const [action, handler] of actions instanceof Map ? actions : Object.entries(actions ?? {})) {
+      this.addHandler(action, handler);
+    }
+    this.listeners = new Map();
+    this.state = NEW;
+    this.session = null;
+    this.host = null;
+    this.hostActions = [];
+    this.limits = null;
+    this.helloScheduled = false;
+    this.heartbeatTimer = null;
+    this.firstWelcome = null;
+
+    this.dealer = new ZmtpDealer(this.endpoint, {
+      reconnectIvl: options.reconnectIvl,
+      reconnectIvlMax: options.reconnectIvlMax,
+      sendQueueLimit: options.sendQueueLimit,
+    });
+    this.link = new Link({
+      send: (frames) => this.sendFrames(frames),
+      handlers: this.handlers,
+      evaluate: this.evaluate,
+      onEvent: (action, payload) => this.dispatchEvent(action, payload),
+      onSession: (body) => this.onSessionMessage(body),
+      onBadMessage: (problem) => this.onBadMessage(problem),
+      maxMessageBytes: () => this.limits?.max_message_bytes ?? Infinity,
+      log,
+    });
+    this.dealer.on('connect', () => this.onConnected());
+    this.dealer.on('disconnect', () => this.onDisconnected());
+    this.dealer.on('message', (frames) => this.onMessage(frames));
+    this.dealer.on('error', (error) => this.onTransportError(error));
+  }
+
+  /** True while a session with the host is in force (welcome received, host not lost). */
+  get connected() {
+    return this.state === READY;
+  }
+
+  /** Connects, says hello and resolves with this peer once the host's welcome arrives. */
+  connect() {
+    if (this.firstWelcome) return this.firstWelcome.promise;
+    if (this.state === CLOSED) return Promise.reject(new BridgeError('cancelled', 'the peer is closed'));
+    let resolve;
+    let reject;
+    const promise = new Promise((res, rej) => { resolve = res; reject = rej; });
+    this.firstWelcome = { promise, resolve, reject, settled: false, timer: null };
+    if (this.timeout !== null && this.timeout !== Infinity) {
+      this.firstWelcome.timer = setTimeout(() => {
+        this.failConnect(new BridgeError('timeout', `no welcome from the host at ${this.endpoint} within ${this.timeout} ms`));
+      }, this.timeout);
+    }
+    this.state = CONNECTING;
+    this.dealer.connect();
+    this.startHeartbeat();
+    return promise;
+  }
+
+  failConnect(error) {
+    const waiter = this.firstWelcome;
+    if (!waiter || waiter.settled) return;
+    waiter.settled = true;
+    clearTimeout(waiter.timer);
+    waiter.reject(error);
+    this.close().catch(() => {});
+  }
+
+  // --- the public API -----------------------------------------------------------------------
+
+  call(action, payload = null, options = {}) {
+    if (this.state === CLOSED) return Promise.reject(new BridgeError('cancelled', 'the peer is closed'));
+    return this.link.call(action, payload, { timeout: options.timeout ?? this.timeout, signal: options.signal });
+  }
+
+  stream(action, payload = null, options = {}) {
+    if (this.state === CLOSED) {
+      const result = Promise.reject(new BridgeError('cancelled', 'the peer is closed'));
+      result.catch(() => {});
+      return { progress: (async function* none() {})(), result };
+    }
+    return this.link.stream(action, payload, { timeout: options.timeout ?? this.timeout, signal: options.signal });
+  }
+
+  post(action, payload = null) {
+    if (this.state === CLOSED) throw new BridgeError('cancelled', 'the peer is closed');
+    this.link.post(action, payload);
+  }
+
+  handle(action, handler) {
+    this.addHandler(action, handler);
+    this.scheduleHello();
+    return () => {
+      if (this.handlers.get(action) !== handler) return;
+      this.handlers.delete(action);
+      this.scheduleHello();
+    };
+  }
+
+  addHandler(action, handler) {
+    if (!isName(action) || action.startsWith('$')) {
+      throw new TypeError(`cannot handle ${JSON.stringify(action)}: an action is 1..128 characters and must not start with $ (reserved)`);
+    }
+    if (typeof handler !== 'function') throw new TypeError(`the handler for ${action} must be a function`);
+    this.handlers.set(action, handler);
+  }
+
+  on(action, listener) {
+    if (typeof listener !== 'function') throw new TypeError('listener must be a function');
+    if (!this.listeners.has(action)) this.listeners.set(action, new Set());
+    this.listeners.get(action).add(listener);
+    return this;
+  }
+
+  off(action, listener) {
+    this.listeners.get(action)?.delete(listener);
+    return this;
+  }
+
+  async close() {
+    if (this.state === CLOSED) return this.dealer.close();
+    const wasConnected = this.dealer.connected;
+    this.state = CLOSED;
+    clearInterval(this.heartbeatTimer);
+    if (this.firstWelcome && !this.firstWelcome.settled) {
+      this.firstWelcome.settled = true;
+      clearTimeout(this.firstWelcome.timer);
+      this.firstWelcome.reject(new BridgeError('cancelled', 'the peer was closed before the host welcomed it'));
+    }
+    this.link.abandonAll(new BridgeError('cancelled', 'the peer was closed'));
+    if (wasConnected) {
+      try {
+        this.dealer.send(encode(bodies.bye()));
+      } catch (error) {
+        this.log('debug', `could not say bye: ${error.message}`);
+      }
+    }
+    return this.dealer.close();
+  }
+
+  // --- plumbing ------------------------------------------------------------------------------
+
+  sendFrames(frames) {
+    try {
+      this.dealer.send(frames);
+    } catch (error) {
+      if (error instanceof ZmtpError && error.code === 'EAGAIN') {
+        throw new BridgeError('overloaded', `cannot send: ${error.message}`);
+      }
+      if (error instanceof ZmtpError && error.code === 'ECLOSED') throw new BridgeError('cancelled', 'the peer is closed');
+      throw error;
+    }
+  }
+
+  sayHello() {
+    this.helloScheduled = false;
+    const features = this.evaluate ? ['evaluate'] : [];
+    // A hello while a session is in force keeps it (handlers changed); after a loss we start afresh.
+    const session = this.state === READY ? this.session : undefined;
+    if (this.state !== READY) this.state = GREETING;
+    this.link.trySend(bodies.hello(this.name, [...this.handlers.keys()], features, this.requestedHeartbeatMs, session));
+  }
+
+  scheduleHello() {
+    if (this.helloScheduled || (this.state !== READY && this.state !== GREETING)) return;
+    this.helloScheduled = true;
+    // Several handle() calls in one turn make one hello.
+    queueMicrotask(() => {
+      if (this.helloScheduled && (this.state === READY || this.state === GREETING)) this.sayHello();
+    });
+  }
+
+  onConnected() {
+    if (this.state === CLOSED) return;
+    this.link.lastHeard = Date.now();
+    this.session = null;
+    this.state = GREETING;
+    this.sayHello();
+  }
+
+  onDisconnected() {
+    if (this.state === CLOSED) return;
+    this.state = CONNECTING;
+    this.hostLost(`the connection to the host at ${this.endpoint} broke`);
+  }
+
+  hostLost(why) {
+    this.log('warn', `lost the host: ${why}`);
+    this.session = null;
+    this.link.abandonAll(new BridgeError('peer_lost', `lost the host: ${why}`));
+  }
+
+  onMessage(frames) {
+    if (this.state === CLOSED) return;
+    if (this.state === LOST) {
+      // The host is heard from again: start a fresh session before handling what it sent.
+      this.log('warn', 'the host is back; saying hello again');
+      this.sayHello();
+    }
+    this.link.receive(frames);
+  }
+
+  onSessionMessage(body) {
+    switch (body.type) {
+      case 'welcome': {
+        this.session = body.session;
+        this.host = body.host;
+        this.hostActions = body.actions;
+        this.limits = body.limits;
+        if (body.heartbeat_ms !== this.heartbeatMs) {
+          this.heartbeatMs = body.heartbeat_ms;
+          this.startHeartbeat();
+        }
+        this.state = READY;
+        const waiter = this.firstWelcome;
+        if (waiter && !waiter.settled) {
+          waiter.settled = true;
+          clearTimeout(waiter.timer);
+          waiter.resolve(this);
+        }
+        return;
+      }
+      case 'bye':
+        if (this.state === READY || this.state === GREETING) {
+          this.state = LOST;
+          this.hostLost('the host said bye');
+        }
+        return;
+      default:
+        this.log('warn', `ignored a ${body.type} from the host (a peer does not expect one)`);
+    }
+  }
+
+  onBadMessage(problem) {
+    // A host that cannot give us a proper welcome will never give us one: fail connect() at once.
+    if (problem.type === 'welcome' && this.state === GREETING) {
+      this.failConnect(new BridgeError(problem.code, `the host's welcome is not valid: ${problem.message}`));
+    }
+  }
+
+  onTransportError(error) {
+    this.log('warn', `ZMTP error: ${error.message}`);
+    if (this.state !== READY && this.state !== LOST) {
+      this.failConnect(new BridgeError('bad_message', `cannot talk to ${this.endpoint}: ${error.message}`, { cause: error }));
+    }
+  }
+
+  dispatchEvent(action, payload) {
+    const listeners = this.listeners.get(action);
+    if (!listeners || listeners.size === 0) {
+      this.log('debug', `dropped event ${action}: no listener`);
+      return;
+    }
+    for (const listener of [...listeners]) {
+      try {
+        const returned = listener(payload);
+        if (returned && typeof returned.then === 'function') {
+          returned.then(undefined, (error) => this.log('warn', `listener for event ${action} failed: ${error?.message ?? error}`));
+        }
+      } catch (error) {
+        this.log('warn', `listener for event ${action} threw: ${error?.message ?? error}`);
+      }
+    }
+  }
+
+  startHeartbeat() {
+    clearInterval(this.heartbeatTimer);
+    const tick = Math.max(10, Math.floor(this.heartbeatMs / 4));
+    this.heartbeatTimer = setInterval(() => this.checkHeartbeat(), tick);
+    this.heartbeatTimer.unref(); // the socket, not the heartbeat, keeps a process alive
+  }
+
+  checkHeartbeat() {
+    if (!this.dealer.connected || this.state === CLOSED) return;
+    const now = Date.now();
+    if ((this.state === READY || this.state === GREETING) && now - this.link.lastHeard >= 3 * this.heartbeatMs) {
+      this.state = LOST;
+      this.hostLost(`nothing heard for ${now - this.link.lastHeard} ms (heartbeat ${this.heartbeatMs} ms)`);
+    }
+    if (now - this.link.lastSent >= this.heartbeatMs) this.link.trySend(bodies.ping());
+  }
+}

@@ -1,0 +1,253 @@
+// Message bodies <-> ZeroMQ frames, and the validation rules of PROTOCOL-OUTLINE.md and the team's
+// decisions: what is a well-formed body of each type, and which error code a bad one earns.
+
+import { readFileSync } from 'node:fs';
+import { BridgeError } from './errors.js';
+
+export const PROTOCOL_VERSION = 1;
+export const MAX_DEPTH = 64;
+const NAME_MAX = 128;
+const EMPTY = Buffer.alloc(0);
+const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+
+const TYPES = new Set(['hello', 'welcome', 'request', 'response', 'progress', 'event', 'cancel', 'ping', 'pong', 'bye']);
+
+/** A string of 1..128 Unicode code points (ids, actions, names). */
+export function isName(value) {
+  if (typeof value !== 'string' || value.length === 0) return false;
+  if (value.length <= NAME_MAX) return true;
+  if (value.length > 2 * NAME_MAX) return false; // each code point is at most two UTF-16 units
+  let count = 0;
+  for (const _ of value) count += 1;
+  return count <= NAME_MAX;
+}
+
+const isPositiveInteger = (value) => Number.isInteger(value) && value >= 1;
+const isObject = (value) => typeof value === 'object' && value !== null && !Array.isArray(value);
+const isNameList = (value) => Array.isArray(value) && value.every(isName);
+const has = (body, field) => Object.prototype.hasOwnProperty.call(body, field);
+
+/** Nesting depth of JSON text, scanned on the bytes (UTF-8 continuation bytes are never ASCII). */
+function exceedsDepth(bytes, limit) {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < bytes.length; i += 1) {
+    const byte = bytes[i];
+    if (inString) {
+      if (byte === 0x5c) i += 1; // backslash: skip the escaped byte
+      else if (byte === 0x22) inString = false;
+    } else if (byte === 0x22) {
+      inString = true;
+    } else if (byte === 0x7b || byte === 0x5b) {
+      depth += 1;
+      if (depth > limit) return true;
+    } else if (byte === 0x7d || byte === 0x5d) {
+      depth -= 1;
+    }
+  }
+  return false;
+}
+
+// Per type: the reason a body is malformed, or null when it is fine.
+const CHECKS = {
+  request(body) {
+    if (!isName(body.id)) return 'request.id must be a string of 1..128 characters';
+    if (!isName(body.action)) return 'request.action must be a string of 1..128 characters';
+    if (has(body, 'timeout_ms') && !isPositiveInteger(body.timeout_ms)) return 'request.timeout_ms must be a positive integer';
+    if (has(body, 'progress') && typeof body.progress !== 'boolean') return 'request.progress must be a boolean';
+    return null;
+  },
+  response(body) {
+    if (!has(body, 'id')) return 'response.id is missing';
+    if (typeof body.ok !== 'boolean') return 'response.ok must be a boolean';
+    if (body.ok) {
+      if (!isName(body.id)) return 'response.id must be a string of 1..128 characters';
+      if (has(body, 'error')) return 'a response with ok true must not carry an error';
+      return null;
+    }
+    if (body.id !== null && !isName(body.id)) return 'response.id must be null or a string of 1..128 characters';
+    if (has(body, 'result')) return 'a response with ok false must not carry a result';
+    const { error } = body;
+    if (!isObject(error)) return 'response.error must be an object';
+    if (!isName(error.code)) return 'response.error.code must be a string of 1..128 characters';
+    if (typeof error.message !== 'string') return 'response.error.message must be a string';
+    return null;
+  },
+  progress(body) {
+    if (!isName(body.id)) return 'progress.id must be a string of 1..128 characters';
+    if (!isPositiveInteger(body.seq)) return 'progress.seq must be a positive integer';
+    return null;
+  },
+  event(body) {
+    return isName(body.action) ? null : 'event.action must be a string of 1..128 characters';
+  },
+  cancel(body) {
+    return isName(body.id) ? null : 'cancel.id must be a string of 1..128 characters';
+  },
+  hello(body) {
+    if (!isName(body.peer)) return 'hello.peer must be a string of 1..128 characters';
+    if (has(body, 'actions') && !isNameList(body.actions)) return 'hello.actions must be a list of names';
+    if (has(body, 'features') && !isNameList(body.features)) return 'hello.features must be a list of names';
+    if (has(body, 'session') && !isName(body.session)) return 'hello.session must be a string of 1..128 characters';
+    if (has(body, 'heartbeat_ms') && !isPositiveInteger(body.heartbeat_ms)) return 'hello.heartbeat_ms must be a positive integer';
+    return null;
+  },
+  welcome(body) {
+    if (!isName(body.host)) return 'welcome.host must be a string of 1..128 characters';
+    if (!isName(body.session)) return 'welcome.session must be a string of 1..128 characters';
+    if (!isNameList(body.actions)) return 'welcome.actions must be a list of names';
+    if (!isPositiveInteger(body.heartbeat_ms)) return 'welcome.heartbeat_ms must be a positive integer';
+    const { limits } = body;
+    if (!isObject(limits)) return 'welcome.limits must be an object';
+    if (!isPositiveInteger(limits.max_message_bytes)) return 'welcome.limits.max_message_bytes must be a positive integer';
+    if (!isPositiveInteger(limits.max_in_flight)) return 'welcome.limits.max_in_flight must be a positive integer';
+    return null;
+  },
+  ping: () => null,
+  pong: () => null,
+  bye: () => null,
+};
+
+/** Replaces `{"$attachment": i}` references with the attachment frames; throws on a missing frame. */
+function resolveAttachments(value, attachments) {
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i += 1) value[i] = resolveAttachments(value[i], attachments);
+    return value;
+  }
+  if (!isObject(value)) return value;
+  const keys = Object.keys(value);
+  if (keys.length === 1 && keys[0] === '$attachment') {
+    const index = value.$attachment;
+    if (!Number.isInteger(index) || index < 0 || index >= attachments.length) {
+      throw new BridgeError('bad_message', `attachment reference ${JSON.stringify(index)} but the message has ${attachments.length} attachment frame(s)`);
+    }
+    return attachments[index];
+  }
+  for (const key of keys) value[key] = resolveAttachments(value[key], attachments);
+  return value;
+}
+
+/**
+ * Decodes the frames a DEALER received: `[signature, body, ...attachments]`.
+ * Returns `{ body }` (attachment references replaced by Buffers) or, for a message that cannot be
+ * understood, `{ error: BridgeError, id, type }` where `id` is the message's readable id (else null)
+ * and `error.code` is `bad_message` or `unsupported_version`.
+ */
+export function decode(frames) {
+  const fail = (code, message, id = null, type = null) => ({ error: new BridgeError(code, message), id, type });
+  if (!Array.isArray(frames) || frames.length < 2) {
+    return fail('bad_message', `a message needs at least 2 frames (signature, body), got ${frames?.length ?? 0}`);
+  }
+  const bytes = frames[1];
+  let text;
+  try {
+    text = utf8.decode(bytes);
+  } catch {
+    return fail('bad_message', 'the body is not valid UTF-8');
+  }
+  if (exceedsDepth(bytes, MAX_DEPTH)) return fail('bad_message', `the body nests deeper than ${MAX_DEPTH} levels`);
+  let body;
+  try {
+    body = JSON.parse(text);
+  } catch (error) {
+    return fail('bad_message', `the body is not JSON: ${error.message}`);
+  }
+  if (!isObject(body)) return fail('bad_message', 'the body is not a JSON object');
+  const id = isName(body.id) ? body.id : null;
+  const type = typeof body.type === 'string' ? body.type : null;
+  if (!has(body, 'v') || !Number.isInteger(body.v)) return fail('bad_message', 'v must be the integer 1', id, type);
+  if (body.v !== PROTOCOL_VERSION) return fail('unsupported_version', `protocol version ${body.v} is not supported (this peer speaks 1)`, id, type);
+  if (!TYPES.has(type)) return fail('bad_message', `unknown message type ${JSON.stringify(body.type)}`, id, type);
+  const problem = CHECKS[type](body);
+  if (problem) return fail('bad_message', problem, id, type);
+  if (frames.length > 2 || text.includes('"$attachment"')) {
+    try {
+      resolveAttachments(body, frames.slice(2));
+    } catch (error) {
+      return fail(error.code, error.message, id, type);
+    }
+  }
+  return { body };
+}
+
+/**
+ * Encodes a body as frames `[signature (empty), JSON, ...attachments]`. Any Uint8Array/Buffer inside
+ * the body travels as an attachment frame, referenced as `{"$attachment": i}`. Throws a TypeError
+ * when the body cannot be written as JSON (cycles, BigInt).
+ */
+export function encode(body) {
+  let attachments = null;
+  const json = JSON.stringify(body, function replace(key, value) {
+    const raw = this[key];
+    if (raw instanceof Uint8Array) {
+      attachments ??= [];
+      attachments.push(Buffer.isBuffer(raw) ? raw : Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength));
+      return { $attachment: attachments.length - 1 };
+    }
+    return value;
+  });
+  const frames = [EMPTY, Buffer.from(json, 'utf8')];
+  if (attachments) frames.push(...attachments);
+  return frames;
+}
+
+/** Bytes that count against `max_message_bytes`: the body and the attachments (frames 1..n). */
+export function messageBytes(frames) {
+  let total = 0;
+  for (let i = 1; i < frames.length; i += 1) total += frames[i].length;
+  return total;
+}
+
+// Body builders. `undefined` fields are left out by JSON.stringify, which is what the protocol's
+// defaults expect (payload/result default to null).
+export const bodies = {
+  request: (id, action, payload, timeoutMs, progress) => ({
+    v: 1, type: 'request', id, action, payload: payload ?? null, timeout_ms: timeoutMs, progress: progress || undefined,
+  }),
+  result: (id, result) => ({ v: 1, type: 'response', id, ok: true, result: result ?? null }),
+  failure: (id, error) => ({ v: 1, type: 'response', id, ok: false, error }),
+  progress: (id, seq, payload) => ({ v: 1, type: 'progress', id, seq, payload: payload ?? null }),
+  event: (action, payload) => ({ v: 1, type: 'event', action, payload: payload ?? null }),
+  cancel: (id) => ({ v: 1, type: 'cancel', id }),
+  hello: (peer, actions, features, heartbeatMs, session) => ({
+    v: 1, type: 'hello', peer, actions, features, heartbeat_ms: heartbeatMs, session: session ?? undefined,
+  }),
+  ping: () => ({ v: 1, type: 'ping' }),
+  pong: () => ({ v: 1, type: 'pong' }),
+  bye: () => ({ v: 1, type: 'bye' }),
+};
+
+/**
+ * Reads a connection file: `{"protocol": 1, "endpoint", "host", "signature_scheme": "hmac-sha256", "key"}`.
+ * Returns `{ endpoint, host, key }`; throws a BridgeError (`bad_message`) naming the file and the problem.
+ */
+export function readConnectionFile(path) {
+  let text;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (error) {
+    throw new BridgeError('bad_message', `cannot read the connection file ${path}: ${error.message}`, { cause: error });
+  }
+  let parsed;
+  try {
+    parsed = JSON.parse(text);
+  } catch (error) {
+    throw new BridgeError('bad_message', `the connection file ${path} is not JSON: ${error.message}`);
+  }
+  const problem = connectionFileProblem(parsed);
+  if (problem) throw new BridgeError('bad_message', `the connection file ${path} is not valid: ${problem}`);
+  return { endpoint: parsed.endpoint, host: parsed.host, key: parsed.key };
+}
+
+/** Why a parsed connection file is invalid, or null. */
+export function connectionFileProblem(file) {
+  if (!isObject(file)) return 'it is not a JSON object';
+  if (file.protocol !== 1 || !Number.isInteger(file.protocol)) return 'protocol must be the integer 1';
+  if (typeof file.endpoint !== 'string' || !/^(tcp|ipc|inproc):\/\/[^*]+$/.test(file.endpoint)) {
+    return 'endpoint must be a tcp://, ipc:// or inproc:// address without wildcards';
+  }
+  if (!isName(file.host)) return 'host must be a string of 1..128 characters';
+  if (file.signature_scheme !== 'hmac-sha256') return 'signature_scheme must be "hmac-sha256"';
+  if (typeof file.key !== 'string' || !/^([0-9a-fA-F]{2})*$/.test(file.key)) return 'key must be hex (an even number of digits) or empty';
+  return null;
+}

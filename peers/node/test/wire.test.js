@@ -1,0 +1,120 @@
+// The wire layer against the project's protocol fixtures (protocol/fixtures), plus the byte-level
+// cases JSON fixtures cannot express (invalid UTF-8, missing frames, attachments).
+
+import { describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { readdirSync, readFileSync, writeFileSync, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { decode, encode, messageBytes, connectionFileProblem, readConnectionFile, isName } from '../src/wire.js';
+import { repoRoot } from '../test-helpers/processes.js';
+
+const fixtures = path.join(repoRoot, 'protocol/fixtures');
+const frames = (text) => [Buffer.alloc(0), Buffer.from(text, 'utf8')];
+
+describe('protocol fixtures: message bodies', () => {
+  const dir = path.join(fixtures, 'messages');
+  const files = readdirSync(dir).filter((f) => f.endsWith('.json')).sort();
+  test('the fixture directory has message fixtures', () => assert.ok(files.length > 0, dir));
+  for (const file of files) {
+    for (const group of JSON.parse(readFileSync(path.join(dir, file), 'utf8'))) {
+      describe(`${file}: ${group.description}`, () => {
+        for (const fixture of group.tests) {
+          test(fixture.description, () => {
+            const decoded = decode(frames(JSON.stringify(fixture.data)));
+            if (fixture.valid) {
+              assert.equal(decoded.error, undefined, decoded.error?.message);
+              assert.equal(decoded.body.type, fixture.data.type);
+            } else {
+              assert.ok(decoded.error, 'rejected');
+              assert.equal(decoded.error.code, fixture.error);
+              const id = fixture.data?.id;
+              assert.equal(decoded.id, isName(id) ? id : null, 'the readable id is kept for the error response');
+            }
+          });
+        }
+      });
+    }
+  }
+});
+
+describe('protocol fixtures: connection files', () => {
+  for (const group of JSON.parse(readFileSync(path.join(fixtures, 'connection-files.json'), 'utf8'))) {
+    for (const fixture of group.tests) {
+      test(fixture.description, () => {
+        const problem = connectionFileProblem(fixture.data);
+        if (fixture.valid) assert.equal(problem, null);
+        else assert.equal(typeof problem, 'string');
+      });
+    }
+  }
+
+  test('readConnectionFile names the file in its errors', () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'zb-node-cf-'));
+    const good = path.join(dir, 'good.json');
+    writeFileSync(good, JSON.stringify({ protocol: 1, endpoint: 'tcp://127.0.0.1:5555', host: 'h', signature_scheme: 'hmac-sha256', key: '' }));
+    assert.deepEqual(readConnectionFile(good), { endpoint: 'tcp://127.0.0.1:5555', host: 'h', key: '' });
+    const bad = path.join(dir, 'bad.json');
+    writeFileSync(bad, '{"protocol": 2}');
+    assert.throws(() => readConnectionFile(bad), (e) => e.code === 'bad_message' && e.message.includes(bad));
+    assert.throws(() => readConnectionFile(path.join(dir, 'missing.json')), (e) => e.code === 'bad_message' && /cannot read/.test(e.message));
+  });
+});
+
+describe('wire: byte-level rules', () => {
+  test('fewer than two frames is bad_message with a null id', () => {
+    for (const message of [[], [Buffer.alloc(0)]]) {
+      const decoded = decode(message);
+      assert.equal(decoded.error.code, 'bad_message');
+      assert.equal(decoded.id, null);
+    }
+  });
+
+  test('invalid UTF-8 and non-JSON bodies are bad_message', () => {
+    const invalidUtf8 = [Buffer.alloc(0), Buffer.from([0x7b, 0x22, 0xff, 0xfe, 0x22, 0x7d])];
+    assert.equal(decode(invalidUtf8).error.code, 'bad_message');
+    for (const text of ['', 'not json', '{"v":1,', '{"v":1,"type":"ping"} trailing']) {
+      assert.equal(decode(frames(text)).error.code, 'bad_message', text);
+    }
+  });
+
+  test('nesting up to 64 levels is accepted, 65 is bad_message', () => {
+    const nest = (levels) => '['.repeat(levels) + ']'.repeat(levels);
+    const ok = `{"v":1,"type":"event","action":"a","payload":${nest(63)}}`;
+    assert.equal(decode(frames(ok)).error, undefined);
+    const deep = `{"v":1,"type":"event","action":"a","payload":${nest(64)}}`;
+    assert.match(decode(frames(deep)).error.message, /deeper than 64/);
+    const brackets = `{"v":1,"type":"event","action":"a","payload":"${'['.repeat(200)}\\"{{"}`;
+    assert.equal(decode(frames(brackets)).error, undefined, 'brackets inside strings do not count');
+  });
+
+  test('integers survive the round trip as integers', () => {
+    const [, body] = encode({ v: 1, type: 'response', id: 'r', ok: true, result: 1 + 2 });
+    assert.equal(body.toString(), '{"v":1,"type":"response","id":"r","ok":true,"result":3}');
+  });
+
+  test('bytes travel as attachment frames and come back as Buffers', () => {
+    const blob = Buffer.from([1, 2, 3]);
+    const typed = new Uint8Array([9, 8]);
+    const encoded = encode({ v: 1, type: 'event', action: 'a', payload: { blob, list: [typed] } });
+    assert.equal(encoded.length, 4);
+    assert.equal(JSON.parse(encoded[1]).payload.blob.$attachment, 0);
+    assert.equal(messageBytes(encoded), encoded[1].length + 5);
+    const { body } = decode(encoded);
+    assert.ok(body.payload.blob.equals(blob));
+    assert.deepEqual([...body.payload.list[0]], [9, 8]);
+  });
+
+  test('a reference to a missing attachment is bad_message with the id kept', () => {
+    const decoded = decode(frames('{"v":1,"type":"request","id":"r9","action":"a","payload":{"$attachment":0}}'));
+    assert.equal(decoded.error.code, 'bad_message');
+    assert.equal(decoded.id, 'r9');
+  });
+
+  test('bodies that cannot be JSON make encode throw', () => {
+    const cyclic = { v: 1 };
+    cyclic.self = cyclic;
+    assert.throws(() => encode(cyclic), TypeError);
+    assert.throws(() => encode({ big: 1n }), TypeError);
+  });
+});
