@@ -327,6 +327,8 @@ class Peer:
 
     def _live_link(self) -> Link:
         if self._state == "connected" and self._link is not None:
+            if self._hello_scheduled:  # the host must learn new actions before what we send next
+                self._flush_hello()
             return self._link
         if self._state == "new":
             raise RuntimeError("not connected: use `async with zerobridge.connect(...)` or `await peer.start()`")
@@ -442,13 +444,13 @@ class Peer:
         if self._state != "connected" or self._hello_scheduled or self._loop is None:
             return
         self._hello_scheduled = True
+        self._loop.call_soon(self._flush_hello)
 
-        def send() -> None:
+    def _flush_hello(self) -> None:
+        if self._hello_scheduled:
             self._hello_scheduled = False
             if self._state == "connected":
                 self._send_hello(resume=True)
-
-        self._loop.call_soon(send)
 
     def _send_hello(self, *, resume: bool) -> None:
         assert self._link is not None
