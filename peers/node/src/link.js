@@ -195,6 +195,10 @@ export class Link {
       const { error, id, type } = decoded;
       this.log('warn', `bad message from the host (${error.code}): ${error.message}`);
       this.trySend(bodies.failure(id, error.toJSON()));
+      if (type === 'response' && id !== null && this.calls.has(id)) {
+        // The answer to our call arrived but cannot be read: fail the call now rather than at its deadline.
+        this.settle(id, new BridgeError(error.code, `the host's response could not be read: ${error.message}`));
+      }
       this.onBadMessage({ code: error.code, message: error.message, type });
       return;
     }

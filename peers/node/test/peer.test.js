@@ -436,6 +436,18 @@ describe('peer: a host that sends garbage', () => {
     host.send({ v: 1, type: 'response', id: body.id, ok: true, result: body.payload });
     assert.equal(await result, 'still alive');
   });
+  test('an unreadable response to a pending call fails that call at once with bad_message', async (t) => {
+    const { host, peer } = await setup(t);
+    const started = Date.now();
+    const result = peer.call('echo', 1, { timeout: 20_000 });
+    const { body } = await host.nextOfType('request');
+    host.send({ v: 1, type: 'response', id: body.id, ok: true, result: { $attachment: 0 } }); // no attachment frame
+    await assert.rejects(result, expectCode('bad_message'));
+    assert.ok(Date.now() - started < 10_000, 'not at the deadline');
+    const { body: answer } = await host.nextOfType('response');
+    assert.equal(answer.id, body.id);
+    assert.equal(answer.error.code, 'bad_message');
+  });
 });
 
 describe('peer: losing the host', () => {
