@@ -17,7 +17,7 @@ import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Mapping
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import zmq
 import zmq.asyncio
@@ -528,7 +528,7 @@ class Peer:
         if socket is None or socket.closed:
             log.debug("not sent (no socket): %r", frames[1][:80])
             return
-        future = socket.send_multipart(frames, copy=False)
+        future = cast("asyncio.Future[Any]", socket.send_multipart(frames, copy=False))
         if future.done():
             if future.exception() is not None:
                 log.warning("send failed: %s", future.exception())

@@ -19,7 +19,7 @@ import hmac
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any, TypeGuard, Union
 
 from .errors import BAD_MESSAGE, UNAUTHORIZED, UNSUPPORTED_VERSION, BridgeError, error_from_code
 
@@ -370,11 +370,11 @@ def decode(frames: Sequence[bytes], *, key: bytes = b"") -> Message:
         raise bad(f"{readable_type or 'message'}: {error}") from None
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int]:
     return type(value) is int  # bool is an int subclass but not a protocol integer
 
 
-def _is_id(value: Any) -> bool:
+def _is_id(value: Any) -> TypeGuard[str]:
     return isinstance(value, str) and 1 <= len(value) <= MAX_ID_LENGTH
 
 
@@ -382,7 +382,7 @@ def _required_id(body: dict[str, Any]) -> str:
     value = body.get("id")
     if not _is_id(value):
         raise ValueError('"id" must be a string of 1..128 characters')
-    return value  # type: ignore[no-any-return]
+    return value
 
 
 def _name(body: dict[str, Any], key: str) -> str:
