@@ -1,0 +1,97 @@
+import ArgumentParser
+import Dispatch
+import Foundation
+import Logging
+import ZeroBridge
+
+/// The import service: a ZeroBridge host serving `importFolder`, `search` and `stats` over a SQLite database,
+/// with Markdown parsing delegated to a connected Node ETL peer.
+@main
+struct ImportHostCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "import-host",
+        abstract: "Import folders of CSV, JSON and Markdown files into SQLite; search them. Prints `zerobridge ready <endpoint>` once it listens.")
+
+    @Option(help: "Where to bind: tcp://127.0.0.1:5570 (port * picks a free one), or ipc:///path.")
+    var endpoint = "tcp://127.0.0.1:*"
+
+    @Option(help: "The SQLite database (created, and migrated, as needed).")
+    var database = ".demo/import.sqlite"
+
+    @Option(help: "Where to write the connection file front-ends read (mode 0600); removed at exit.")
+    var connectionFile = ".demo/import-host.json"
+
+    @Option(help: "The name of the peer that parses Markdown (it serves parseMarkdown).")
+    var etlPeer = "etl"
+
+    @Option(help: "How long one parseMarkdown call to the ETL peer may take, in milliseconds.")
+    var etlTimeoutMs = 5000
+
+    @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
+    var logLevel: Logger.Level = .warning
+
+    func validate() throws {
+        guard etlTimeoutMs > 0 else { throw ValidationError("--etl-timeout-ms must be positive") }
+    }
+
+    func run() async throws {
+        var logger = Logger(label: "import-host")
+        logger.logLevel = logLevel
+        let catalog = try Catalog(path: URL(fileURLWithPath: database).standardizedFileURL.path)
+
+        var configuration = BridgeHost.Configuration(endpoint: endpoint, name: "import-host")
+        try FileManager.default.createDirectory(atPath: (connectionFile as NSString).deletingLastPathComponent.nonEmpty ?? ".",
+                                                withIntermediateDirectories: true)
+        configuration.connectionFile = connectionFile
+        configuration.logger = logger
+        // An import in flight at shutdown is cancelled after this; whole files only are ever written.
+        configuration.drainTimeout = .seconds(2)
+        let host = BridgeHost(configuration: configuration)
+
+        let importer = FolderImport(
+            catalog: catalog,
+            etlPeer: { [weak host, etlPeer] in host?.peers.first { $0.name == etlPeer } },
+            etlName: etlPeer, etlTimeout: .milliseconds(etlTimeoutMs))
+        try host.handle(ImportFolder.self) { payload, request in try await importer.run(payload, request: request) }
+        try host.handle(Search.self) { payload, _ in try await catalog.search(payload) }
+        try host.handle(Stats.self) { _, _ in try await catalog.stats() }
+
+        try host.start()
+        // Signals are caught before the ready line, so a stop sent right after it is not lost.
+        let stop = TerminationSignals([SIGINT, SIGTERM])
+        FileHandle.standardOutput.write(Data("zerobridge ready \(host.boundEndpoint ?? endpoint)\n".utf8))
+        FileHandle.standardError.write(Data("import-host: database \(catalog.path)\n".utf8))
+        await stop.first()
+        await host.shutdown()
+    }
+}
+
+/// Turns SIGINT/SIGTERM into an awaitable event instead of the default exit, so the host can shut down gracefully.
+final class TerminationSignals {
+    private let stream: AsyncStream<Int32>
+    private let sources: [any DispatchSourceSignal]
+
+    init(_ signals: [Int32]) {
+        let (stream, continuation) = AsyncStream<Int32>.makeStream()
+        self.stream = stream
+        sources = signals.map { number in
+            signal(number, SIG_IGN)  // the dispatch source sees it; the default action (exit) must not run
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler { continuation.yield(number) }
+            source.activate()
+            return source
+        }
+    }
+
+    /// Returns once the first of the signals has arrived.
+    func first() async {
+        for await _ in stream { break }
+        for source in sources { source.cancel() }
+    }
+}
+
+private extension String {
+    var nonEmpty: String? { isEmpty ? nil : self }
+}
+
+extension Logger.Level: @retroactive ExpressibleByArgument {}
