@@ -67,9 +67,12 @@ class HostProcess:
         selector.close()
         text = line.decode(errors="replace").strip()
         if not text.startswith("zerobridge ready "):
-            self.kill()
+            if self.process.poll() is None:
+                self.process.kill()
+            self.process.wait()
             self._stderr.seek(0)
             stderr = self._stderr.read().decode(errors="replace")[-2000:]
+            self._close_pipes()
             pytest.fail(
                 f"{' '.join(self.args)} did not print 'zerobridge ready <endpoint>' within {READY_TIMEOUT} s;"
                 f" exit code {self.process.poll()}, stdout {text!r}, stderr {stderr!r}"

@@ -528,7 +528,7 @@ class Peer:
         if socket is None or socket.closed:
             log.debug("not sent (no socket): %r", frames[1][:80])
             return
-        future = cast("asyncio.Future[Any]", socket.send_multipart(frames, copy=False))
+        future = cast("asyncio.Future[Any]", socket.send_multipart(frames))
         if future.done():
             if future.exception() is not None:
                 log.warning("send failed: %s", future.exception())
