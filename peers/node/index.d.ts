@@ -1,0 +1,215 @@
+// Type declarations for `zerobridge`, the Node peer of ZeroBridge.
+
+/** Any JSON value; `Uint8Array`/`Buffer` values travel as attachment frames (`{"$attachment": i}`). */
+export type JsonValue =
+  | null
+  | boolean
+  | number
+  | string
+  | Uint8Array
+  | JsonValue[]
+  | { [key: string]: JsonValue };
+
+/**
+ * `error.code`: the protocol's error codes. Hosts may send codes this version does not know, so
+ * any string is accepted.
+ */
+export type BridgeErrorCode =
+  | 'bad_message'
+  | 'unsupported_version'
+  | 'unknown_action'
+  | 'invalid_payload'
+  | 'handler_gone'
+  | 'handler_error'
+  | 'timeout'
+  | 'cancelled'
+  | 'peer_lost'
+  | 'duplicate_id'
+  | 'too_large'
+  | 'overloaded'
+  | 'not_allowed'
+  | 'unauthorized'
+  | (string & {});
+
+/**
+ * The error every ZeroBridge failure rejects with; throw one from a handler to answer with that code.
+ *
+ * For example:
+ * ```js
+ * try { await peer.call('add', { a: 'x' }) }
+ * catch (error) { if (error instanceof BridgeError && error.code === 'invalid_payload') ... }
+ * ```
+ */
+export class BridgeError extends Error {
+  constructor(code: BridgeErrorCode, message: string, options?: { data?: JsonValue; cause?: unknown });
+  /** `error.code`: what went wrong, machine-readable (`timeout`, `cancelled`, `peer_lost`, ...). */
+  readonly code: BridgeErrorCode;
+  /** `error.data`: optional details sent with the error. */
+  readonly data?: JsonValue;
+  /** The wire form, `{"code", "message", "data"?}`. */
+  toJSON(): { code: string; message: string; data?: JsonValue };
+}
+
+/** What a handler learns about the request it is answering. */
+export interface RequestContext {
+  /** `request.id`: the host's id for this request. */
+  readonly id: string;
+  /** `request.action`: the action called. */
+  readonly action: string;
+  /**
+   * `request.timeout_ms`, as an absolute time: `Date.now()` milliseconds after which the request is
+   * answered `timeout` and `signal` aborts; `null` when the host set no timeout.
+   */
+  readonly deadline: number | null;
+  /**
+   * Aborted when the host sends `cancel`, when `timeout_ms` passes, or when the host is lost; the
+   * reason is a BridgeError (`cancelled`, `timeout`, `peer_lost`). The response has then already been
+   * sent (or discarded); whatever the handler returns later is dropped.
+   */
+  readonly signal: AbortSignal;
+  /**
+   * `progress.payload`: sends one progress message (`seq` 1, 2, ...) before the response.
+   * Returns false, sending nothing, when the request did not ask for progress (`request.progress`)
+   * or has already been answered.
+   */
+  progress(payload: JsonValue): boolean;
+}
+
+/** Serves one action for the host: its return (or awaited) value is `response.result`. */
+export type Handler = (payload: any, context: RequestContext) => unknown | Promise<unknown>;
+
+/** Receives `event.payload` of events the host posts with that `event.action`. */
+export type EventListener = (payload: any) => void | Promise<void>;
+
+export interface CallOptions {
+  /**
+   * `request.timeout_ms`: the call fails with `timeout` at this deadline, whatever the host does.
+   * Defaults to the peer's `timeout`; `null` or `Infinity` sends no timeout.
+   */
+  timeout?: number | null;
+  /** Aborting sends `cancel` and rejects the call with code `cancelled`. */
+  signal?: AbortSignal;
+}
+
+/** A call with progress, from {@link Peer.stream}. */
+export interface StreamingCall<Progress = any, Result = any> {
+  /** `progress.payload` of each progress message, in `seq` order; ends when the call ends. */
+  readonly progress: AsyncIterable<Progress>;
+  /** `response.result`; rejects with a BridgeError like {@link Peer.call}. */
+  readonly result: Promise<Result>;
+}
+
+export interface PeerOptions {
+  /** `hello.peer`: this peer's name (1..128 characters). */
+  name: string;
+  /** `hello.actions`: handlers the host may call, by action name (more via {@link Peer.handle}). */
+  actions?: Record<string, Handler> | Map<string, Handler>;
+  /**
+   * `hello.features` gets `"evaluate"`: lets the host run JavaScript in this process through
+   * `$evaluate`. Off by default (`$evaluate` is answered `not_allowed`). Read the README first.
+   */
+  evaluate?: boolean;
+  /**
+   * `hello.heartbeat_ms`: the heartbeat interval this peer asks for (default 5000). The host's
+   * `welcome.heartbeat_ms` is the one used.
+   */
+  heartbeatMs?: number;
+  /**
+   * Milliseconds: how long connect() waits for the welcome, and the default `timeout_ms` of calls
+   * (default 30000). `null` or `Infinity`: no limit.
+   */
+  timeout?: number | null;
+  /** First delay before reconnecting after the connection breaks, in ms (default 100); doubles per failed attempt. */
+  reconnectIvl?: number;
+  /** Longest delay between reconnection attempts, in ms (default 5000). */
+  reconnectIvlMax?: number;
+  /** Messages kept while disconnected (default 1000); beyond that, calls fail with `overloaded`. */
+  sendQueueLimit?: number;
+  /**
+   * Where diagnostics go: dropped or malformed messages from the host, host loss, listener errors.
+   * Default: warnings to `console.warn`, debug lines to `NODE_DEBUG=zerobridge`.
+   */
+  log?: (level: 'debug' | 'warn', message: string) => void;
+}
+
+/**
+ * A peer: a ZeroMQ DEALER connected to a host's ROUTER, with one session at a time.
+ *
+ * For example:
+ * ```js
+ * const peer = new Peer('ipc:///run/etl.sock', { name: 'frontend' });
+ * peer.handle('render', async (payload, ctx) => render(payload));
+ * await peer.connect();
+ * ```
+ */
+export class Peer {
+  constructor(endpointOrConnectionFile: string, options: PeerOptions);
+
+  /** Connects, sends `hello` and resolves once the host's `welcome` arrives (rejects `timeout` otherwise). */
+  connect(): Promise<this>;
+
+  /** The endpoint connected to (`tcp://host:port` or `ipc:///path`). */
+  readonly endpoint: string;
+  /** `hello.peer`. */
+  readonly name: string;
+  /** `welcome.session`: the session in force, or null before the welcome and after the host is lost. */
+  readonly session: string | null;
+  /** `welcome.host`: the host's name. */
+  readonly host: string | null;
+  /** `welcome.actions`: the actions the host serves. */
+  readonly hostActions: string[];
+  /** `welcome.heartbeat_ms` once welcomed (before: the interval asked for). */
+  readonly heartbeatMs: number;
+  /** `welcome.limits`. */
+  readonly limits: { max_message_bytes: number; max_in_flight: number } | null;
+  /** True while a session is in force: welcomed, and the host not lost since. */
+  readonly connected: boolean;
+
+  /**
+   * `request.action`: calls an action on the host and resolves with `response.result`.
+   * Rejects with a BridgeError: the host's error code, or `timeout`, `cancelled`, `peer_lost`,
+   * `too_large`, `overloaded`.
+   */
+  call<Result = any>(action: string, payload?: JsonValue, options?: CallOptions): Promise<Result>;
+
+  /** `request.progress`: like call(), asking the host for progress messages. */
+  stream<Progress = any, Result = any>(action: string, payload?: JsonValue, options?: CallOptions): StreamingCall<Progress, Result>;
+
+  /**
+   * `event.action`: posts a fire-and-forget event to the host (no response, not even an error).
+   * Throws a BridgeError `overloaded` when disconnected with a full send queue.
+   */
+  post(action: string, payload?: JsonValue): void;
+
+  /**
+   * `hello.actions`: serves an action to the host. Registering (or removing, with the returned
+   * function) after connect sends a new `hello` so the host learns of it.
+   */
+  handle(action: string, handler: Handler): () => void;
+
+  /** `event.action`: listens to events the host posts with this action. */
+  on(action: string, listener: EventListener): this;
+  /** Stops listening. */
+  off(action: string, listener: EventListener): this;
+
+  /**
+   * Says `bye`, cancels the host's requests to us, fails our pending calls with `cancelled` and
+   * closes the connection.
+   */
+  close(): Promise<void>;
+}
+
+/**
+ * Connects a new peer to a host and resolves once the host has welcomed it.
+ *
+ * `endpointOrConnectionFile` is `tcp://host:port`, `ipc:///path`, or the path of a host's connection
+ * file (`{"protocol": 1, "endpoint", "host", "signature_scheme", "key"}`; only an empty `key` is
+ * supported so far).
+ *
+ * For example:
+ * ```js
+ * const peer = await connect('tcp://127.0.0.1:5555', { name: 'cli' });
+ * const sum = await peer.call('add', { a: 1, b: 2 }, { timeout: 1000 });
+ * ```
+ */
+export function connect(endpointOrConnectionFile: string, options: PeerOptions): Promise<Peer>;
