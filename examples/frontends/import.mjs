@@ -1,0 +1,145 @@
+#!/usr/bin/env node
+// Import a folder through the import host, with a progress line; Ctrl-C cancels the import cleanly.
+//
+//   node examples/frontends/import.mjs FOLDER [--connect ENDPOINT_OR_CONNECTION_FILE] [--search WORDS]
+//
+// On a terminal the progress line redraws itself (on stderr); otherwise (CI, pipes) a plain line is printed at
+// most once a second. At the end, or after Ctrl-C, prints the summary (per-file errors included), what the
+// database holds, and a sample search. Exit status: 0 completed, 130 cancelled, 1 failed. `--json` prints one
+// JSON object instead of the text.
+
+import { parseArgs } from 'node:util';
+import { fileURLToPath } from 'node:url';
+import path from 'node:path';
+import { connect } from '../../peers/node/index.js';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const { values: options, positionals } = parseArgs({
+  allowPositionals: true,
+  options: {
+    connect: { type: 'string', default: path.join(root, '.demo/import-host.json') },
+    search: { type: 'string', default: 'lighthouse' },
+    'show-errors': { type: 'string', default: '8' },
+    'delay-per-file-ms': { type: 'string' },
+    json: { type: 'boolean', default: false },
+  },
+});
+if (positionals.length !== 1) {
+  console.error('usage: node examples/frontends/import.mjs FOLDER [--connect TARGET] [--search WORDS] [--json]');
+  process.exit(2);
+}
+const folder = path.resolve(positionals[0]);
+const say = options.json ? (text) => console.error(text) : (text) => console.log(text);
+
+/** One redrawn line on a terminal; plain lines at most once a second otherwise. */
+class ProgressLine {
+  constructor(quiet) {
+    this.quiet = quiet;
+    this.live = !quiet && process.stderr.isTTY;
+    this.lastPrinted = 0;
+    this.last = null;
+  }
+
+  update(p) {
+    this.last = p;
+    if (this.quiet) return;
+    const text = `${p.filesDone}/${p.filesTotal} files (${percent(p)}), ${p.records.toLocaleString('en')} records, `
+      + `${p.filesFailed} failed, ${Math.round(p.filesPerSecond)} files/s, ${Math.round(p.recordsPerSecond).toLocaleString('en')} records/s`;
+    if (this.live) {
+      const width = process.stderr.columns || 100;
+      const line = `${text}, at ${p.currentFile}`;
+      process.stderr.write(`\r${line.length > width - 1 ? line.slice(0, width - 2) + '…' : line}\x1b[K`);
+      return;
+    }
+    const now = Date.now();
+    if (now - this.lastPrinted >= 1000 || p.filesDone === p.filesTotal) {
+      this.lastPrinted = now;
+      console.log(`progress ${text}, at ${p.currentFile}`);
+    }
+  }
+
+  close() {
+    if (this.live) process.stderr.write('\n');
+  }
+}
+
+function percent(p) {
+  return p.filesTotal === 0 ? '100%' : `${Math.floor((100 * p.filesDone) / p.filesTotal)}%`;
+}
+
+let peer;
+try {
+  peer = await connect(options.connect, { name: 'import-node', timeout: 10_000 });
+} catch (error) {
+  console.error(`import.mjs: cannot reach the import host at ${options.connect}: ${error.message}`);
+  process.exit(1);
+}
+
+const view = new ProgressLine(options.json);
+const cancel = new AbortController();
+const onInterrupt = () => {
+  say('\ncancelling the import (Ctrl-C again to quit at once)...');
+  cancel.abort();
+  process.once('SIGINT', () => process.exit(130));
+};
+process.once('SIGINT', onInterrupt);
+
+say(`importing ${folder} through ${peer.host} at ${peer.endpoint}`);
+const importOptions = {};
+if (options['delay-per-file-ms'] !== undefined) importOptions.delayPerFileMs = Number(options['delay-per-file-ms']);
+const call = peer.stream('importFolder', { path: folder, options: importOptions }, { signal: cancel.signal, timeout: Infinity });
+let status = 'completed';
+let result = null;
+try {
+  for await (const progress of call.progress) view.update(progress);
+  result = await call.result;
+} catch (error) {
+  if (error.code !== 'cancelled') {
+    view.close();
+    console.error(`import.mjs: the import failed: ${error.code}: ${error.message}`);
+    await peer.close();
+    process.exit(1);
+  }
+  status = 'cancelled';
+} finally {
+  process.off('SIGINT', onInterrupt);
+}
+view.close();
+
+const stats = await peer.call('stats');
+const found = await peer.call('search', { query: options.search, limit: 3 });
+await peer.close();
+
+if (options.json) {
+  console.log(JSON.stringify({ status, result, lastProgress: view.last, stats, search: found }));
+} else {
+  for (const line of describeRun(result, view.last, Number(options['show-errors']))) console.log(line);
+  console.log(`database ${stats.database}: ${stats.files.toLocaleString('en')} files, ${stats.records.toLocaleString('en')} records`);
+  console.log(`search ${JSON.stringify(found.query)}: ${found.total.toLocaleString('en')} matching records${found.hits.length ? ', best first:' : ''}`);
+  for (const hit of found.hits) {
+    console.log(`  ${hit.file} #${hit.record} ${JSON.stringify(hit.title)}: ${hit.snippet.split(/\s+/).join(' ')}`);
+  }
+}
+process.exit(status === 'completed' ? 0 : 130);
+
+function describeRun(result, last, shownErrors) {
+  if (result === null) {
+    const done = last ?? { filesDone: 0, filesTotal: 0, records: 0, filesFailed: 0 };
+    return [`cancelled: the last progress report had ${done.filesDone} of ${done.filesTotal} files done `
+      + `(${done.records.toLocaleString('en')} records, ${done.filesFailed} failed); each file is in the database whole or not at all`];
+  }
+  const lines = [
+    `imported ${result.filesImported} of ${result.filesTotal} files (${result.filesFailed} failed): `
+    + `${result.records.toLocaleString('en')} records, ${(result.bytes / 1e6).toFixed(1)} MB in ${result.seconds.toFixed(1)} s, `
+    + `${Math.round(result.filesPerSecond).toLocaleString('en')} files/s, ${Math.round(result.recordsPerSecond).toLocaleString('en')} records/s`,
+  ];
+  if (result.errors.length > 0) {
+    const kinds = new Map();
+    for (const error of result.errors) kinds.set(error.kind, (kinds.get(error.kind) ?? 0) + 1);
+    lines.push(`failed files by kind: ${[...kinds].sort().map(([kind, count]) => `${kind} ${count}`).join(', ')}`);
+    for (const error of result.errors.slice(0, shownErrors)) lines.push(`  ${error.file}: [${error.kind}] ${error.message}`);
+    const hidden = result.errors.length - shownErrors + result.errorsOmitted;
+    if (hidden > 0) lines.push(`  ... and ${hidden} more`);
+  }
+  return lines;
+}
