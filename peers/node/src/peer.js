@@ -197,6 +197,8 @@ export class Peer {
   // --- plumbing ------------------------------------------------------------------------------
 
   sendFrames(frames) {
+    // A hello announcing new handlers goes before anything sent after handle() in the same turn.
+    if (this.helloScheduled && (this.state === READY || this.state === GREETING)) this.sayHello();
     try {
       this.dealer.send(frames);
     } catch (error) {
@@ -243,6 +245,7 @@ export class Peer {
   hostLost(why) {
     this.log('warn', `lost the host: ${why}`);
     this.session = null;
+    this.helloScheduled = false; // the next hello is the fresh one sent when the host is back
     this.link.abandonAll(new BridgeError('peer_lost', `lost the host: ${why}`));
   }
 

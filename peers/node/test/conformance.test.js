@@ -120,6 +120,20 @@ for (const transport of ['tcp', 'ipc']) {
         'the host can ask our $actions');
     });
 
+    test('a handler registered after connect is announced by a new hello and reachable, in the same session', async () => {
+      const peer = await getPeer();
+      const session = peer.session;
+      await assert.rejects(peer.call('callback', { action: 'late', payload: null }), expectCode('unknown_action'));
+      const remove = peer.handle('late', async (payload) => ({ late: payload }));
+      try {
+        assert.deepEqual(await peer.call('callback', { action: 'late', payload: 7 }), { late: 7 });
+        assert.equal(peer.session, session, 'the new hello resumed the session');
+      } finally {
+        remove();
+      }
+      await assert.rejects(peer.call('callback', { action: 'late', payload: null }), expectCode('unknown_action'));
+    });
+
     test('callback with timeout_ms: our handler is aborted and the host passes on timeout', async () => {
       const peer = await getPeer();
       await assert.rejects(peer.call('callback', { action: 'slow', payload: { ms: 2000 }, timeout_ms: 100 }), expectCode('timeout'));
