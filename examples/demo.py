@@ -1,82 +1,118 @@
-"""The interim `make demo`: a Swift host answering a Python peer, both ways.
+"""`make demo`: the import service end to end.
 
-Starts `zerobridge serve --conformance` on an ipc endpoint under .demo/, connects the Python peer, and shows
-a request, a progress stream, a host -> peer callback, an event, a timeout and a cancel; then stops the host.
-(The import service replaces this demo when it lands.)
+Generates sample data under .demo/data, starts the import host (Swift) and the Node ETL peer, imports one
+folder through the Python front-end and another through the Node front-end, shows Ctrl-C cancelling an import
+cleanly, pokes the host with `zerobridge call`, prints where the database is, and stops what it started.
 """
 
 from __future__ import annotations
 
-import asyncio
 import os
 import pathlib
+import shlex
+import shutil
+import signal
 import subprocess
 import sys
 import time
 
-import zerobridge
-
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-BINARY = os.environ.get("ZEROBRIDGE_BIN", str(ROOT / ".build" / "debug" / "zerobridge"))
+DEMO = ROOT / ".demo"
+BIN = pathlib.Path(os.environ.get("SWIFT_BIN", ROOT / ".build" / "debug"))
+PY = sys.executable
+DATABASE = DEMO / "import.sqlite"
+CONNECTION_FILE = DEMO / "import-host.json"
 
 
-def start_host(workdir: pathlib.Path) -> tuple[subprocess.Popen[str], str]:
-    endpoint = f"ipc://{workdir / 'demo.sock'}"
-    host = subprocess.Popen(
-        [BINARY, "serve", "--conformance", "--endpoint", endpoint, "--name", "demo-host"],
-        stdout=subprocess.PIPE, text=True,
-    )
-    assert host.stdout is not None
-    line = host.stdout.readline().strip()
-    if not line.startswith("zerobridge ready "):
-        host.kill()
-        sys.exit(f"the host did not start: {line!r}")
-    return host, line.removeprefix("zerobridge ready ")
+def step(text: str) -> None:
+    print(f"\n== {text}", flush=True)
 
 
-async def main(endpoint: str) -> None:
-    received: asyncio.Queue[object] = asyncio.Queue()
-    async with zerobridge.connect(endpoint, name="demo-frontend") as peer:
+def start(command: list[str], ready_prefix: str) -> subprocess.Popen[str]:
+    """Starts a process and waits for its one-line ready message."""
+    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    assert process.stdout is not None
+    line = process.stdout.readline().strip()
+    if not line.startswith(ready_prefix):
+        process.kill()
+        raise SystemExit(f"{command[0]} did not start (said {line!r})")
+    print(line, flush=True)
+    return process
 
-        @peer.handler("shout")
-        def shout(text: str) -> str:
-            return text.upper() + "!"
 
-        @peer.on_event("news")
-        def news(payload: object) -> None:
-            received.put_nowait(payload)
-
-        print("add 2 + 40          ->", await peer.call("add", {"a": 2, "b": 40}))
-        async with peer.stream("count", {"n": 5, "delay_ms": 100}) as call:
-            async for step in call.progress:
-                print(f"  progress {step['i']}/{step['n']}")
-            print("count 5             ->", await call.result)
-        result = await peer.call("callback", {"action": "shout", "payload": "hello from swift"})
-        print("host calls Python   ->", result)
-        await peer.call("emit", {"action": "news", "payload": {"headline": "events need no reply"}})
-        print("host posts an event ->", await asyncio.wait_for(received.get(), 5))
-        started = time.monotonic()
+def stop(process: subprocess.Popen[str]) -> None:
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
         try:
-            await peer.call("sleep", {"ms": 5000}, timeout=0.3)
-        except zerobridge.BridgeTimeout as error:
-            print(f"sleep 5 s, 0.3 s timeout -> {error.code} after {time.monotonic() - started:.2f} s")
-        task = asyncio.ensure_future(peer.call("sleep", {"ms": 5000}))
-        await asyncio.sleep(0.1)
-        task.cancel()
-        try:
-            await task
-        except asyncio.CancelledError:
-            print("sleep 5 s, cancelled -> the host was told with 'cancel'")
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def run(command: list[str]) -> int:
+    print("$ " + shlex.join(str(part) for part in command), flush=True)
+    return subprocess.run(command, cwd=ROOT).returncode
+
+
+def interrupt_after(command: list[str], seconds: float) -> int:
+    """Runs a front-end and sends it SIGINT, as Ctrl-C would, once it has been importing for a while."""
+    print("$ " + shlex.join(command) + f"    # Ctrl-C after {seconds} s", flush=True)
+    process = subprocess.Popen(command, cwd=ROOT)
+    time.sleep(seconds)
+    process.send_signal(signal.SIGINT)
+    return process.wait(timeout=60)
+
+
+def main() -> int:
+    started = time.monotonic()
+    DEMO.mkdir(exist_ok=True)
+    for stale in DEMO.glob("import.sqlite*"):
+        stale.unlink()  # a fresh database, so the figures below are this run's
+
+    step("sample data: two folders of CSV, JSON and Markdown, a few files broken on purpose")
+    batch_1, batch_2 = DEMO / "data" / "batch-1", DEMO / "data" / "batch-2"
+    run([PY, "examples/generate_data.py", str(batch_1), "--files", "2500", "--seed", "42"])
+    run([PY, "examples/generate_data.py", str(batch_2), "--files", "1500", "--seed", "7"])
+
+    step("the import host (Swift, GRDB over SQLite) and the ETL peer (Node, parses Markdown)")
+    host = start([str(BIN / "import-host"), "--database", str(DATABASE), "--connection-file", str(CONNECTION_FILE)],
+                 "zerobridge ready ")
+    processes = [host]
+    try:
+        processes.append(start(["node", "examples/etl-peer/etl-peer.mjs", "--connect", str(CONNECTION_FILE)], "etl ready"))
+        frontend_failures = 0
+
+        step("the Python front-end imports batch-1")
+        frontend_failures += run([PY, "examples/frontends/import.py", str(batch_1.relative_to(ROOT))]) != 0
+
+        step("the Node front-end imports batch-2")
+        frontend_failures += run(["node", "examples/frontends/import.mjs", str(batch_2.relative_to(ROOT)),
+                                  "--search", "saffron harbor"]) != 0
+
+        step("Ctrl-C: the Python front-end re-imports batch-1, slowed down, and is interrupted")
+        status = interrupt_after([PY, "examples/frontends/import.py", str(batch_1.relative_to(ROOT)),
+                                  "--delay-per-file-ms", "2"], 1.5)
+        frontend_failures += status != 130
+
+        step("poking the host by hand")
+        run([str(BIN / "zerobridge"), "call", "search", '{"query": "lighthouse espresso", "limit": 2}',
+             "--connection-file", str(CONNECTION_FILE)])
+    finally:
+        step("stopping the ETL peer and the host")
+        for process in reversed(processes):
+            stop(process)
+
+    step("done")
+    print(f"the database: {DATABASE} (open it with: sqlite3 {DATABASE.relative_to(ROOT)})")
+    print(f"the sample data: {DEMO / 'data'}")
+    print(f"demo wall time: {time.monotonic() - started:.1f} s")
+    return 1 if frontend_failures else 0
 
 
 if __name__ == "__main__":
-    workdir = ROOT / ".demo"
-    workdir.mkdir(exist_ok=True)
-    host, endpoint = start_host(workdir)
-    print(f"host ready at {endpoint}")
-    try:
-        asyncio.run(main(endpoint))
-    finally:
-        host.terminate()
-        host.wait(timeout=10)
-        print("host stopped")
+    if not (BIN / "import-host").exists():
+        sys.exit(f"{BIN / 'import-host'} is missing: run `swift build --product import-host` (make demo does)")
+    if shutil.which("node") is None:
+        sys.exit("node is missing: make demo installs it (make deps-system)")
+    sys.exit(main())
