@@ -8,7 +8,7 @@ SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 SWIFT_BIN := .build/debug
 export ZEROBRIDGE_BIN := $(CURDIR)/$(SWIFT_BIN)/zerobridge
 
-.PHONY: deps deps-system deps-python build test test-swift test-protocol test-python test-node demo clean
+.PHONY: deps deps-system deps-python build test test-swift test-protocol test-python test-node test-examples demo clean
 
 # --- installing what is missing -------------------------------------------------------------
 deps: deps-system deps-python
@@ -40,7 +40,7 @@ build: deps-system
 
 # --- tests: every suite the repo has; any failure fails the target -------------------------
 test: deps build
-	@$(MAKE) --no-print-directory test-swift test-protocol test-python test-node
+	@$(MAKE) --no-print-directory test-swift test-protocol test-python test-node test-examples
 
 test-swift:
 	swift test --skip-build
@@ -54,8 +54,17 @@ test-python:
 test-node:
 	node --test peers/node/test/
 
+# The import service end to end: the built import host, the Node ETL peer and both front-ends, as processes.
+test-examples:
+	$(PY) -m pytest -q examples/tests
+	node --test examples/etl-peer/test/
+
 # --- the main job ---------------------------------------------------------------------------
-demo: deps build
+# Builds only what the demo runs, so a fresh clone gets there sooner than with the whole test build.
+demo: deps
+	@$(PY) -c 'import tqdm' 2>/dev/null || $(PY) -m pip install -q tqdm
+	swift build --product import-host
+	swift build --product zerobridge
 	$(PY) examples/demo.py
 
 clean:

@@ -1,0 +1,166 @@
+"""Fixtures for the import service's end-to-end tests: real processes (the built import host, the Node ETL peer,
+the front-ends) over loopback tcp, each test with its own database."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import queue
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from typing import Any, Iterator
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+BIN = pathlib.Path(os.environ.get("SWIFT_BIN", ROOT / ".build" / "debug"))
+IMPORT_HOST = BIN / "import-host"
+ZEROBRIDGE = BIN / "zerobridge"
+PY = sys.executable
+STARTUP_SECONDS = 20  # generous: the machines are small and other suites may be running
+
+
+class Process:
+    """A child process whose stdout lines are read as they come, so a test can wait for a given line."""
+
+    def __init__(self, command: list[str], **options: Any) -> None:
+        self.command = command
+        self.popen = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                      **options)
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        self.seen: list[str] = []
+        self.stderr_text = ""
+        threading.Thread(target=self._pump_stdout, daemon=True).start()
+        threading.Thread(target=self._pump_stderr, daemon=True).start()
+
+    def _pump_stdout(self) -> None:
+        assert self.popen.stdout is not None
+        for line in self.popen.stdout:
+            self.lines.put(line.rstrip("\n"))
+        self.lines.put(None)
+
+    def _pump_stderr(self) -> None:
+        assert self.popen.stderr is not None
+        self.stderr_text = self.popen.stderr.read()
+
+    def wait_for_line(self, prefix: str, timeout: float = STARTUP_SECONDS) -> str:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                line = self.lines.get(timeout=max(deadline - time.monotonic(), 0.01))
+            except queue.Empty:
+                raise AssertionError(f"{self.command[0]}: no line starting {prefix!r} within {timeout} s; "
+                                     f"saw {self.seen[-5:]}") from None
+            if line is None:
+                self.popen.wait()
+                raise AssertionError(f"{self.command[0]} exited ({self.popen.returncode}) before printing {prefix!r}; "
+                                     f"stdout {self.seen[-5:]}, stderr {self.stderr_text[-500:]!r}")
+            self.seen.append(line)
+            if line.startswith(prefix):
+                return line
+
+    def finish(self, timeout: float = 60) -> tuple[int, list[str]]:
+        """Waits for the exit; returns the status and every stdout line."""
+        status = self.popen.wait(timeout=timeout)
+        while (line := self.lines.get(timeout=5)) is not None:
+            self.seen.append(line)
+        return status, self.seen
+
+    def stop(self) -> None:
+        if self.popen.poll() is None:
+            self.popen.send_signal(signal.SIGTERM)
+            try:
+                self.popen.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait()
+
+
+class ImportHost:
+    def __init__(self, workdir: pathlib.Path) -> None:
+        if not IMPORT_HOST.exists():
+            raise AssertionError(f"{IMPORT_HOST} is missing: build it first (make build, or swift build --product import-host)")
+        self.database = workdir / "import.sqlite"
+        self.connection_file = workdir / "import-host.json"
+        self.process = Process([str(IMPORT_HOST), "--database", str(self.database),
+                                "--connection-file", str(self.connection_file)])
+        self.endpoint = self.process.wait_for_line("zerobridge ready ").removeprefix("zerobridge ready ")
+        self.etl: Process | None = None
+
+    def start_etl(self) -> None:
+        self.etl = Process(["node", "examples/etl-peer/etl-peer.mjs", "--connect", str(self.connection_file)])
+        self.etl.wait_for_line("etl ready")
+
+    def stop(self) -> None:
+        if self.etl is not None:
+            self.etl.stop()
+        self.process.stop()
+
+    def call(self, action: str, payload: Any = None) -> subprocess.CompletedProcess[str]:
+        """`zerobridge call`, as a person poking the host would."""
+        return subprocess.run([str(ZEROBRIDGE), "call", action, json.dumps(payload), "--endpoint", self.endpoint],
+                              capture_output=True, text=True, timeout=60)
+
+    def call_ok(self, action: str, payload: Any = None) -> Any:
+        completed = self.call(action, payload)
+        assert completed.returncode == 0, completed.stderr
+        return json.loads(completed.stdout.splitlines()[-1])
+
+    def db(self) -> sqlite3.Connection:
+        return sqlite3.connect(f"file:{self.database}?mode=ro", uri=True)
+
+
+@pytest.fixture
+def host(tmp_path: pathlib.Path) -> Iterator[ImportHost]:
+    """An import host with no ETL peer yet (call start_etl)."""
+    started = ImportHost(tmp_path)
+    try:
+        yield started
+    finally:
+        started.stop()
+
+
+@pytest.fixture
+def host_with_etl(host: ImportHost) -> ImportHost:
+    host.start_etl()
+    return host
+
+
+@pytest.fixture(scope="session")
+def dataset(tmp_path_factory: pytest.TempPathFactory) -> tuple[pathlib.Path, dict[str, Any]]:
+    """A small generated folder (every kind of file, broken ones included) and its manifest."""
+    folder = tmp_path_factory.mktemp("data") / "inbox"
+    subprocess.run([PY, "examples/generate_data.py", str(folder), "--files", "120", "--seed", "5", "--broken", "0.1"],
+                   cwd=ROOT, check=True, capture_output=True)
+    return folder, json.loads((folder / ".manifest.json").read_text())
+
+
+def frontend_command(kind: str, folder: pathlib.Path, host: ImportHost, *extra: str) -> list[str]:
+    if kind == "python":
+        return [PY, "examples/frontends/import.py", str(folder), "--connect", str(host.connection_file), *extra]
+    return ["node", "examples/frontends/import.mjs", str(folder), "--connect", str(host.connection_file), *extra]
+
+
+def run_frontend_json(kind: str, folder: pathlib.Path, host: ImportHost, *extra: str) -> tuple[int, dict[str, Any]]:
+    completed = subprocess.run(frontend_command(kind, folder, host, "--json", *extra), cwd=ROOT, capture_output=True,
+                               text=True, timeout=120)
+    assert completed.stdout.strip(), f"no output; stderr: {completed.stderr}"
+    return completed.returncode, json.loads(completed.stdout.strip().splitlines()[-1])
+
+
+def expected_errors(manifest: dict[str, Any]) -> dict[str, str]:
+    return {name: entry["error"] for name, entry in manifest["files"].items() if "error" in entry}
+
+
+def stored_files(host: ImportHost) -> dict[str, tuple[int, int]]:
+    """name -> (records the file row says, record rows actually there)."""
+    with host.db() as db:
+        rows = db.execute("""
+            SELECT file.name, file.records, (SELECT count(*) FROM record WHERE record.fileId = file.id) FROM file
+        """).fetchall()
+    return {name: (declared, actual) for name, declared, actual in rows}

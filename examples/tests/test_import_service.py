@@ -1,0 +1,231 @@
+"""The import service end to end: the import host, the Node ETL peer, and the Python and Node front-ends as real
+processes over real sockets, checked against the generator's manifest and the database itself."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import signal
+import subprocess
+import time
+from typing import Any
+
+import pytest
+
+from conftest import (ROOT, PY, ImportHost, Process, expected_errors, frontend_command, run_frontend_json,
+                      stored_files)
+
+FRONTENDS = ["python", "node"]
+
+
+def good_files(manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {name: entry for name, entry in manifest["files"].items() if "records" in entry}
+
+
+@pytest.mark.parametrize("frontend", FRONTENDS)
+def test_frontend_imports_the_folder_and_reports_broken_files(frontend: str, host_with_etl: ImportHost,
+                                                              dataset: tuple[pathlib.Path, dict[str, Any]]) -> None:
+    folder, manifest = dataset
+    status, output = run_frontend_json(frontend, folder, host_with_etl)
+
+    assert status == 0
+    assert output["status"] == "completed"
+    result = output["result"]
+    assert result["filesTotal"] == manifest["totals"]["files"]
+    assert result["filesImported"] == manifest["totals"]["good"]
+    assert result["records"] == manifest["totals"]["records"]
+    assert {error["file"]: error["kind"] for error in result["errors"]} == expected_errors(manifest)
+    assert output["lastProgress"]["filesDone"] == manifest["totals"]["files"]
+    assert output["stats"]["records"] == manifest["totals"]["records"]
+    # Every good file is in the database with exactly its records.
+    assert stored_files(host_with_etl) == {name: (entry["records"],) * 2 for name, entry in good_files(manifest).items()}
+
+
+def test_imported_records_are_found_by_search(host_with_etl: ImportHost,
+                                              dataset: tuple[pathlib.Path, dict[str, Any]]) -> None:
+    folder, manifest = dataset
+    run_frontend_json("python", folder, host_with_etl)
+    # One file of each format: its marker word is in its first record and nowhere else.
+    for wanted in ("csv", "json", "markdown"):
+        name, entry = next((name, entry) for name, entry in good_files(manifest).items() if entry["format"] == wanted)
+        found = host_with_etl.call_ok("search", {"query": entry["marker"]})
+        assert found["total"] == 1, (wanted, found)
+        assert (found["hits"][0]["file"], found["hits"][0]["record"], found["hits"][0]["format"]) == (name, 0, wanted)
+        assert f"[{entry['marker']}]" in found["hits"][0]["snippet"]
+    assert host_with_etl.call_ok("search", {"query": "nosuchwordanywhere"}) == {
+        "query": "nosuchwordanywhere", "total": 0, "hits": []}
+
+
+def test_without_an_etl_peer_markdown_fails_clearly_and_the_rest_imports(
+        host: ImportHost, dataset: tuple[pathlib.Path, dict[str, Any]]) -> None:
+    folder, manifest = dataset
+    status, output = run_frontend_json("node", folder, host)
+
+    assert status == 0
+    result = output["result"]
+    markdown = {name: entry for name, entry in good_files(manifest).items() if entry["format"] == "markdown"}
+    assert markdown, "the data set should hold Markdown files"
+    errors = {error["file"]: error for error in result["errors"]}
+    for name in markdown:
+        assert errors[name]["kind"] == "etl_unavailable"
+        assert "ETL peer" in errors[name]["message"]
+    # Broken Markdown is not even looked at without the peer; everything else fails as it would anyway.
+    others = {name: kind for name, kind in expected_errors(manifest).items() if not name.endswith(".md")}
+    assert {name: errors[name]["kind"] for name in others} == others
+    assert result["filesImported"] == manifest["totals"]["good"] - len(markdown)
+    assert result["records"] == manifest["totals"]["records"] - sum(entry["records"] for entry in markdown.values())
+
+
+def test_an_etl_peer_joining_later_parses_markdown_on_the_next_import(
+        host: ImportHost, dataset: tuple[pathlib.Path, dict[str, Any]]) -> None:
+    folder, manifest = dataset
+    run_frontend_json("python", folder, host)
+    host.start_etl()
+    status, output = run_frontend_json("python", folder, host)
+    assert status == 0
+    assert output["result"]["records"] == manifest["totals"]["records"]
+    assert output["stats"]["records"] == manifest["totals"]["records"]
+
+
+def test_reimporting_replaces_records_instead_of_adding_them(host_with_etl: ImportHost,
+                                                             dataset: tuple[pathlib.Path, dict[str, Any]]) -> None:
+    folder, manifest = dataset
+    run_frontend_json("node", folder, host_with_etl)
+    status, output = run_frontend_json("python", folder, host_with_etl)
+    assert status == 0
+    assert output["stats"]["files"] == manifest["totals"]["good"]
+    assert output["stats"]["records"] == manifest["totals"]["records"]
+    assert output["stats"]["imports"] == 2
+    assert output["stats"]["lastImport"]["status"] == "completed"
+
+
+@pytest.mark.parametrize("frontend", FRONTENDS)
+def test_ctrl_c_cancels_and_leaves_only_whole_files(frontend: str, host_with_etl: ImportHost,
+                                                    dataset: tuple[pathlib.Path, dict[str, Any]]) -> None:
+    folder, manifest = dataset
+    # Slowed down so that the interrupt lands mid-import (120 files x 25 ms: 3 s at the least).
+    frontend_process = Process(frontend_command(frontend, folder, host_with_etl, "--delay-per-file-ms", "25"))
+    frontend_process.wait_for_line("progress ")
+    frontend_process.popen.send_signal(signal.SIGINT)
+    status, lines = frontend_process.finish()
+
+    assert status == 130, lines
+    assert any(line.startswith("cancelled: ") for line in lines), lines
+    assert any(line.startswith("search ") for line in lines), lines
+    run = wait_for_run_to_end(host_with_etl)
+    assert run["status"] == "cancelled"
+    stored = stored_files(host_with_etl)
+    assert 0 < len(stored) < manifest["totals"]["good"]
+    expected = good_files(manifest)
+    for name, (declared, actual) in stored.items():
+        assert declared == actual == expected[name]["records"], name
+    with host_with_etl.db() as db:
+        assert db.execute("SELECT count(*) FROM record WHERE fileId NOT IN (SELECT id FROM file)").fetchone() == (0,)
+
+
+def wait_for_run_to_end(host: ImportHost, timeout: float = 20) -> dict[str, Any]:
+    """The host answers `cancelled` at once and records the run's end as its handler unwinds: wait for that."""
+    deadline = time.monotonic() + timeout
+    while True:
+        run = host.call_ok("stats")["lastImport"]
+        if run["status"] != "running" or time.monotonic() > deadline:
+            return run
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("frontend", FRONTENDS)
+def test_text_output_without_a_terminal(frontend: str, host_with_etl: ImportHost,
+                                        dataset: tuple[pathlib.Path, dict[str, Any]]) -> None:
+    folder, manifest = dataset
+    completed = subprocess.run(frontend_command(frontend, folder, host_with_etl, "--search", "lighthouse"), cwd=ROOT,
+                               capture_output=True, text=True, timeout=120)
+    assert completed.returncode == 0, completed.stderr
+    lines = completed.stdout.splitlines()
+    total = manifest["totals"]["files"]
+    assert any(line.startswith(f"progress {total}/{total} files") for line in lines), lines
+    assert "\r" not in completed.stdout + completed.stderr  # no bar redrawing when nothing is a terminal
+    assert any(line.startswith(f"imported {manifest['totals']['good']} of {total} files") for line in lines), lines
+    assert any(line.startswith("failed files by kind: ") for line in lines), lines
+    assert any(line.startswith(f"database {host_with_etl.database}") for line in lines), lines
+    assert any(line.startswith("search ") and "lighthouse" in line for line in lines), lines
+
+
+def test_unreachable_host_is_a_clear_error(tmp_path: pathlib.Path) -> None:
+    # A port nothing listens on: the front-end gives up with a message, not a traceback.
+    completed = subprocess.run([PY, "examples/frontends/import.py", str(tmp_path), "--connect", "tcp://127.0.0.1:9",
+                                "--connect-timeout", "1"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert completed.returncode == 1
+    assert "cannot reach the import host" in completed.stderr
+    assert "Traceback" not in completed.stderr
+
+
+def test_zerobridge_call_streams_import_progress_and_reports_errors(host_with_etl: ImportHost,
+                                                                    dataset: tuple[pathlib.Path, dict[str, Any]]) -> None:
+    folder, manifest = dataset
+    completed = host_with_etl.call("importFolder", {"path": str(folder)})
+    assert completed.returncode == 0, completed.stderr
+    lines = completed.stdout.splitlines()
+    progress = [json.loads(line.removeprefix("progress ")) for line in lines[:-1]]
+    assert progress and all(line.startswith("progress ") for line in lines[:-1])
+    assert progress[-1]["filesDone"] == manifest["totals"]["files"]
+    assert [p["filesDone"] for p in progress] == sorted(p["filesDone"] for p in progress)
+    assert json.loads(lines[-1])["records"] == manifest["totals"]["records"]
+
+    missing = host_with_etl.call("importFolder", {"path": str(folder / "no-such-folder")})
+    assert missing.returncode == 1
+    assert missing.stderr.startswith("error invalid_payload: ")
+    bad_query = host_with_etl.call("search", {"query": "\"unbalanced", "raw": True})
+    assert bad_query.returncode == 1
+    assert bad_query.stderr.startswith("error invalid_payload: not a valid full-text query")
+    no_words = host_with_etl.call("search", {"query": "?!"})
+    assert no_words.stderr.startswith("error invalid_payload: ")
+
+
+def test_csv_and_json_edge_cases(host: ImportHost, tmp_path: pathlib.Path) -> None:
+    folder = tmp_path / "edge"
+    folder.mkdir()
+    (folder / "quoted.csv").write_bytes(
+        b'name,note\r\n"Smith, Ann","said ""hi""\r\nthen left"\r\n\r\nBob,plain\r\n,\r\n')
+    (folder / "no-newline-at-end.csv").write_text("a,b\n1,2")
+    (folder / "header-only.csv").write_text("a,b\n")
+    (folder / "empty.csv").write_text("")
+    (folder / "stray-quote.csv").write_text('a,b\n1,x"y\n')
+    (folder / "scalar.json").write_text("42")
+    (folder / "array.json").write_text('[{"title": "caf\u00e9 cr\u00e8me"}, 7, "text", {"name": "n", "deep": {"k": [1, "z"]}}]')
+    (folder / "latin1.csv").write_bytes("name\ncaf\u00e9\n".encode("latin-1"))
+    (folder / ".hidden.csv").write_text("a\n1\n")
+
+    completed = host.call("importFolder", {"path": str(folder)})
+    assert completed.returncode == 0, completed.stderr
+    result = json.loads(completed.stdout.splitlines()[-1])
+    errors = {error["file"]: (error["kind"], error["message"]) for error in result["errors"]}
+    assert errors == {
+        "empty.csv": ("csv", "empty file: no header row"),
+        "stray-quote.csv": ("csv", "line 2: a quote inside a field that does not start with one"),
+        "scalar.json": ("json", "a JSON file must hold an object or an array; this one holds 42"),
+        "latin1.csv": ("binary", "binary content: not UTF-8 text"),
+    }
+    assert stored_files(host) == {"quoted.csv": (3, 3), "no-newline-at-end.csv": (1, 1), "header-only.csv": (0, 0),
+                                  "array.json": (4, 4)}
+    with host.db() as db:
+        fields = [json.loads(row[0]) for row in db.execute(
+            "SELECT fields FROM record JOIN file ON file.id = fileId WHERE file.name = 'quoted.csv' ORDER BY ordinal")]
+    assert fields == [{"name": "Smith, Ann", "note": 'said "hi"\r\nthen left'}, {"name": "Bob", "note": "plain"},
+                      {"name": "", "note": ""}]
+    assert host.call_ok("search", {"query": "cafe"})["hits"][0]["title"] == "caf\u00e9 cr\u00e8me"  # diacritics folded
+    assert host.call_ok("search", {"query": "cre*"})["total"] == 1  # a prefix
+
+
+def test_the_generator_is_deterministic(tmp_path: pathlib.Path) -> None:
+    def generate(name: str, seed: int) -> dict[str, bytes]:
+        folder = tmp_path / name
+        subprocess.run([PY, "examples/generate_data.py", str(folder), "--files", "60", "--seed", str(seed)],
+                       cwd=ROOT, check=True, capture_output=True)
+        return {str(path.relative_to(folder)): path.read_bytes() for path in folder.rglob("*") if path.is_file()}
+
+    first, again, other = generate("a", 11), generate("b", 11), generate("c", 12)
+    assert first == again
+    assert first != other
+    manifest = json.loads(first[".manifest.json"])
+    assert manifest["totals"]["files"] == 60 == len(first) - 1
+    assert manifest["totals"]["broken"] > 0
