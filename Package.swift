@@ -13,6 +13,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
     ],
     targets: [
         .systemLibrary(
@@ -47,6 +48,15 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "examples/import-host/Sources"
+        ),
+        // `make bench`'s Swift side: the raw libzmq echo (the limit), the ZeroBridge host and its Swift peer.
+        .executableTarget(
+            name: "zerobridge-bench",
+            dependencies: [
+                "ZeroBridge",
+                "ZeroMQ",
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
+            ]
         ),
         .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ"]),
         .testTarget(name: "ZeroBridgeTests", dependencies: ["ZeroBridge", "ZeroMQ"]),

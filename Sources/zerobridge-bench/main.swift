@@ -1,0 +1,263 @@
+// The Swift side of `make bench` (bench/run.py drives it): each subcommand measures one thing against an
+// endpoint and prints one JSON object on stdout.
+//
+//   zerobridge-bench raw-server   --endpoint E                        a ROUTER echoing whole messages (no JSON)
+//   zerobridge-bench raw-client   --endpoint E --window W [limits]    DEALER -> raw-server; W 1 = sequential
+//   zerobridge-bench peer         --endpoint E --window W [limits]    BridgePeer call("echo") -> a ZeroBridge host
+//   zerobridge-bench progress     --endpoint E --events N             BridgePeer stream("count") from the host
+//   zerobridge-bench codec        --seconds S                         the host's codec share, no sockets
+//
+// Limits: --seconds S (wall time of the measured phase) and --max N (requests), whichever comes first.
+@_spi(Benchmarks) import ZeroBridge
+import Foundation
+import Histogram
+import Synchronization
+import ZeroMQ
+
+/// The ~100-byte payload every driver echoes (bench/run.py and the Python and Node drivers build the same one).
+let payloadText = String(repeating: "x", count: 65)
+let payload: JSONValue = ["name": "bench", "seq": 42, "text": .string(payloadText)]
+/// What a ZeroBridge peer sends for one echo of that payload: the raw echo moves exactly these bytes.
+let requestBody = Array(
+    #"{"v":1,"type":"request","id":"1","action":"echo","payload":{"name":"bench","seq":42,"text":"\#(payloadText)"},"timeout_ms":30000}"#.utf8)
+
+struct Options {
+    var command = ""
+    var endpoint = ""
+    var window = 1
+    var seconds = 2.0
+    var max = 1_000_000
+    var warmup = 2_000
+    var events = 200_000
+
+    init(_ arguments: [String]) throws {
+        guard let first = arguments.first else { throw Usage("no subcommand") }
+        command = first
+        var rest = arguments.dropFirst()
+        while let flag = rest.popFirst() {
+            guard let value = rest.popFirst() else { throw Usage("\(flag) needs a value") }
+            switch flag {
+            case "--endpoint": endpoint = value
+            case "--window": window = try Self.positive(value, flag)
+            case "--seconds": guard let s = Double(value), s > 0 else { throw Usage("--seconds takes a positive number") }; seconds = s
+            case "--max": max = try Self.positive(value, flag)
+            case "--warmup": warmup = try Self.positive(value, flag)
+            case "--events": events = try Self.positive(value, flag)
+            default: throw Usage("unknown option \(flag)")
+            }
+        }
+        if command != "codec" && endpoint.isEmpty { throw Usage("--endpoint is required") }
+    }
+
+    private static func positive(_ text: String, _ flag: String) throws -> Int {
+        guard let value = Int(text), value > 0 else { throw Usage("\(flag) takes a positive integer") }
+        return value
+    }
+}
+
+struct Usage: Error, CustomStringConvertible {
+    var description: String
+    init(_ text: String) { description = text }
+}
+
+/// Nanoseconds on the monotonic clock.
+@inline(__always) func now() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
+
+func emit(_ object: [String: Any]) {
+    let data = try! JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
+    FileHandle.standardOutput.write(data + Data("\n".utf8))
+}
+
+/// Latency percentiles in microseconds from a histogram of nanoseconds.
+func percentiles(_ histogram: Histogram<UInt64>) -> [String: Any] {
+    func us(_ ns: UInt64) -> Double { (Double(ns) / 100).rounded() / 10 }
+    return ["p50_us": us(histogram.valueAtPercentile(50)), "p99_us": us(histogram.valueAtPercentile(99)),
+            "p999_us": us(histogram.valueAtPercentile(99.9)), "max_us": us(histogram.max),
+            "samples": Int(histogram.totalCount)]
+}
+
+func newHistogram() -> Histogram<UInt64> {
+    Histogram<UInt64>(lowestDiscernibleValue: 1, highestTrackableValue: 60_000_000_000, numberOfSignificantValueDigits: .three)
+}
+
+/// A shared count for the callers of a pipelined run.
+final class Counter: Sendable {
+    let value = Atomic<Int>(0)
+}
+
+// MARK: Raw libzmq echo: the limit
+
+func rawServer(_ options: Options) throws {
+    let context = try Context()
+    let router = try Socket(.router, context: context)
+    try router.set(.sendHighWaterMark(0), .receiveHighWaterMark(0), .linger(milliseconds: 0))
+    try router.bind(options.endpoint)
+    FileHandle.standardOutput.write(Data("ready \(try router.lastEndpoint)\n".utf8))
+    while true {
+        guard let frames = try router.receive() else { continue }
+        try router.send(frames: frames)  // the frames' storage passes to libzmq: no copy
+    }
+}
+
+func rawClient(_ options: Options) throws {
+    let context = try Context()
+    let dealer = try Socket(.dealer, context: context)
+    try dealer.set(.sendHighWaterMark(0), .receiveHighWaterMark(0), .linger(milliseconds: 0))
+    try dealer.connect(options.endpoint)
+    let parts: [[UInt8]] = [[], requestBody]
+    func roundTrip() throws {
+        try dealer.send(parts)
+        guard let reply = try dealer.receive(), reply.count == 2, reply[1].count == requestBody.count else {
+            throw Usage("the raw echo returned something else")
+        }
+    }
+    for _ in 0..<options.warmup { try roundTrip() }
+
+    var result: [String: Any] = ["window": options.window, "message_bytes": requestBody.count]
+    let start = now()
+    let end = start + UInt64(options.seconds * 1e9)
+    var completed = 0
+    if options.window == 1 {
+        var histogram = newHistogram()
+        while completed < options.max {
+            let before = now()
+            try roundTrip()
+            let after = now()
+            _ = histogram.record(after - before)
+            completed += 1
+            if after >= end { break }
+        }
+        result.merge(percentiles(histogram)) { a, _ in a }
+    } else {
+        var sent = 0
+        while sent < min(options.window, options.max) { try dealer.send(parts); sent += 1 }
+        var stopSending = false
+        while completed < sent {
+            guard let reply = try dealer.receive(), reply.count == 2 else { throw Usage("the raw echo returned something else") }
+            completed += 1
+            if !stopSending && (sent >= options.max || (completed & 255 == 0 && now() >= end)) { stopSending = true }
+            if !stopSending { try dealer.send(parts); sent += 1 }
+        }
+    }
+    let elapsed = Double(now() - start) / 1e9
+    result["requests"] = completed
+    result["seconds"] = elapsed
+    result["per_second"] = Double(completed) / elapsed
+    emit(result)
+}
+
+// MARK: ZeroBridge host <- Swift BridgePeer
+
+func connectedPeer(_ endpoint: String, name: String) async throws -> BridgePeer {
+    var configuration = BridgePeer.Configuration(endpoint: endpoint, name: name)
+    configuration.defaultTimeout = .seconds(60)
+    let peer = try BridgePeer(configuration: configuration)
+    try await peer.connect(timeout: .seconds(10))
+    return peer
+}
+
+func checkedEcho(_ peer: BridgePeer) async throws {
+    let answer = try await peer.call("echo", payload)
+    guard answer == payload else { throw Usage("echo returned something else: \(answer)") }
+}
+
+func peerBench(_ options: Options) async throws {
+    let peer = try await connectedPeer(options.endpoint, name: "bench-swift")
+    for _ in 0..<options.warmup { try await checkedEcho(peer) }
+
+    var result: [String: Any] = ["window": options.window]
+    let start = now()
+    let end = start + UInt64(options.seconds * 1e9)
+    let completed: Int
+    if options.window == 1 {
+        var histogram = newHistogram()
+        var count = 0
+        while count < options.max {
+            let before = now()
+            try await checkedEcho(peer)
+            let after = now()
+            _ = histogram.record(after - before)
+            count += 1
+            if after >= end { break }
+        }
+        completed = count
+        result.merge(percentiles(histogram)) { a, _ in a }
+    } else {
+        // `window` callers, each calling again as soon as its last call returned: `window` requests in flight.
+        let started = Counter()
+        let max = options.max
+        completed = try await withThrowingTaskGroup(of: Int.self) { group in
+            for _ in 0..<options.window {
+                group.addTask {
+                    var mine = 0
+                    while started.value.add(1, ordering: .relaxed).oldValue < max {
+                        try await checkedEcho(peer)
+                        mine += 1
+                        if mine & 63 == 0 && now() >= end { break }
+                    }
+                    return mine
+                }
+            }
+            return try await group.reduce(0, +)
+        }
+    }
+    let elapsed = Double(now() - start) / 1e9
+    result["requests"] = completed
+    result["seconds"] = elapsed
+    result["per_second"] = Double(completed) / elapsed
+    await peer.close()
+    emit(result)
+}
+
+func progressBench(_ options: Options) async throws {
+    let peer = try await connectedPeer(options.endpoint, name: "bench-swift-progress")
+    _ = try await peer.stream("count", ["n": 1000]).result  // warm up
+    let n = options.events
+    let start = now()
+    let call = peer.stream("count", ["n": .int(n)], timeout: .seconds(120))
+    var expected = 1
+    var outOfOrder = 0
+    for try await event in call.progress {
+        if event["i"]?.intValue != expected { outOfOrder += 1 }
+        expected += 1
+    }
+    let answer = try await call.result
+    let elapsed = Double(now() - start) / 1e9
+    await peer.close()
+    let received = expected - 1
+    emit(["events": n, "received": received, "out_of_order": outOfOrder, "result_ok": answer == ["n": .int(n)],
+          "seconds": elapsed, "per_second": Double(received) / elapsed,
+          "in_order_and_complete": received == n && outOfOrder == 0])
+}
+
+// MARK: The codec alone
+
+func codecBench(_ options: Options) {
+    _ = ProtocolBenchmark.hostSideExchanges(10_000)
+    let start = now()
+    let end = start + UInt64(options.seconds * 1e9)
+    var iterations = 0
+    while now() < end {
+        precondition(ProtocolBenchmark.hostSideExchanges(10_000) > 0)
+        iterations += 10_000
+    }
+    let elapsed = Double(now() - start) / 1e9
+    emit(["host_side_exchanges": iterations, "seconds": elapsed, "per_second": Double(iterations) / elapsed])
+}
+
+// MARK: Entry
+
+do {
+    let options = try Options(Array(CommandLine.arguments.dropFirst()))
+    switch options.command {
+    case "raw-server": try rawServer(options)
+    case "raw-client": try rawClient(options)
+    case "peer": try await peerBench(options)
+    case "progress": try await progressBench(options)
+    case "codec": codecBench(options)
+    default: throw Usage("unknown subcommand \(options.command)")
+    }
+} catch {
+    FileHandle.standardError.write(Data("zerobridge-bench: \(error)\n".utf8))
+    exit(1)
+}
