@@ -220,7 +220,8 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
             return session.link.send(.response(.init(id: id, outcome: .failure(BridgeError(
                 .tooLarge, "the message has \(size) bytes; the limit is \(configuration.maxMessageBytes)")))))
         }
-        switch frames[2].withUnsafeBytes({ Message.decode($0) }) {
+        let attachments = frames.count > 3 ? frames[3...].map(\.bytes) : []
+        switch frames[2].withUnsafeBytes({ Message.decode($0, attachments: attachments) }) {
         case .failure(let failure):
             session.link.send(.response(.init(id: failure.id, outcome: .failure(failure.error))))
         case .success(.hello(let hello)):
@@ -346,8 +347,8 @@ final class Session: @unchecked Sendable {
         self.address = address
         self.id = id
         self.heartbeat = heartbeat
-        link = Link(thread: thread, handlers: handlers, limits: limits, logger: logger) { body in
-            thread.send([address.routingID, [], body])
+        link = Link(thread: thread, handlers: handlers, limits: limits, logger: logger) { frames in
+            thread.send([address.routingID, []] + frames)
         }
         remote = RemotePeer(info: .init(name: nil, sessionID: id, actions: [], features: []), link: link,
                             defaultTimeout: defaultTimeout)

@@ -16,8 +16,9 @@ final class Link: @unchecked Sendable {
     let handlers: HandlerTable
     let limits: Limits
     let logger: Logger
-    /// Sends one body to the other side; the owner adds the envelope. On the thread.
-    private let transmit: ([UInt8]) -> Void
+    /// Sends one message (its body and attachment frames) to the other side; the owner adds the envelope.
+    /// On the thread.
+    private let transmit: ([[UInt8]]) -> Void
     /// The handle given to handlers as ``BridgeRequest/peer`` (on a host). It holds the link, so ``close(_:)``
     /// lets go of it.
     var remote: RemotePeer?
@@ -35,7 +36,7 @@ final class Link: @unchecked Sendable {
     private(set) var lastSent = ContinuousClock.now
 
     init(thread: SocketThread, handlers: HandlerTable, limits: Limits, logger: Logger,
-         transmit: @escaping ([UInt8]) -> Void) {
+         transmit: @escaping ([[UInt8]]) -> Void) {
         self.thread = thread
         self.handlers = handlers
         self.limits = limits
@@ -57,7 +58,7 @@ final class Link: @unchecked Sendable {
         let id = String(counter.add(1, ordering: .relaxed).newValue)
         let timeoutMs = max(1, Int((timeout / .milliseconds(1)).rounded(.up)))
         let body = Message.request(.init(id: id, action: action, payload: payload, timeoutMs: timeoutMs,
-                                         wantsProgress: onProgress != nil)).encoded()
+                                         wantsProgress: onProgress != nil)).frames()
         let deadline = ContinuousClock.now + timeout
         // Cancellation may be handed over before the start, or after the end; the token tells on the thread.
         let token = CancellationToken()
@@ -76,7 +77,7 @@ final class Link: @unchecked Sendable {
     /// Sends an event (never answered). Throws `peer_lost` when the link has closed.
     func post(_ action: String, _ payload: JSONValue) throws {
         if let error = closedError { throw error }
-        let body = Message.event(.init(action: action, payload: payload)).encoded()
+        let body = Message.event(.init(action: action, payload: payload)).frames()
         thread.perform { [self] in
             if closedWith == nil { send(body) }
         }
@@ -88,15 +89,15 @@ final class Link: @unchecked Sendable {
 
     // MARK: On the thread
 
-    /// Sends a body and notes the time, for heartbeats.
-    func send(_ body: [UInt8]) {
+    /// Sends an encoded message (``Message/frames()``) and notes the time, for heartbeats.
+    func send(_ frames: [[UInt8]]) {
         lastSent = .now
-        transmit(body)
+        transmit(frames)
     }
 
-    func send(_ message: Message) { send(message.encoded()) }
+    func send(_ message: Message) { send(message.frames()) }
 
-    private func start(id: String, body: [UInt8], deadline: ContinuousClock.Instant, token: CancellationToken,
+    private func start(id: String, body: [[UInt8]], deadline: ContinuousClock.Instant, token: CancellationToken,
                        onProgress: (@Sendable (JSONValue) -> Void)?,
                        continuation: CheckedContinuation<JSONValue, Error>) {
         if token.isCancelled {
@@ -197,12 +198,12 @@ final class Link: @unchecked Sendable {
             } catch {
                 outcome = .failure(BridgeError(.handlerError, String(describing: error)))
             }
-            let body = Message.response(.init(id: request.id, outcome: outcome)).encoded()
+            let body = Message.response(.init(id: request.id, outcome: outcome)).frames()
             thread.perform { [self] in finish(request.id, token: token, body: body) }
         }
     }
 
-    private func finish(_ id: String, token: UInt64, body: [UInt8]) {
+    private func finish(_ id: String, token: UInt64, body: [[UInt8]]) {
         guard let entry = requests[id], entry.token == token else { return }  // already answered
         requests[id] = nil
         send(body)

@@ -64,7 +64,7 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
         thread = try SocketThread(socket: dealer)
         heartbeat = configuration.heartbeat ?? .seconds(5)
         link = Link(thread: thread, handlers: handlers, limits: .init(maxInFlight: 4096),
-                    logger: configuration.logger) { [thread] body in thread.send([[], body]) }
+                    logger: configuration.logger) { [thread] frames in thread.send([[]] + frames) }
         link.close(BridgeError(.peerLost, "not connected yet"))
         try handlers.add("$actions", replacing: true) { [handlers] _, _ in .array(handlers.actionNames.map(JSONValue.string)) }
         try handlers.add("$evaluate", replacing: true) { _, _ in
@@ -149,7 +149,8 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
             return link.send(.response(.init(id: nil, outcome: .failure(BridgeError(
                 .badMessage, "a message has a signature frame and a body frame; got \(frames.count) frame(s)")))))
         }
-        switch frames[1].withUnsafeBytes({ Message.decode($0) }) {
+        let attachments = frames.count > 2 ? frames[2...].map(\.bytes) : []
+        switch frames[1].withUnsafeBytes({ Message.decode($0, attachments: attachments) }) {
         case .failure(let failure):
             link.send(.response(.init(id: failure.id, outcome: .failure(failure.error))))
         case .success(.welcome(let message)):

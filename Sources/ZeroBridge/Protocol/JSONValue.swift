@@ -1,3 +1,5 @@
+import Foundation
+
 /// Any JSON value: the untyped payload of a request, result, progress or event.
 ///
 /// Numbers compare and hash by value, so `.int(3) == .double(3.0)`; integers stay integers when written
@@ -16,6 +18,9 @@ public enum JSONValue: Sendable {
     case string(String)
     case array([JSONValue])
     case object([String: JSONValue])
+    /// Raw bytes. In a message they travel as an attachment frame, which the body refers to as
+    /// `{"$attachment": i}`; written as JSON text outside a message, they become a base64 string.
+    case bytes([UInt8])
 }
 
 // MARK: - Equality and hashing (numbers by value)
@@ -32,6 +37,7 @@ extension JSONValue: Hashable {
         case let (.string(a), .string(b)): return a == b
         case let (.array(a), .array(b)): return a == b
         case let (.object(a), .object(b)): return a == b
+        case let (.bytes(a), .bytes(b)): return a == b
         default: return false
         }
     }
@@ -51,6 +57,7 @@ extension JSONValue: Hashable {
         case .string(let s): hasher.combine(4 as UInt8); hasher.combine(s)
         case .array(let a): hasher.combine(5 as UInt8); hasher.combine(a)
         case .object(let o): hasher.combine(6 as UInt8); hasher.combine(o)
+        case .bytes(let b): hasher.combine(7 as UInt8); hasher.combine(b)
         }
     }
 }
@@ -128,6 +135,11 @@ extension JSONValue {
         if case .object(let o) = self { return o }
         return nil
     }
+
+    public var bytesValue: [UInt8]? {
+        if case .bytes(let b) = self { return b }
+        return nil
+    }
 }
 
 // MARK: - Text
@@ -173,6 +185,7 @@ extension JSONValue: Codable {
         case .string(let s): try container.encode(s)
         case .array(let a): try container.encode(a)
         case .object(let o): try container.encode(o)
+        case .bytes(let b): try container.encode(Data(b))
         }
     }
 }

@@ -4,7 +4,7 @@ import Foundation
 ///
 /// The mirror of ``JSONValueEncoder``: integers of every width are range-checked (an integral double such as
 /// `3.0` is accepted as an integer), `Float`/`Double` accept any number, `Bool` and `String` only their own
-/// kind, `Date` an ISO-8601 string (with or without fractional seconds), `Data` base64, `URL` a string. Errors
+/// kind, `Date` an ISO-8601 string (with or without fractional seconds), `Data` bytes or base64 text, `URL` a string. Errors
 /// are `DecodingError`s whose context carries the coding path. For example:
 ///
 /// ```swift
@@ -118,6 +118,7 @@ private struct ValueDecoder: Decoder {
     }
 
     private func unboxData() throws -> Data {
+        if case .bytes(let bytes) = value { return Data(bytes) }
         let text = try unboxString()
         guard let data = Data(base64Encoded: text) else {
             throw DecodingError.dataCorrupted(.init(codingPath: codingPath, debugDescription: "Expected base64 data but found \"\(text.prefix(64))\""))

@@ -4,7 +4,7 @@ import Foundation
 ///
 /// Representations: integers as `.int` (an unsigned value above `Int.max` is an error), `Float`/`Double` as
 /// `.double` (non-finite is an error: JSON has no NaN or infinity), `Date` as an ISO-8601 string with
-/// fractional seconds in UTC, `Data` as base64, `URL` as its absolute string, `Decimal` as a number, `nil` as
+/// fractional seconds in UTC, `Data` as `.bytes` (an attachment on the wire), `URL` as its absolute string, `Decimal` as a number, `nil` as
 /// `null` (keyed optionals are omitted, as synthesized `Codable` does), and a `JSONValue` as itself.
 /// For example:
 ///
@@ -25,7 +25,7 @@ struct JSONValueEncoder {
         // Compare types rather than cast the value: a failed dynamic cast per nested value would be the slow part.
         if T.self == JSONValue.self { return value as! JSONValue }
         if T.self == Date.self { return .string(Date.ISO8601FormatStyle(includingFractionalSeconds: true).format(value as! Date)) }
-        if T.self == Data.self { return .string((value as! Data).base64EncodedString()) }
+        if T.self == Data.self { return .bytes(Array(value as! Data)) }
         if T.self == URL.self { return .string((value as! URL).absoluteString) }
         if T.self == Decimal.self { return try box(decimal: value as! Decimal, codingPath: codingPath) }
         let encoder = ValueEncoder(codingPath: codingPath, userInfo: userInfo)

@@ -1,22 +1,39 @@
+import Foundation
+
 extension JSONValue {
     /// Appends the value as compact JSON: no whitespace, object keys sorted (so output is reproducible),
     /// strings escaped per RFC 8259 (non-ASCII written as UTF-8), integers as integers, doubles in their shortest
     /// round-trip form with a fraction or exponent (`3.0`, `0.1`, `1e-07`). A non-finite double, which no parse
     /// produces and JSON cannot express, is written as `null`.
     func write(to buffer: inout [UInt8]) {
+        write(to: &buffer, attachments: nil)
+    }
+
+    /// Appends the value; bytes go to `attachments` as frames, referred to as `{"$attachment": i}`, or, with no
+    /// collector, are written as a base64 string.
+    func write(to buffer: inout [UInt8], attachments: AttachmentCollector?) {
         switch self {
         case .null: JSONWriter.append("null", to: &buffer)
         case .bool(let b): JSONWriter.append(b ? "true" : "false", to: &buffer)
         case .int(let i): JSONWriter.append(i, to: &buffer)
         case .double(let d): JSONWriter.append(d, to: &buffer)
         case .string(let s): JSONWriter.append(string: s, to: &buffer)
+        case .bytes(let bytes):
+            if let attachments {
+                JSONWriter.append(#"{"$attachment":"#, to: &buffer)
+                JSONWriter.append(attachments.frames.count, to: &buffer)
+                buffer.append(JSONByte.closeBrace)
+                attachments.frames.append(bytes)
+            } else {
+                JSONWriter.append(string: Data(bytes).base64EncodedString(), to: &buffer)
+            }
         case .array(let elements):
             buffer.append(JSONByte.openBracket)
             var first = true
             for element in elements {
                 if !first { buffer.append(JSONByte.comma) }
                 first = false
-                element.write(to: &buffer)
+                element.write(to: &buffer, attachments: attachments)
             }
             buffer.append(JSONByte.closeBracket)
         case .object(let members):
@@ -24,7 +41,7 @@ extension JSONValue {
             if members.count == 1, let (key, value) = members.first {
                 JSONWriter.append(string: key, to: &buffer)
                 buffer.append(JSONByte.colon)
-                value.write(to: &buffer)
+                value.write(to: &buffer, attachments: attachments)
             } else if !members.isEmpty {
                 var first = true
                 for (key, value) in members.sorted(by: { $0.key < $1.key }) {
@@ -32,7 +49,7 @@ extension JSONValue {
                     first = false
                     JSONWriter.append(string: key, to: &buffer)
                     buffer.append(JSONByte.colon)
-                    value.write(to: &buffer)
+                    value.write(to: &buffer, attachments: attachments)
                 }
             }
             buffer.append(JSONByte.closeBrace)
@@ -113,4 +130,9 @@ enum JSONWriter {
     }
 
     private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
+}
+
+/// The attachment frames a message's bytes values become, in the order the body refers to them.
+final class AttachmentCollector {
+    var frames: [[UInt8]] = []
 }

@@ -61,6 +61,7 @@ extension JSONValue {
         case .string: "a string"
         case .array: "an array"
         case .object: "an object"
+        case .bytes: "bytes"
         }
     }
 }

@@ -8,8 +8,9 @@ extension Message {
         return buffer
     }
 
-    /// Appends the body's JSON to `buffer`; see ``encoded()``.
-    func write(to buffer: inout [UInt8]) {
+    /// Appends the body's JSON to `buffer`; see ``encoded()``. Bytes values go to `attachments` (base64 text
+    /// without a collector).
+    func write(to buffer: inout [UInt8], attachments: AttachmentCollector? = nil) {
         // The envelope is written field by field, never through a JSONValue object: this is the hot path.
         JSONWriter.append(#"{"v":1,"type":"#, to: &buffer)
         switch self {
@@ -19,7 +20,7 @@ extension Message {
             JSONWriter.append(#","action":"#, to: &buffer)
             JSONWriter.append(string: request.action, to: &buffer)
             JSONWriter.append(#","payload":"#, to: &buffer)
-            request.payload.write(to: &buffer)
+            request.payload.write(to: &buffer, attachments: attachments)
             if let timeoutMs = request.timeoutMs {
                 JSONWriter.append(#","timeout_ms":"#, to: &buffer)
                 JSONWriter.append(timeoutMs, to: &buffer)
@@ -31,7 +32,7 @@ extension Message {
             switch response.outcome {
             case .success(let result):
                 JSONWriter.append(#","ok":true,"result":"#, to: &buffer)
-                result.write(to: &buffer)
+                result.write(to: &buffer, attachments: attachments)
             case .failure(let error):
                 JSONWriter.append(#","ok":false,"error":{"code":"#, to: &buffer)
                 JSONWriter.append(string: error.code.rawValue, to: &buffer)
@@ -39,7 +40,7 @@ extension Message {
                 JSONWriter.append(string: error.message, to: &buffer)
                 if let data = error.data {
                     JSONWriter.append(#","data":"#, to: &buffer)
-                    data.write(to: &buffer)
+                    data.write(to: &buffer, attachments: attachments)
                 }
                 buffer.append(JSONByte.closeBrace)
             }
@@ -49,12 +50,12 @@ extension Message {
             JSONWriter.append(#","seq":"#, to: &buffer)
             JSONWriter.append(progress.seq, to: &buffer)
             JSONWriter.append(#","payload":"#, to: &buffer)
-            progress.payload.write(to: &buffer)
+            progress.payload.write(to: &buffer, attachments: attachments)
         case .event(let event):
             JSONWriter.append(#""event","action":"#, to: &buffer)
             JSONWriter.append(string: event.action, to: &buffer)
             JSONWriter.append(#","payload":"#, to: &buffer)
-            event.payload.write(to: &buffer)
+            event.payload.write(to: &buffer, attachments: attachments)
         case .cancel(let id):
             JSONWriter.append(#""cancel","id":"#, to: &buffer)
             JSONWriter.append(string: id, to: &buffer)

@@ -79,3 +79,29 @@ struct ConformanceActionTests {
 enum ZeroMQContextForTests {
     static func shared() throws -> ZeroMQ.Context { try ZeroMQ.Context() }
 }
+
+@Suite("Attachments through the host")
+struct HostAttachmentTests {
+    @Test("echo sends bytes back as attachments, to a Swift peer and to a raw peer")
+    func echoBytes() async throws {
+        let host = try startConformanceHost()
+        let peer = try await connectPeer(host)
+        let blob = (0..<1024).map { UInt8(truncatingIfNeeded: $0) }
+        #expect(try await peer.call("echo", ["name": "blob", "data": .bytes(blob)]) == ["name": "blob", "data": .bytes(blob)])
+
+        let raw = try RawPeer(host.boundEndpoint!)
+        try raw.sendFrames([[], Array(#"{"v":1,"type":"request","id":"a","action":"echo","payload":[{"$attachment":1},{"$attachment":0}]}"#.utf8), [9], [8, 8]])
+        try await Task.sleep(for: .milliseconds(1))
+        var frames: [[UInt8]]?
+        for _ in 0..<5000 where frames == nil {
+            frames = try raw.socket.receiveBytes(dontWait: true)
+            if frames == nil { try await Task.sleep(for: .milliseconds(1)) }
+        }
+        let answer = try #require(frames)
+        #expect(answer.count == 4)
+        #expect(try JSONValue.parse(answer[1])["result"] == [["$attachment": 0], ["$attachment": 1]])
+        #expect(answer[2] == [8, 8] && answer[3] == [9])
+        await peer.close()
+        await host.shutdown()
+    }
+}

@@ -187,7 +187,7 @@ enum JSONFormat {
         case .string, .int, .double: words.append(plain(value))
         case .array(let elements): for element in elements { collectText(element, into: &words) }
         case .object(let members): for key in members.keys.sorted() { collectText(members[key]!, into: &words) }
-        case .null, .bool: break
+        case .null, .bool, .bytes: break
         }
     }
 

@@ -1,0 +1,99 @@
+extension Message {
+    /// The message as the frames after the signature: the body, then one attachment frame for each bytes
+    /// value in its payload, result or error data, in the order the body refers to them.
+    func frames() -> [[UInt8]] {
+        var body: [UInt8] = []
+        body.reserveCapacity(160)
+        let attachments = AttachmentCollector()
+        write(to: &body, attachments: attachments)
+        return [body] + attachments.frames
+    }
+
+    /// Decodes a body and its attachment frames: each `{"$attachment": i}` in a payload, result or error data
+    /// becomes `.bytes` of frame i. A reference to a frame that is not there is `bad_message`.
+    static func decode(_ body: UnsafeRawBufferPointer, attachments: [[UInt8]], maxDepth: Int = 64) -> Result<Message, DecodeFailure> {
+        let decoded = decode(body, maxDepth: maxDepth)
+        // Most bodies refer to no attachment; only those that mention one are walked.
+        guard case .success(let message) = decoded, mentionsAttachment(body) else { return decoded }
+        do throws(BridgeError) {
+            return .success(try message.resolvingAttachments(attachments))
+        } catch {
+            return .failure(DecodeFailure(id: message.id, error: error))
+        }
+    }
+
+    private func resolvingAttachments(_ frames: [[UInt8]]) throws(BridgeError) -> Message {
+        switch self {
+        case .request(var request):
+            request.payload = try request.payload.resolvingAttachments(frames)
+            return .request(request)
+        case .response(var response):
+            switch response.outcome {
+            case .success(let result): response.outcome = .success(try result.resolvingAttachments(frames))
+            case .failure(var error):
+                error.data = try error.data?.resolvingAttachments(frames)
+                response.outcome = .failure(error)
+            }
+            return .response(response)
+        case .progress(var progress):
+            progress.payload = try progress.payload.resolvingAttachments(frames)
+            return .progress(progress)
+        case .event(var event):
+            event.payload = try event.payload.resolvingAttachments(frames)
+            return .event(event)
+        default:
+            return self
+        }
+    }
+
+    private static let marker = Array(#""$attachment""#.utf8)
+
+    private static func mentionsAttachment(_ body: UnsafeRawBufferPointer) -> Bool {
+        guard body.count >= marker.count else { return false }
+        let first = marker[0]
+        var index = 0
+        let last = body.count - marker.count
+        while index <= last {
+            if body[index] == first {
+                var matched = true
+                for offset in 1..<marker.count where body[index + offset] != marker[offset] {
+                    matched = false
+                    break
+                }
+                if matched { return true }
+            }
+            index += 1
+        }
+        return false
+    }
+}
+
+extension JSONValue {
+    /// The value with every `{"$attachment": i}` (an object with exactly that one member, i a non-negative
+    /// integer) replaced by the bytes of frame i.
+    func resolvingAttachments(_ frames: [[UInt8]]) throws(BridgeError) -> JSONValue {
+        switch self {
+        case .object(let members):
+            if members.count == 1, let reference = members["$attachment"] {
+                guard let index = reference.intValue, index >= 0 else {
+                    throw BridgeError(.badMessage, "an attachment reference takes a non-negative integer, not \(reference)")
+                }
+                guard index < frames.count else {
+                    throw BridgeError(.badMessage, "the body refers to attachment \(index), but the message has \(frames.count)")
+                }
+                return .bytes(frames[index])
+            }
+            var resolved: [String: JSONValue] = [:]
+            resolved.reserveCapacity(members.count)
+            for (key, value) in members { resolved[key] = try value.resolvingAttachments(frames) }
+            return .object(resolved)
+        case .array(let elements):
+            var resolved: [JSONValue] = []
+            resolved.reserveCapacity(elements.count)
+            for element in elements { resolved.append(try element.resolvingAttachments(frames)) }
+            return .array(resolved)
+        default:
+            return self
+        }
+    }
+}
