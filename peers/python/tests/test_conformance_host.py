@@ -202,11 +202,6 @@ async def test_two_hundred_concurrent_calls_from_one_peer(host: Any) -> None:
         assert sums == list(range(1, 201))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="the Swift host does not carry attachment frames: echo answers {'$attachment': 0} with no frame",
-)
 async def test_bytes_payloads_travel_as_attachments(host: Any) -> None:
     async with zerobridge.connect(host.endpoint, name="py-bytes") as peer:
         blob = bytes(range(256)) * 4
