@@ -124,9 +124,14 @@ export class Peer {
 
   // --- the public API -----------------------------------------------------------------------
 
+  /** A call's own `timeout` wins, `null` (no timeout) included; only an absent one takes the peer's default. */
+  callTimeout(options) {
+    return options.timeout === undefined ? this.timeout : options.timeout;
+  }
+
   call(action, payload = null, options = {}) {
     if (this.state === CLOSED) return Promise.reject(new BridgeError('cancelled', 'the peer is closed'));
-    return this.link.call(action, payload, { timeout: options.timeout ?? this.timeout, signal: options.signal });
+    return this.link.call(action, payload, { timeout: this.callTimeout(options), signal: options.signal });
   }
 
   stream(action, payload = null, options = {}) {
@@ -135,7 +140,7 @@ export class Peer {
       result.catch(() => {});
       return { progress: (async function* none() {})(), result };
     }
-    return this.link.stream(action, payload, { timeout: options.timeout ?? this.timeout, signal: options.signal });
+    return this.link.stream(action, payload, { timeout: this.callTimeout(options), signal: options.signal });
   }
 
   post(action, payload = null) {

@@ -237,6 +237,14 @@ for (const transport of ['tcp', 'ipc']) {
       assert.equal(await idle.call('echo', 'awake'), 'awake');
     });
 
+    test('a call with timeout null waits past the peer default; one without uses the default', async (t) => {
+      const host = await getHost();
+      const peer = await connect(host.endpoint, { name: `node-null-timeout-${transport}`, timeout: 300, log: () => {} });
+      t.after(() => peer.close());
+      assert.deepEqual(await peer.call('sleep', { ms: 600 }, { timeout: null }), { slept_ms: 600 });
+      await assert.rejects(peer.call('sleep', { ms: 600 }), expectCode('timeout'));
+    });
+
     test('bytes in a payload come back from echo as bytes', async () => {
       const peer = await getPeer();
       const result = await peer.call('echo', { blob: Buffer.from([1, 2, 3]) }, { timeout: 2000 });
