@@ -8,7 +8,7 @@ SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 SWIFT_BIN := .build/debug
 export ZEROBRIDGE_BIN := $(CURDIR)/$(SWIFT_BIN)/zerobridge
 
-.PHONY: deps deps-system deps-python build test test-swift test-protocol test-python test-node test-examples demo clean
+.PHONY: deps deps-system deps-python build test test-swift test-protocol test-python test-node test-examples demo bench clean
 
 # --- installing what is missing -------------------------------------------------------------
 deps: deps-system deps-python
@@ -66,6 +66,13 @@ demo: deps
 	swift build --product import-host
 	swift build --product zerobridge
 	$(PY) examples/demo.py
+
+# --- benchmarks (not part of test): bench/run.py; the wall time printed includes the release build ---
+bench: deps
+	@started=$$(date +%s.%N); \
+	swift build -c release --product zerobridge-bench && \
+	swift build -c release --product zerobridge && \
+	$(PY) bench/run.py --started $$started
 
 clean:
 	rm -rf .build $(VENV) .demo .bench

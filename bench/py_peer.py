@@ -1,0 +1,97 @@
+"""The Python peer (`zerobridge`, asyncio) against a ZeroBridge host.
+
+    python bench/py_peer.py echo ENDPOINT --window 1|N [--seconds S] [--max N]
+    python bench/py_peer.py progress ENDPOINT --events N
+
+`echo`: window 1 measures sequential round trips, a larger window keeps that many calls in flight.
+`progress`: one `count` call streaming N progress events; checks they arrive complete and in order.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+
+import zerobridge
+
+from common import PAYLOAD, emit, percentiles
+
+
+async def echo(args: argparse.Namespace) -> None:
+    async with zerobridge.connect(args.endpoint, name="bench-python") as peer:
+        for _ in range(args.warmup):
+            if await peer.call("echo", PAYLOAD) != PAYLOAD:
+                raise SystemExit("echo returned something else")
+        result: dict[str, object] = {"window": args.window}
+        started = time.perf_counter_ns()
+        end = started + int(args.seconds * 1e9)
+        if args.window == 1:
+            latencies: list[int] = []
+            while len(latencies) < args.max:
+                before = time.perf_counter_ns()
+                if await peer.call("echo", PAYLOAD) != PAYLOAD:
+                    raise SystemExit("echo returned something else")
+                after = time.perf_counter_ns()
+                latencies.append(after - before)
+                if after >= end:
+                    break
+            completed = len(latencies)
+            result.update(percentiles(latencies))
+        else:
+            issued = 0
+
+            async def caller() -> int:
+                nonlocal issued
+                mine = 0
+                while issued < args.max:
+                    issued += 1
+                    if await peer.call("echo", PAYLOAD) != PAYLOAD:
+                        raise SystemExit("echo returned something else")
+                    mine += 1
+                    if mine % 16 == 0 and time.perf_counter_ns() >= end:
+                        break
+                return mine
+
+            completed = sum(await asyncio.gather(*(caller() for _ in range(args.window))))
+        elapsed = (time.perf_counter_ns() - started) / 1e9
+        result.update(requests=completed, seconds=elapsed, per_second=completed / elapsed)
+    emit(result)
+
+
+async def progress(args: argparse.Namespace) -> None:
+    async with zerobridge.connect(args.endpoint, name="bench-python-progress") as peer:
+        async with peer.stream("count", {"n": 1000}) as warmup:
+            async for _ in warmup.progress:
+                pass
+        n = args.events
+        expected, out_of_order = 1, 0
+        started = time.perf_counter_ns()
+        async with peer.stream("count", {"n": n}, timeout=120) as call:
+            async for event in call.progress:
+                if event.get("i") != expected:
+                    out_of_order += 1
+                expected += 1
+            answer = await call.result
+        elapsed = (time.perf_counter_ns() - started) / 1e9
+    received = expected - 1
+    emit({"events": n, "received": received, "out_of_order": out_of_order, "result_ok": answer == {"n": n},
+          "seconds": elapsed, "per_second": received / elapsed,
+          "in_order_and_complete": received == n and out_of_order == 0})
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("what", choices=["echo", "progress"])
+    parser.add_argument("endpoint")
+    parser.add_argument("--window", type=int, default=1)
+    parser.add_argument("--seconds", type=float, default=1.0)
+    parser.add_argument("--max", type=int, default=1_000_000)
+    parser.add_argument("--warmup", type=int, default=300)
+    parser.add_argument("--events", type=int, default=100_000)
+    args = parser.parse_args()
+    asyncio.run(echo(args) if args.what == "echo" else progress(args))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,88 @@
+"""The client a user would hand-write with pyzmq: a DEALER sending JSON requests and reading responses.
+
+    python bench/py_raw_client.py ENDPOINT --window 1|N [--seconds S] [--max N]
+
+It drives the pyzmq baseline server and the ZeroBridge host alike (an anonymous ZeroBridge session:
+no hello, as the protocol allows), so the two servers are compared with the same client.
+Window 1 measures sequential round trips; a larger window keeps that many requests in flight.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import zmq
+
+from common import PAYLOAD, emit, percentiles
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("endpoint")
+    parser.add_argument("--window", type=int, default=1)
+    parser.add_argument("--seconds", type=float, default=1.0)
+    parser.add_argument("--max", type=int, default=1_000_000)
+    parser.add_argument("--warmup", type=int, default=500)
+    args = parser.parse_args()
+
+    socket = zmq.Context().socket(zmq.DEALER)
+    socket.setsockopt(zmq.SNDHWM, 0)
+    socket.setsockopt(zmq.RCVHWM, 0)
+    socket.setsockopt(zmq.LINGER, 0)
+    socket.connect(args.endpoint)
+    counter = 0
+
+    def send() -> None:
+        nonlocal counter
+        counter += 1
+        request = {"v": 1, "type": "request", "id": str(counter), "action": "echo", "payload": PAYLOAD}
+        socket.send_multipart([b"", json.dumps(request).encode()])
+
+    def receive() -> None:
+        response = json.loads(socket.recv_multipart()[1])
+        if response.get("ok") is not True or response.get("result") != PAYLOAD:
+            raise SystemExit(f"unexpected response: {response}")
+
+    for _ in range(args.warmup):
+        send()
+        receive()
+
+    result: dict[str, object] = {"window": args.window}
+    started = time.perf_counter_ns()
+    end = started + int(args.seconds * 1e9)
+    completed = 0
+    if args.window == 1:
+        latencies: list[int] = []
+        while completed < args.max:
+            before = time.perf_counter_ns()
+            send()
+            receive()
+            after = time.perf_counter_ns()
+            latencies.append(after - before)
+            completed += 1
+            if after >= end:
+                break
+        result.update(percentiles(latencies))
+    else:
+        sent = 0
+        while sent < min(args.window, args.max):
+            send()
+            sent += 1
+        sending = True
+        while completed < sent:
+            receive()
+            completed += 1
+            if sending and (sent >= args.max or (completed % 256 == 0 and time.perf_counter_ns() >= end)):
+                sending = False
+            if sending:
+                send()
+                sent += 1
+    elapsed = (time.perf_counter_ns() - started) / 1e9
+    result.update(requests=completed, seconds=elapsed, per_second=completed / elapsed)
+    emit(result)
+
+
+if __name__ == "__main__":
+    main()

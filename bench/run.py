@@ -1,0 +1,421 @@
+"""`make bench`: ZeroBridge against raw libzmq (the limit) and a hand-written pyzmq service, in one run.
+
+    .venv/bin/python bench/run.py [--bin .build/release] [--seconds 1.0] [--out .bench/results.json]
+
+Every server is a separate process started here and every client another, so all figures come from the
+same process tree on the same (noisy) machine, and the ratios between them hold. Prints a table and
+writes every figure, the ratios and the targets to a JSON file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "bench"
+PY = sys.executable
+
+
+# --- processes ---------------------------------------------------------------------------------
+
+class Server:
+    """A server process that prints one line ending in its endpoint once it listens."""
+
+    def __init__(self, name: str, command: list[str]) -> None:
+        self.name = name
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                        cwd=ROOT)
+        line = self.process.stdout.readline() if self.process.stdout else ""
+        if not line.strip():
+            self.process.kill()
+            raise RuntimeError(f"{name} did not start: {self.process.stderr.read() if self.process.stderr else ''}")
+        self.endpoint = line.split()[-1]
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def rss_mb(self) -> float:
+        return rss_mb(self.pid)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no VmRSS for {pid}")
+
+
+def run_client(command: list[str], timeout: float = 60) -> dict[str, Any]:
+    """Runs a driver; its last stdout line is its JSON result. A failure is recorded, not raised."""
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout} s"}
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        return {"error": (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1][:300]}
+    return json.loads(lines[-1])
+
+
+# --- the run -----------------------------------------------------------------------------------
+
+@dataclass
+class Bench:
+    bin: Path
+    seconds: float
+    progress_events: dict[str, int]
+    results: dict[str, Any] = field(default_factory=dict)
+
+    def bench_tool(self, *args: str) -> list[str]:
+        return [str(self.bin / "zerobridge-bench"), *args]
+
+    def host(self, endpoint: str, max_in_flight: int = 20_000) -> Server:
+        return Server("zerobridge host", [str(self.bin / "zerobridge"), "serve", "--conformance", "--endpoint",
+                                          endpoint, "--max-in-flight", str(max_in_flight)])
+
+    def endpoint(self, transport: str, name: str) -> str:
+        if transport == "ipc":
+            path = Path(f"/tmp/zerobridge-bench-{os.getpid()}-{name}.sock")
+            path.unlink(missing_ok=True)
+            return f"ipc://{path}"
+        return "tcp://127.0.0.1:*"
+
+    def timed(self, *args: str) -> list[str]:
+        return [*args, "--seconds", str(self.seconds)]
+
+    def transport(self, transport: str) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+
+        def step(key: str, label: str, command: list[str]) -> None:
+            print(f"  {transport:3} {label} ...", end="", flush=True, file=sys.stderr)
+            out[key] = run_client(command)
+            figure = out[key].get("per_second")
+            print(f" {figure:,.0f}/s" if figure else f" {out[key].get('error', '')}", file=sys.stderr)
+
+        # 1. The limit: raw libzmq echo through the ZeroMQ layer, no JSON.
+        server = Server("raw echo", self.bench_tool("raw-server", "--endpoint", self.endpoint(transport, "raw")))
+        try:
+            for window in (1, 64, 1024):
+                step(f"raw_w{window}", f"raw libzmq echo, window {window}",
+                     self.timed(*self.bench_tool("raw-client", "--endpoint", server.endpoint, "--window",
+                                                 str(window), "--max", "5000000")))
+        finally:
+            server.stop()
+
+        # 3. The alternative: a hand-written pyzmq JSON echo server, driven by a hand-written pyzmq client.
+        server = Server("pyzmq echo", [PY, str(BENCH / "pyzmq_echo_server.py"), self.endpoint(transport, "pyzmq")])
+        try:
+            for window in (1, 64):
+                step(f"pyzmq_server_w{window}", f"pyzmq server <- pyzmq client, window {window}",
+                     self.timed(PY, str(BENCH / "py_raw_client.py"), server.endpoint, "--window", str(window)))
+        finally:
+            server.stop()
+
+        # 2, 4, 5. The ZeroBridge host (`zerobridge serve --conformance`), a fresh one per client.
+        clients: list[tuple[str, str, list[int], Any]] = [
+            ("swift", "Swift BridgePeer", [1, 64, 1024],
+             lambda ep, w: self.timed(*self.bench_tool("peer", "--endpoint", ep, "--window", str(w)))),
+            ("zb_pyzmq_client", "the same pyzmq client", [1, 64],
+             lambda ep, w: self.timed(PY, str(BENCH / "py_raw_client.py"), ep, "--window", str(w))),
+            ("python", "Python peer", [1, 64],
+             lambda ep, w: self.timed(PY, str(BENCH / "py_peer.py"), "echo", ep, "--window", str(w))),
+            ("node", "Node peer", [1, 64],
+             lambda ep, w: self.timed("node", str(BENCH / "node_peer.mjs"), "echo", ep, "--window", str(w))),
+        ]
+        for key, label, windows, command in clients:
+            if key == "node" and shutil.which("node") is None:
+                out.update({f"node_w{w}": {"error": "node is not installed"} for w in windows})
+                continue
+            host = self.host(self.endpoint(transport, f"host-{key}"))
+            try:
+                for window in windows:
+                    step(f"{key}_w{window}", f"ZeroBridge host <- {label}, window {window}", command(host.endpoint, window))
+                out[f"{key}_host_rss_after_mb"] = round(host.rss_mb(), 1)
+            finally:
+                host.stop()
+
+        # 6. Progress streaming host -> peer: the conformance `count` action with progress.
+        host = self.host(self.endpoint(transport, "host-progress"))
+        try:
+            n = self.progress_events
+            step("progress_swift", f"progress -> Swift peer ({n['swift']:,} events)",
+                 self.bench_tool("progress", "--endpoint", host.endpoint, "--events", str(n["swift"])))
+            step("progress_python", f"progress -> Python peer ({n['python']:,} events)",
+                 [PY, str(BENCH / "py_peer.py"), "progress", host.endpoint, "--events", str(n["python"])])
+            if shutil.which("node"):
+                step("progress_node", f"progress -> Node peer ({n['node']:,} events)",
+                     ["node", str(BENCH / "node_peer.mjs"), "progress", host.endpoint, "--events", str(n["node"])])
+            else:
+                out["progress_node"] = {"error": "node is not installed"}
+        finally:
+            host.stop()
+        return out
+
+    def memory(self) -> dict[str, Any]:
+        """7. Host RSS, from /proc, of a fresh host process under each load."""
+        out: dict[str, Any] = {}
+        for key, args in (("inflight_10000", ["inflight", "--requests", "10000", "--sleep-ms", "3000"]),
+                          ("peers_1000", ["peers", "--peers", "1000"])):
+            print(f"  memory: {key} ...", end="", flush=True, file=sys.stderr)
+            host = self.host("tcp://127.0.0.1:*")
+            try:
+                time.sleep(0.2)
+                idle = host.rss_mb()
+                load = subprocess.Popen([PY, str(BENCH / "memory_load.py"), *args[:1], host.endpoint, *args[1:]],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                        text=True, cwd=ROOT)
+                assert load.stdin and load.stdout and load.stderr
+                line = load.stdout.readline().strip()
+                if line != "loaded":
+                    load.kill()
+                    out[key] = {"error": (load.stderr.read().strip().splitlines() or ["no load"])[-1]}
+                    print(" failed", file=sys.stderr)
+                    continue
+                loaded = max(host.rss_mb() for _ in range(5) if time.sleep(0.05) is None)
+                load.stdin.write("go\n")
+                load.stdin.flush()
+                driver = json.loads(load.stdout.readline())
+                load.wait(30)
+                time.sleep(0.3)
+                out[key] = {"idle_rss_mb": round(idle, 1), "loaded_rss_mb": round(loaded, 1),
+                            "after_rss_mb": round(host.rss_mb(), 1), **driver}
+                print(f" {loaded:.1f} MB", file=sys.stderr)
+            finally:
+                host.stop()
+        return out
+
+    def codec(self) -> dict[str, Any]:
+        return run_client(self.bench_tool("codec", "--seconds", str(self.seconds)))
+
+
+# --- figures, ratios, targets -----------------------------------------------------------------------
+
+def rate(result: dict[str, Any] | None) -> float | None:
+    return result.get("per_second") if result and "error" not in result else None
+
+
+def p50(result: dict[str, Any] | None) -> float | None:
+    return result.get("p50_us") if result and "error" not in result else None
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    return round(a / b, 3) if a is not None and b else None
+
+
+def ratios(t: dict[str, Any]) -> dict[str, Any]:
+    best_raw = max(filter(None, [rate(t.get("raw_w64")), rate(t.get("raw_w1024"))]), default=None)
+    best_swift = max(filter(None, [rate(t.get("swift_w64")), rate(t.get("swift_w1024"))]), default=None)
+    return {
+        "zerobridge_over_limit": {
+            "swift_pipelined_best": ratio(best_swift, best_raw),
+            "swift_pipelined_64": ratio(rate(t.get("swift_w64")), rate(t.get("raw_w64"))),
+            "swift_pipelined_1024": ratio(rate(t.get("swift_w1024")), rate(t.get("raw_w1024"))),
+            "swift_sequential_rate": ratio(rate(t.get("swift_w1")), rate(t.get("raw_w1"))),
+            "swift_sequential_p50": ratio(p50(t.get("swift_w1")), p50(t.get("raw_w1"))),
+        },
+        "zerobridge_over_pyzmq_baseline": {
+            # The same hand-written pyzmq client against the ZeroBridge host and against the pyzmq server.
+            "same_client_sequential_p50": ratio(p50(t.get("zb_pyzmq_client_w1")), p50(t.get("pyzmq_server_w1"))),
+            "same_client_pipelined_rate": ratio(rate(t.get("zb_pyzmq_client_w64")), rate(t.get("pyzmq_server_w64"))),
+            # What a user gets from each stack end to end: the Python peer vs the hand-written pair.
+            "python_peer_sequential_p50": ratio(p50(t.get("python_w1")), p50(t.get("pyzmq_server_w1"))),
+            "python_peer_pipelined_rate": ratio(rate(t.get("python_w64")), rate(t.get("pyzmq_server_w64"))),
+            "node_peer_sequential_p50": ratio(p50(t.get("node_w1")), p50(t.get("pyzmq_server_w1"))),
+            "node_peer_pipelined_rate": ratio(rate(t.get("node_w64")), rate(t.get("pyzmq_server_w64"))),
+            "swift_peer_sequential_p50": ratio(p50(t.get("swift_w1")), p50(t.get("pyzmq_server_w1"))),
+            "swift_peer_pipelined_rate": ratio(rate(t.get("swift_w64")), rate(t.get("pyzmq_server_w64"))),
+        },
+    }
+
+
+def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
+    checks: list[dict[str, Any]] = []
+
+    def check(name: str, value: Any, goal: str, met: bool | None) -> None:
+        checks.append({"target": name, "value": value, "goal": goal, "met": met})
+
+    for transport, t in results["transports"].items():
+        r = results["ratios"][transport]
+        best_swift = max(filter(None, [rate(t.get("swift_w64")), rate(t.get("swift_w1024"))]), default=None)
+        check(f"{transport}: Swift peer pipelined req/s", best_swift and round(best_swift), ">= 100,000",
+              best_swift is not None and best_swift >= 100_000)
+        share = r["zerobridge_over_limit"]["swift_pipelined_best"]
+        check(f"{transport}: Swift peer pipelined / raw libzmq pipelined", share, ">= 0.25",
+              share is not None and share >= 0.25)
+        same = r["zerobridge_over_pyzmq_baseline"]
+        check(f"{transport}: seq p50, same pyzmq client: ZeroBridge host / pyzmq server", same["same_client_sequential_p50"],
+              "<= 1.0", same["same_client_sequential_p50"] is not None and same["same_client_sequential_p50"] <= 1.0)
+        check(f"{transport}: pipelined, same pyzmq client: ZeroBridge host / pyzmq server", same["same_client_pipelined_rate"],
+              ">= 1.0", same["same_client_pipelined_rate"] is not None and same["same_client_pipelined_rate"] >= 1.0)
+        check(f"{transport}: seq p50, Python peer / hand-written pyzmq pair", same["python_peer_sequential_p50"],
+              "<= 1.0", same["python_peer_sequential_p50"] is not None and same["python_peer_sequential_p50"] <= 1.0)
+        check(f"{transport}: pipelined, Python peer / hand-written pyzmq pair", same["python_peer_pipelined_rate"],
+              ">= 1.0", same["python_peer_pipelined_rate"] is not None and same["python_peer_pipelined_rate"] >= 1.0)
+        for who, goal in (("python", 200_000), ("swift", 500_000)):
+            p = t.get(f"progress_{who}", {})
+            value = rate(p)
+            check(f"{transport}: progress events/s to {who} (complete, in order)", value and round(value),
+                  f">= {goal:,}", value is not None and value >= goal and p.get("in_order_and_complete") is True)
+    inflight = results["memory"].get("inflight_10000", {})
+    value = inflight.get("loaded_rss_mb")
+    check("host RSS with 10,000 requests in flight (MB)", value, "< 100",
+          value is not None and value < 100 and inflight.get("all_in_flight_when_sampled") is True)
+    return checks
+
+
+# --- the table -------------------------------------------------------------------------------------
+
+def describe(result: dict[str, Any] | None, latency: bool) -> str:
+    if not result:
+        return "-"
+    if "error" in result:
+        return "error: " + result["error"][:40]
+    text = f"{result['per_second']:>11,.0f}/s"
+    if latency:
+        text += f"  p50 {result['p50_us']:.1f}  p99 {result['p99_us']:.1f}  p99.9 {result['p999_us']:.1f} us"
+    return text
+
+
+def table(results: dict[str, Any]) -> str:
+    machine = results["machine"]
+    lines = [f"ZeroBridge bench  {machine['cpu_model']}  {machine['cores']} cores  {machine['kernel']}  "
+             f"payload ~{results['config']['payload_bytes']} B, {results['config']['seconds']} s per figure"]
+    rows = [
+        ("raw libzmq echo (limit), sequential", "raw_w1", True),
+        ("raw libzmq echo, 64 in flight", "raw_w64", False),
+        ("raw libzmq echo, 1024 in flight", "raw_w1024", False),
+        ("ZeroBridge <- Swift peer, sequential", "swift_w1", True),
+        ("ZeroBridge <- Swift peer, 64 in flight", "swift_w64", False),
+        ("ZeroBridge <- Swift peer, 1024 in flight", "swift_w1024", False),
+        ("pyzmq server <- pyzmq client, sequential", "pyzmq_server_w1", True),
+        ("pyzmq server <- pyzmq client, 64 in flight", "pyzmq_server_w64", False),
+        ("ZeroBridge <- pyzmq client, sequential", "zb_pyzmq_client_w1", True),
+        ("ZeroBridge <- pyzmq client, 64 in flight", "zb_pyzmq_client_w64", False),
+        ("ZeroBridge <- Python peer, sequential", "python_w1", True),
+        ("ZeroBridge <- Python peer, 64 in flight", "python_w64", False),
+        ("ZeroBridge <- Node peer, sequential", "node_w1", True),
+        ("ZeroBridge <- Node peer, 64 in flight", "node_w64", False),
+        ("progress host -> Swift peer (events)", "progress_swift", False),
+        ("progress host -> Python peer (events)", "progress_python", False),
+        ("progress host -> Node peer (events)", "progress_node", False),
+    ]
+    for transport, t in results["transports"].items():
+        lines.append("")
+        lines.append(f"--- {transport} " + "-" * 100)
+        for label, key, latency in rows:
+            text = describe(t.get(key), latency)
+            if key.startswith("progress") and "error" not in t.get(key, {"error": 1}):
+                text += "  in order, none lost" if t[key].get("in_order_and_complete") else "  LOST OR REORDERED"
+            lines.append(f"{label:<44} {text}")
+    lines.append("")
+    memory = results["memory"]
+    for key, label in (("inflight_10000", "host RSS, 10,000 requests in flight"), ("peers_1000", "host RSS, 1,000 connected peers")):
+        m = memory.get(key, {})
+        if "error" in m:
+            lines.append(f"{label:<44} error: {m['error']}")
+        elif m:
+            lines.append(f"{label:<44} {m['loaded_rss_mb']:>8.1f} MB  (idle {m['idle_rss_mb']:.1f} MB, after {m['after_rss_mb']:.1f} MB)")
+    codec = results.get("codec", {})
+    if "per_second" in codec:
+        lines.append(f"{'host codec alone (decode req + encode resp)':<44} {codec['per_second']:>11,.0f}/s")
+    lines.append("")
+    lines.append("ratios                                         " + "   ".join(f"{t:>6}" for t in results["ratios"]))
+    names = [("ZeroBridge/limit", "zerobridge_over_limit"), ("ZeroBridge/pyzmq", "zerobridge_over_pyzmq_baseline")]
+    for prefix, group in names:
+        first = next(iter(results["ratios"].values()))[group]
+        for key in first:
+            values = [results["ratios"][t][group][key] for t in results["ratios"]]
+            cells = "   ".join(f"{v:>6.2f}" if v is not None else "     -" for v in values)
+            lines.append(f"  {prefix + ' ' + key:<45}{cells}")
+    lines.append("")
+    lines.append("targets")
+    for check in results["targets"]:
+        mark = "MET   " if check["met"] else "MISSED"
+        value = f"{check['value']:,}" if isinstance(check["value"], (int, float)) else str(check["value"])
+        lines.append(f"  {mark} {check['target']:<70} {value:>10}  (goal {check['goal']})")
+    if "wall_seconds" in results:
+        lines.append("")
+        lines.append(f"make bench wall time so far (build included): {results['wall_seconds']:.0f} s")
+    return "\n".join(lines)
+
+
+# --- main ----------------------------------------------------------------------------------------
+
+def machine() -> dict[str, Any]:
+    model = platform.processor() or "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"cpu_model": model, "cores": os.cpu_count(), "kernel": platform.release(),
+            "python": platform.python_version()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--bin", default=str(ROOT / ".build" / "release"))
+    parser.add_argument("--seconds", type=float, default=1.0, help="measured time per throughput/latency figure")
+    parser.add_argument("--out", default=str(ROOT / ".bench" / "results.json"))
+    parser.add_argument("--transports", default="ipc,tcp")
+    parser.add_argument("--started", type=float, help="epoch seconds when `make bench` started (for its wall time)")
+    args = parser.parse_args()
+
+    # 1,000 peers need more than 1,024 descriptors in the host and the load driver, which inherit this limit.
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 8192)), hard))
+
+    bench = Bench(bin=Path(args.bin), seconds=args.seconds,
+                  progress_events={"swift": 500_000, "python": 100_000, "node": 200_000})
+    for tool in ("zerobridge", "zerobridge-bench"):
+        if not (bench.bin / tool).exists():
+            raise SystemExit(f"{bench.bin / tool} is missing: swift build -c release --product {tool}")
+    results: dict[str, Any] = {
+        "machine": machine(),
+        "config": {"payload_bytes": 100, "seconds": args.seconds, "progress_events": bench.progress_events,
+                   "host": "zerobridge serve --conformance --max-in-flight 20000"},
+        "transports": {},
+    }
+    print(f"bench on {results['machine']['cpu_model']}, {results['machine']['cores']} cores", file=sys.stderr)
+    for transport in args.transports.split(","):
+        results["transports"][transport] = bench.transport(transport)
+    results["memory"] = bench.memory()
+    results["codec"] = bench.codec()
+    results["ratios"] = {t: ratios(v) for t, v in results["transports"].items()}
+    results["targets"] = targets(results)
+    if args.started:
+        results["wall_seconds"] = round(time.time() - args.started, 1)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
+    print(table(results))
+    print(f"\nall figures: {out}")
+
+
+if __name__ == "__main__":
+    main()
