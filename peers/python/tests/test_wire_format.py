@@ -138,9 +138,14 @@ def test_bytes_travel_as_attachments_and_come_back_as_bytes() -> None:
     assert wire.decode(frames) == wire.Request("1", "store", {"name": "x", "blobs": [b"\x00\x01", b"two"]})
 
 
-def test_attachment_reference_without_its_frame_is_left_as_data() -> None:
-    decoded = wire.decode(frames_of({"v": 1, "type": "event", "action": "a", "payload": {"$attachment": 3}}, b"only one"))
-    assert decoded == wire.Event("a", {"$attachment": 3})
+def test_attachment_reference_without_its_frame_is_bad_message() -> None:
+    frames = frames_of({"v": 1, "type": "request", "id": "r", "action": "a", "payload": {"$attachment": 3}}, b"only one")
+    assert (rejected(frames).code, rejected(frames).id) == ("bad_message", "r")
+    # Not a reference (two members, or not a non-negative integer): plain data.
+    other = {"$attachment": 0, "name": "x"}
+    assert wire.decode(frames_of({"v": 1, "type": "event", "action": "a", "payload": other})) == wire.Event("a", other)
+    negative = {"$attachment": -1}
+    assert wire.decode(frames_of({"v": 1, "type": "event", "action": "a", "payload": negative})) == wire.Event("a", negative)
 
 
 def test_signed_messages_verify_and_tampering_is_unauthorized() -> None:

@@ -277,17 +277,13 @@ class Link:
                 self._on_message(message)
 
     def _on_unreadable(self, error: wire.WireError) -> None:
-        # Responses and progress carry the id of one of OUR calls: answering them with a response
-        # would name an id the other side may be using for its own request. Fail the call instead.
-        if error.type in ("response", "progress"):
-            call = self._calls.get(error.id) if error.id is not None else None
-            if call is not None and error.type == "response":
-                self._calls.pop(call.id, None)
-                if not call.future.done():
-                    call.future.set_exception(BridgeError(error.code, f"unreadable response: {error.message}"))
-            log.warning("dropped unreadable %s: %s", error.type, error.message)
-            return
-        log.warning("answered unreadable message (%s): %s", error.code, error.message)
+        # Answered like any bad message (SPEC 7.5, 15.4), with the id when readable. A malformed
+        # response to one of our calls also ends that call: no better answer will come.
+        if error.type == "response" and error.id is not None:
+            call = self._calls.pop(error.id, None)
+            if call is not None and not call.future.done():
+                call.future.set_exception(BridgeError(error.code, f"unreadable response: {error.message}"))
+        log.warning("answered an unreadable message with %s: %s", error.code, error.message)
         self.send(wire.Response.failure(error.id, BridgeError(error.code, error.message)))
 
     def _on_response(self, response: wire.Response) -> None:

@@ -14,6 +14,7 @@ import inspect
 import json
 import logging
 import os
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Mapping
 from dataclasses import dataclass
 from types import TracebackType
@@ -23,8 +24,8 @@ import zmq
 import zmq.asyncio
 from zmq.utils.monitor import parse_monitor_message
 
-from . import wire
-from .errors import BridgeTimeout, NotAllowed, PeerLost, UnknownAction
+from . import errors, wire
+from .errors import BridgeError, BridgeTimeout, NotAllowed, PeerLost, UnknownAction
 from .evaluate import evaluate as run_script
 from .link import Link, OutgoingCall, RequestContext
 
@@ -43,30 +44,38 @@ class ConnectionInfo:
     host: str | None = None
 
 
+_ENDPOINT = re.compile(r"^(tcp|ipc|inproc)://[^*]+$")
+_HEX_KEY = re.compile(r"^([0-9a-fA-F]{2})*$")
+
+
 def read_connection_file(path: str | os.PathLike[str]) -> ConnectionInfo:
-    """Parse a connection file: ``{"protocol": 1, "endpoint": ..., "key": "<hex or empty>", ...}``."""
+    """Parse a connection file (SPEC section 10): all five fields required, extra fields ignored.
+
+    ``{"protocol": 1, "endpoint": "tcp://127.0.0.1:41234", "host": "etl", "signature_scheme": "hmac-sha256", "key": ""}``
+    """
+    where = f"connection file {os.fspath(path)!r}"
     try:
         with open(path, encoding="utf-8") as file:
             data = json.load(file)
     except (OSError, ValueError) as error:
-        raise ValueError(f"cannot read connection file {os.fspath(path)!r}: {error}") from None
+        raise ValueError(f"cannot read {where}: {error}") from None
     if not isinstance(data, dict):
-        raise ValueError(f"connection file {os.fspath(path)!r} is not a JSON object")
-    if data.get("protocol") != wire.PROTOCOL_VERSION:
-        raise ValueError(f"connection file {os.fspath(path)!r}: protocol {data.get('protocol')!r} is not 1")
+        raise ValueError(f"{where} is not a JSON object")
+    protocol = data.get("protocol")
+    if type(protocol) is not int or protocol != wire.PROTOCOL_VERSION:
+        raise ValueError(f"{where}: protocol {protocol!r} is not 1")
     endpoint = data.get("endpoint")
-    if not isinstance(endpoint, str) or "://" not in endpoint:
-        raise ValueError(f"connection file {os.fspath(path)!r}: no endpoint")
-    key_text = data.get("key") or ""
-    scheme = data.get("signature_scheme", "hmac-sha256")
-    if key_text and scheme != "hmac-sha256":
-        raise ValueError(f"connection file {os.fspath(path)!r}: unsupported signature scheme {scheme!r}")
-    try:
-        key = bytes.fromhex(key_text) if isinstance(key_text, str) else b""
-    except ValueError:
-        raise ValueError(f"connection file {os.fspath(path)!r}: key is not hex") from None
-    host = data.get("host") if isinstance(data.get("host"), str) else None
-    return ConnectionInfo(endpoint=endpoint, key=key, host=host)
+    if not isinstance(endpoint, str) or not _ENDPOINT.match(endpoint):
+        raise ValueError(f"{where}: no usable endpoint (tcp://, ipc:// or inproc://, no wildcard): {endpoint!r}")
+    host = data.get("host")
+    if not (isinstance(host, str) and 1 <= len(host) <= wire.MAX_ID_LENGTH):
+        raise ValueError(f"{where}: host must be a name of 1..128 characters")
+    if data.get("signature_scheme") != "hmac-sha256":
+        raise ValueError(f"{where}: signature_scheme must be 'hmac-sha256', not {data.get('signature_scheme')!r}")
+    key = data.get("key")
+    if not isinstance(key, str) or not _HEX_KEY.match(key):
+        raise ValueError(f"{where}: key must be hex (an even number of digits) or empty")
+    return ConnectionInfo(endpoint=endpoint, key=bytes.fromhex(key), host=host)
 
 
 def resolve_target(target: str | os.PathLike[str]) -> ConnectionInfo:
@@ -418,8 +427,9 @@ class Peer:
                 self._events.put_nowait(message)
             case wire.Bye():
                 self._on_host_lost("the host said bye")
-            case wire.Hello():
-                log.warning("ignored a hello from the host")
+            case wire.Hello():  # only a peer says hello (SPEC 7.5, step 8)
+                assert self._link is not None
+                self._link.send(wire.Response.failure(None, BridgeError(errors.BAD_MESSAGE, "a host does not send hello")))
 
     def _on_welcome(self, welcome: wire.Welcome) -> None:
         if self._state in ("closed", "new"):

@@ -2,7 +2,8 @@
 
 A message, as a DEALER sees it, is ``[signature, body, attachments...]``. The signature frame is
 empty without a key, else the lowercase hex HMAC-SHA256 of frames 1..n keyed with the connection key.
-The body is one UTF-8 JSON object; ``{"$attachment": i}`` inside it refers to frame ``2 + i``.
+The body is one UTF-8 JSON object; ``{"$attachment": i}`` inside it refers to frame ``2 + i`` (a
+reference to a frame that is not there is ``bad_message``).
 
 :func:`decode` turns frames into one of the message classes below or raises :class:`WireError`
 carrying the code to answer with (``bad_message``, ``unsupported_version``, ``unauthorized``) and
@@ -281,35 +282,41 @@ def decode(frames: Sequence[bytes], *, key: bytes = b"") -> Message:
         raise bad(f"protocol version {version} is not supported (this peer speaks 1)", UNSUPPORTED_VERSION)
 
     attachments = [bytes(f) for f in frames[2:]]
-    if attachments:
+    try:
         body = _resolve_attachments(body, attachments)
+    except IndexError as error:
+        raise bad(str(error)) from None
 
     try:
         match raw_type:
             case "request":
-                timeout_ms = body.get("timeout_ms")
-                if timeout_ms is not None and not (_is_int(timeout_ms) and timeout_ms > 0):
+                timeout_ms = body.get("timeout_ms", _MISSING)
+                if timeout_ms is not _MISSING and not (_is_int(timeout_ms) and timeout_ms > 0):
                     raise ValueError('"timeout_ms" must be a positive integer')
                 progress = body.get("progress", False)
-                if progress is None:
-                    progress = False
                 if not isinstance(progress, bool):
                     raise ValueError('"progress" must be a boolean')
                 return Request(
                     id=_required_id(body),
                     action=_name(body, "action"),
                     payload=body.get("payload"),
-                    timeout_ms=timeout_ms,
+                    timeout_ms=None if timeout_ms is _MISSING else timeout_ms,
                     progress=progress,
                 )
             case "response":
-                if "id" not in body or (body["id"] is not None and readable_id is None):
-                    raise ValueError('"id" must be a string of 1..128 characters or null')
                 ok = body.get("ok")
                 if not isinstance(ok, bool):
                     raise ValueError('"ok" must be a boolean')
+                if "id" not in body or (body["id"] is not None and readable_id is None):
+                    raise ValueError('"id" must be a string of 1..128 characters or null')
                 if ok:
+                    if readable_id is None:
+                        raise ValueError('only an error response may have "id": null')
+                    if "error" in body:
+                        raise ValueError('a successful response has no "error"')
                     return Response(id=readable_id, ok=True, result=body.get("result"))
+                if "result" in body:
+                    raise ValueError('a failed response has no "result"')
                 return Response(id=readable_id, ok=False, error=_error(body.get("error")))
             case "progress":
                 seq = body.get("seq")
@@ -321,18 +328,15 @@ def decode(frames: Sequence[bytes], *, key: bytes = b"") -> Message:
             case "cancel":
                 return Cancel(id=_required_id(body))
             case "hello":
-                heartbeat_ms = body.get("heartbeat_ms")
-                if heartbeat_ms is not None and not (_is_int(heartbeat_ms) and heartbeat_ms > 0):
+                heartbeat_ms = body.get("heartbeat_ms", _MISSING)
+                if heartbeat_ms is not _MISSING and not (_is_int(heartbeat_ms) and heartbeat_ms > 0):
                     raise ValueError('"heartbeat_ms" must be a positive integer')
-                session = body.get("session")
-                if session is not None and not isinstance(session, str):
-                    raise ValueError('"session" must be a string')
                 return Hello(
                     peer=_name(body, "peer"),
                     actions=_names(body, "actions"),
                     features=_names(body, "features"),
-                    session=session,
-                    heartbeat_ms=heartbeat_ms,
+                    session=_name(body, "session") if "session" in body else None,
+                    heartbeat_ms=None if heartbeat_ms is _MISSING else heartbeat_ms,
                 )
             case "welcome":
                 heartbeat_ms = body.get("heartbeat_ms")
@@ -343,15 +347,13 @@ def decode(frames: Sequence[bytes], *, key: bytes = b"") -> Message:
                     raise ValueError('"limits" must be an object')
                 max_bytes = limits.get("max_message_bytes")
                 max_in_flight = limits.get("max_in_flight")
-                if not (_is_int(max_bytes) and _is_int(max_in_flight)):
-                    raise ValueError('"limits" needs integer max_message_bytes and max_in_flight')
-                host = body.get("host")
-                session = body.get("session")
-                if not isinstance(host, str) or not isinstance(session, str) or not session:
-                    raise ValueError('"host" and "session" must be strings')
+                if not (_is_int(max_bytes) and _is_int(max_in_flight) and max_bytes > 0 and max_in_flight > 0):
+                    raise ValueError('"limits" needs positive integers max_message_bytes and max_in_flight')
+                if "actions" not in body:
+                    raise ValueError('"actions" is missing')
                 return Welcome(
-                    host=host,
-                    session=session,
+                    host=_name(body, "host"),
+                    session=_name(body, "session"),
                     actions=_names(body, "actions"),
                     heartbeat_ms=heartbeat_ms,
                     limits=Limits(max_message_bytes=max_bytes, max_in_flight=max_in_flight),
@@ -368,6 +370,9 @@ def decode(frames: Sequence[bytes], *, key: bytes = b"") -> Message:
                 raise ValueError(f"unknown type {raw_type!r}")
     except ValueError as error:
         raise bad(f"{readable_type or 'message'}: {error}") from None
+
+
+_MISSING: Any = object()
 
 
 def _is_int(value: Any) -> TypeGuard[int]:
@@ -393,11 +398,9 @@ def _name(body: dict[str, Any], key: str) -> str:
 
 
 def _names(body: dict[str, Any], key: str) -> tuple[str, ...]:
-    value = body.get(key)
-    if value is None:
-        return ()
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise ValueError(f'"{key}" must be a list of strings')
+    value = body.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) and 1 <= len(v) <= MAX_ID_LENGTH for v in value):
+        raise ValueError(f'"{key}" must be a list of strings of 1..128 characters')
     return tuple(value)
 
 
@@ -406,8 +409,8 @@ def _error(value: Any) -> BridgeError:
         raise ValueError('"error" must be an object when "ok" is false')
     code = value.get("code")
     message = value.get("message")
-    if not isinstance(code, str) or not code:
-        raise ValueError('"error.code" must be a non-empty string')
+    if not (isinstance(code, str) and 1 <= len(code) <= MAX_ID_LENGTH):
+        raise ValueError('"error.code" must be a string of 1..128 characters')
     if not isinstance(message, str):
         raise ValueError('"error.message" must be a string')
     return error_from_code(code, message, value.get("data"))
@@ -431,18 +434,20 @@ def _nesting(value: Any) -> int:
 
 
 def _resolve_attachments(value: Any, attachments: list[bytes]) -> Any:
-    """``value`` with each ``{"$attachment": i}`` naming an existing frame replaced by its bytes.
-
-    A reference to a frame that is not there is left as it is: it may be the user's own data.
-    """
+    """``value`` with each ``{"$attachment": i}`` replaced by attachment i; IndexError if it is not there."""
     if isinstance(value, dict):
         if len(value) == 1 and "$attachment" in value:
             index = value["$attachment"]
-            if _is_int(index) and 0 <= index < len(attachments):
+            if _is_int(index) and index >= 0:
+                if index >= len(attachments):
+                    raise IndexError(f"attachment {index} is referred to but not sent")
                 return attachments[index]
+            return value
+        if not any(isinstance(v, (dict, list)) for v in value.values()):
             return value
         return {k: _resolve_attachments(v, attachments) for k, v in value.items()}
     if isinstance(value, list):
+        if not any(isinstance(v, (dict, list)) for v in value):
+            return value
         return [_resolve_attachments(v, attachments) for v in value]
     return value
-
