@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -451,3 +453,29 @@ async def test_signed_connection_signs_and_checks_every_message(fake_host: Any, 
         unauthorized = await host.next("response")
         assert unauthorized["error"]["code"] == "unauthorized"
         assert hello_routing is not None and wire.PROTOCOL_VERSION == 1
+
+
+async def test_ctrl_c_in_the_blocking_twin_cancels_the_call_on_the_host(fake_host: Any) -> None:
+    script = (
+        "import sys, zerobridge\n"
+        "peer = zerobridge.connect_sync(sys.argv[1], name='script')\n"
+        "try:\n"
+        "    peer.call('sleep', {'ms': 60000})\n"
+        "except KeyboardInterrupt:\n"
+        "    print('interrupted', flush=True)\n"
+    )
+    async with fake_host() as host:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", script, host.endpoint, stdout=asyncio.subprocess.PIPE
+        )
+        try:
+            request = await host.next("request", action="sleep", timeout=15)
+            process.send_signal(signal.SIGINT)
+            assert await host.next("cancel", timeout=10) == {"v": 1, "type": "cancel", "id": request["id"]}
+            await host.next("bye", timeout=10)  # the forgotten peer is closed at exit
+            stdout, _ = await asyncio.wait_for(process.communicate(), 10)
+            assert stdout == b"interrupted\n" and process.returncode == 0
+        finally:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()

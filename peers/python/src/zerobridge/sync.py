@@ -14,7 +14,10 @@ functions on the private loop. Ctrl-C while waiting on a call cancels it (the ho
 from __future__ import annotations
 
 import asyncio
+import atexit
+import contextlib
 import os
+import weakref
 import threading
 from collections.abc import Callable, Coroutine, Iterator, Mapping
 from types import TracebackType
@@ -39,8 +42,11 @@ class _LoopThread:
         try:
             return future.result()
         except BaseException:
-            # KeyboardInterrupt and friends: cancel the work in the loop too (a call sends `cancel`).
-            future.cancel()
+            # KeyboardInterrupt and friends: cancel the work in the loop too (a call sends `cancel`),
+            # and give the loop a moment to do so before the exception goes up.
+            if future.cancel():
+                with contextlib.suppress(Exception):
+                    asyncio.run_coroutine_threadsafe(_settle(), self.loop).result(timeout=1)
             raise
 
     def stop(self) -> None:
@@ -49,6 +55,11 @@ class _LoopThread:
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join()
         self.loop.close()
+
+
+async def _settle() -> None:
+    for _ in range(3):  # a cancelled task needs a few loop turns to run its callbacks
+        await asyncio.sleep(0)
 
 
 async def _apply(function: Callable[..., T], *args: Any) -> T:
@@ -109,6 +120,7 @@ class SyncPeer:
     def __init__(self, runner: _LoopThread, peer: Peer) -> None:
         self._runner = runner
         self._peer = peer
+        _open_peers.add(self)
 
     def __enter__(self) -> SyncPeer:
         return self
@@ -120,6 +132,7 @@ class SyncPeer:
 
     def close(self) -> None:
         """Say ``bye``, close the socket and stop the private loop."""
+        _open_peers.discard(self)
         if not self._runner.loop.is_closed():
             try:
                 self._runner.run(self._peer.close())
@@ -212,5 +225,16 @@ def connect(
 
 
 connect_sync = connect
+
+# Peers a script forgot to close still say bye (and flush a last cancel) when the interpreter exits:
+# the loop threads are daemons and would otherwise die with messages still queued.
+_open_peers: weakref.WeakSet[SyncPeer] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_open_peers() -> None:
+    for peer in list(_open_peers):
+        with contextlib.suppress(Exception):
+            peer.close()
 
 __all__ = ["SyncPeer", "SyncStream", "connect", "connect_sync"]
