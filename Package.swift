@@ -34,6 +34,7 @@ let package = Package(
             name: "zerobridge",
             dependencies: [
                 "ZeroBridge",
+                "ZeroBridgeFixtures",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -58,9 +59,12 @@ let package = Package(
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
             ]
         ),
+        // Protocol fixtures: loading, running conversations against a live host, recording them, JUnit reports.
+        .target(name: "ZeroBridgeFixtures", dependencies: ["ZeroBridge", "ZeroMQ"]),
         .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ"]),
         .testTarget(name: "ZeroBridgeTests", dependencies: ["ZeroBridge", "ZeroMQ"]),
-        .testTarget(name: "zerobridgeTests", dependencies: ["zerobridge"]),
+        .testTarget(name: "zerobridgeTests", dependencies: ["zerobridge", "ZeroBridgeFixtures"]),
+        .testTarget(name: "ZeroBridgeFixturesTests", dependencies: ["ZeroBridgeFixtures", "ZeroBridge", "ZeroMQ"]),
     ],
     swiftLanguageModes: [.v6]
 )
