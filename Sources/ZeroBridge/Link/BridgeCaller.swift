@@ -101,21 +101,3 @@ public struct BridgeCall<Progress: Sendable, Result: Sendable>: Sendable {
     /// Cancels the call: `cancel` goes to the other side and ``result`` throws `cancelled`.
     public func cancel() { task.cancel() }
 }
-
-extension BridgeAction {
-    static func decodeResult(_ value: JSONValue) throws -> Result {
-        do {
-            return try JSONValueDecoder().decode(Result.self, from: value)
-        } catch {
-            throw BridgeError(.invalidPayload, "the result of '\(name)' does not match \(Result.self): \(error)")
-        }
-    }
-
-    static func decodeProgress(_ value: JSONValue) throws -> Progress {
-        do {
-            return try JSONValueDecoder().decode(Progress.self, from: value)
-        } catch {
-            throw BridgeError(.invalidPayload, "a progress event of '\(name)' does not match \(Progress.self): \(error)")
-        }
-    }
-}

@@ -137,15 +137,20 @@ private final class WeakReference<Object: AnyObject & Sendable>: Sendable {
 }
 
 extension BridgeAction {
-    static func decodePayload(_ value: JSONValue) throws -> Payload {
-        do {
-            return try JSONValueDecoder().decode(Payload.self, from: value)
-        } catch {
-            throw BridgeError(.invalidPayload, "the payload of '\(name)' does not match \(Payload.self): \(error)")
-        }
-    }
+    static func decodePayload(_ value: JSONValue) throws -> Payload { try decode(value, "the payload") }
+    static func decodeResult(_ value: JSONValue) throws -> Result { try decode(value, "the result") }
+    static func decodeProgress(_ value: JSONValue) throws -> Progress { try decode(value, "a progress event") }
 
     static func encodeResult(_ result: Result) throws -> JSONValue {
         try JSONValueEncoder().encode(result)
+    }
+
+    /// A typed value from JSON; a mismatch is `invalid_payload`, saying which part of which action.
+    private static func decode<T: Decodable>(_ value: JSONValue, _ part: String) throws -> T {
+        do {
+            return try JSONValueDecoder().decode(T.self, from: value)
+        } catch {
+            throw BridgeError(.invalidPayload, "\(part) of '\(name)' does not match \(T.self): \(error)")
+        }
     }
 }
