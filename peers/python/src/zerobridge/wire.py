@@ -273,7 +273,8 @@ def decode(frames: Sequence[bytes], *, key: bytes = b"") -> Message:
     def bad(reason: str, code: str = BAD_MESSAGE) -> WireError:
         return WireError(code, reason, id=readable_id, type=readable_type)
 
-    if _nesting(body) > MAX_NESTING:
+    # The walks below only matter for bodies that could nest that deep or carry references.
+    if text.count("[") + text.count("{") > MAX_NESTING and _nesting(body) > MAX_NESTING:
         raise bad(f"nesting deeper than {MAX_NESTING}")
     version = body.get("v")
     if not _is_int(version):
@@ -281,11 +282,11 @@ def decode(frames: Sequence[bytes], *, key: bytes = b"") -> Message:
     if version != PROTOCOL_VERSION:
         raise bad(f"protocol version {version} is not supported (this peer speaks 1)", UNSUPPORTED_VERSION)
 
-    attachments = [bytes(f) for f in frames[2:]]
-    try:
-        body = _resolve_attachments(body, attachments)
-    except IndexError as error:
-        raise bad(str(error)) from None
+    if "$attachment" in text or "\\u" in text:  # "\u0024attachment" is the same key
+        try:
+            body = _resolve_attachments(body, [bytes(f) for f in frames[2:]])
+        except IndexError as error:
+            raise bad(str(error)) from None
 
     try:
         match raw_type:
