@@ -119,7 +119,7 @@ class RequestContext:
         self._link = link
         self._wants_progress = request.progress
         self._seq = 0
-        self.answered = False
+        self._answered = False
 
     def progress(self, payload: Any = None) -> _Sent:
         """Send ``payload`` as the next progress event. Works with and without ``await``, from any thread."""
@@ -130,7 +130,7 @@ class RequestContext:
         return _Sent()
 
     def _send_progress(self, payload: Any) -> None:
-        if self.answered or not self._wants_progress:
+        if self._answered or not self._wants_progress:
             return
         self._seq += 1
         try:
@@ -328,6 +328,10 @@ class Link:
         except Exception as error:  # the handler's failure is the caller's answer
             message = f"{type(error).__name__}: {error}"
             self._answer(served, wire.Response.failure(served.request.id, BridgeError(errors.HANDLER_ERROR, message)))
+        except BaseException as error:  # SystemExit, KeyboardInterrupt: still answer, then let it go up
+            message = f"{type(error).__name__}: {error}"
+            self._answer(served, wire.Response.failure(served.request.id, BridgeError(errors.HANDLER_ERROR, message)))
+            raise
         else:
             self._answer(served, wire.Response.success(served.request.id, result))
 
@@ -343,9 +347,9 @@ class Link:
 
     def _answer(self, served: _Served, response: wire.Response) -> None:
         """Send the one response of ``served`` (later answers are discarded)."""
-        if served.context.answered:
+        if served.context._answered:
             return
-        served.context.answered = True
+        served.context._answered = True
         if self._served.get(served.request.id) is served:
             del self._served[served.request.id]
         if served.timer is not None:
@@ -374,7 +378,7 @@ class Link:
                 call.future.set_exception(errors.error_from_code(error.code, error.message, error.data))
         served, self._served = self._served, {}
         for item in served.values():
-            item.context.answered = True  # their responses are discarded
+            item.context._answered = True  # their responses are discarded
             item.context.cancelled = True
             if item.timer is not None:
                 item.timer.cancel()
