@@ -8,7 +8,7 @@ struct ZeroBridgeCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "zerobridge",
         abstract: "Run and poke ZeroBridge hosts: a typed JSON message bus over ZeroMQ.",
-        subcommands: [Serve.self, Call.self])
+        subcommands: [Serve.self, Call.self, Replay.self, Record.self])
 }
 
 struct Serve: AsyncParsableCommand {
