@@ -484,7 +484,7 @@ class Peer:
         """Fail everything in flight, then start over on a fresh socket with a fresh hello."""
         if self._state in ("closed", "new"):
             return
-        log.warning("lost the host at %s: %s", self.endpoint, reason)
+        log.log(logging.INFO if reason.endswith("bye") else logging.WARNING, "lost the host at %s: %s", self.endpoint, reason)
         self._state = "lost"
         self._connected.clear()
         if self._link is not None:
