@@ -8,11 +8,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 README = Path(__file__).resolve().parents[1] / "README.md"
+MAIN_README = Path(__file__).resolve().parents[3] / "README.md"
 
 
-def test_the_five_line_example_prints_3(host: Any) -> None:
-    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
+@pytest.mark.parametrize("readme", [README, MAIN_README], ids=["peers/python/README.md", "README.md"])
+def test_the_five_line_example_prints_3(host: Any, readme: Path) -> None:
+    blocks = re.findall(r"```python\n(.*?)```", readme.read_text(), re.S)
     example = next(block for block in blocks if "asyncio.run(main())" in block)
     assert len(example.strip().splitlines()) == 5
     script = example.replace("tcp://127.0.0.1:5555", host.endpoint)
