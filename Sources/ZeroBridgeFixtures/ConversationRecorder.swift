@@ -60,6 +60,7 @@ private struct FixtureBuilder {
     /// Host messages since the peer last sent something: they may race one another.
     private var run: [(pattern: JSONValue, stream: String, time: ContinuousClock.Instant)] = []
     private var runStart: ContinuousClock.Instant?
+    private var runSkip: [String] = []
     private var lastEvent: ContinuousClock.Instant?
     /// The host's request ids, by the variable that captures them.
     private var hostCalls: [String: String] = [:]
@@ -102,8 +103,12 @@ private struct FixtureBuilder {
         if type == "ping" || type == "pong" || type == "bye" { return }
         let id = body["id"]?.stringValue
         if type == "progress", let id, cancelled.contains(id) { return }  // may or may not come on replay: skipped
+        if runStart == nil {
+            runStart = lastEvent ?? time
+            // Progress of requests cancelled and not yet answered may still arrive while this run is expected.
+            runSkip = cancelled.intersection(outstanding).sorted()
+        }
         if type == "response", let id { outstanding.remove(id) }
-        if runStart == nil { runStart = lastEvent ?? time }
         lastEvent = time
         let stream: String
         switch type {
@@ -137,7 +142,7 @@ private struct FixtureBuilder {
     private mutating func flushRun() {
         defer { run = []; runStart = nil }
         guard let start = runStart, !run.isEmpty else { return }
-        let skip = cancelled.intersection(outstanding).sorted().map { id -> JSONValue in
+        let skip = runSkip.map { id -> JSONValue in
             ["v": 1, "type": "progress", "id": .string(id), "seq": ["$any": "integer"], "payload": ["$any": "value"]]
         }
         func options(_ step: inout [String: JSONValue], waited: Duration) {
