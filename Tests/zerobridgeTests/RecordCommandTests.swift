@@ -79,4 +79,23 @@ struct RecordCommandTests {
         #expect(replay.passed, "\(replay.failure.map(String.init(describing:)) ?? "")")
         await host.shutdown()
     }
+
+    @Test("a session with no traffic for --idle-ms is written while the recorder keeps running")
+    func idleSessionIsWritten() async throws {
+        let host = try startConformanceHost()
+        let out = try temporaryFolder()
+        let recorder = try ZerobridgeProcess(["record", "--listen", "tcp://127.0.0.1:*", "--forward", host.boundEndpoint!,
+                                              "--out", out, "--idle-ms", "200"], in: out)
+        let ready = try #require(try await recorder.line(startingWith: "zerobridge recording "))
+        let peer = try ScriptedPeer(connectingTo: String(ready.dropFirst("zerobridge recording ".count)))
+        try peer.send(["v": 1, "type": "hello", "peer": "quiet"])
+        #expect(try await peer.receive()?["type"] == "welcome")
+
+        let written = try await recorder.line(startingWith: "zerobridge recorded ")
+        #expect(written?.hasSuffix("/quiet-001.json") == true, "\(recorder.output)")
+        #expect(recorder.process.isRunning)
+        recorder.process.interrupt()
+        #expect(await recorder.exitStatus() == 0)
+        await host.shutdown()
+    }
 }
