@@ -290,6 +290,11 @@ export class Peer {
           this.hostLost('the host said bye');
         }
         return;
+      case 'hello':
+        // Only a peer says hello: from the host it is a bad message (SPEC 7.5, step 8), answered like any.
+        this.log('warn', 'answered a hello from the host with bad_message');
+        this.link.trySend(bodies.failure(isName(body.id) ? body.id : null, { code: 'bad_message', message: 'a host does not send hello' }));
+        return;
       default:
         this.log('warn', `ignored a ${body.type} from the host (a peer does not expect one)`);
     }

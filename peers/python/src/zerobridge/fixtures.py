@@ -278,9 +278,9 @@ def _conversation(value: Any, file: str) -> Conversation:
     check = _Checker(file)
     if not isinstance(value, dict):
         raise check.fail("$", "a conversation is a JSON object")
-    plays = value.get("plays", "peers")
-    if plays not in ("peers", "host"):
-        raise check.fail("$.plays", 'must be "peers" (the default) or "host"')
+    if "plays" in value and value["plays"] != "host":
+        raise check.fail("$.plays", 'must be "host" (a peer conversation); leave it out for a conversation with a host')
+    plays = "host" if "plays" in value else "peers"
     if plays == "host":
         allowed = {"format", "description", "plays", "evaluate", "pings", "steps"}
         required = {"format", "description", "plays", "steps"}
