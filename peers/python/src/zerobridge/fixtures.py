@@ -903,7 +903,7 @@ class _Run:
         if "send" in step:
             attachments = [frame_bytes(f) for f in step.get("attachments", [])]
             for index in indexes:
-                body = _fill(_with_index(step["send"], index), self.variables, self.language)
+                body = _fill(_with_index(step["send"], index), self.variables, self.language, "$.send")
                 self.transport.send(client, [b"", _encode_json(body), *attachments])
         elif "send_frames" in step:
             self.transport.send(client, [frame_bytes(f) for f in step["send_frames"]])
