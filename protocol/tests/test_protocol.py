@@ -23,11 +23,13 @@ FIXTURES = PROTOCOL / "fixtures"
 MESSAGE_CASE_FILES = sorted((FIXTURES / "messages").glob("*.json"))
 CONNECTION_CASE_FILE = FIXTURES / "connection-files.json"
 CONVERSATION_FILES = sorted((FIXTURES / "conversations").glob("*.json"))
+PEER_CONVERSATION_FILES = sorted((FIXTURES / "peer-conversations").glob("*.json"))
 
 SCHEMA_FILES = sorted(SCHEMA_DIR.glob("*.json"))
 FIXTURE_SCHEMA_FILE = FIXTURES / "fixture.schema.json"
 MESSAGE_TYPES = ["hello", "welcome", "request", "response", "progress", "event", "cancel", "ping", "pong", "bye"]
 CONFORMANCE_ACTIONS = {"echo", "add", "sleep", "count", "fail", "callback", "evaluate", "emit", "once"}
+CONFORMANCE_PEER_ACTIONS = {"echo", "add", "fail", "sleep", "count", "emit", "callback"}
 # Every code the conformance host can put on the wire. peer_lost is only ever a local failure there (the lost
 # peer's answers are discarded; peer-lost-*.json show what is observable) and unauthorized needs a keyed host.
 WIRE_CODES = {"bad_message", "unsupported_version", "unknown_action", "invalid_payload", "handler_gone",
@@ -180,17 +182,20 @@ def instances(pattern, member: bool = False):
         yield pattern
 
 
-def fill(template, index: int | None):
-    """A sent body as the runner builds it: {{i}} and $var replaced by placeholders, $literal unwrapped."""
+def fill(template, index: int | None, language: str | None = None):
+    """A sent body as the runner builds it: {{i}} and $var replaced by placeholders, $literal unwrapped,
+    $per_language resolved for `language`."""
+    if isinstance(template, dict) and list(template) == ["$per_language"]:
+        return fill(template["$per_language"][language], index, language)
     key = matcher_key(template)
     if key == "$var":
         return f"placeholder-{template[key]}"
     if key == "$literal":
         return template[key]
     if isinstance(template, dict):
-        return {k: fill(v, index) for k, v in template.items()}
+        return {k: fill(v, index, language) for k, v in template.items()}
     if isinstance(template, list):
-        return [fill(v, index) for v in template]
+        return [fill(v, index, language) for v in template]
     if isinstance(template, str) and index is not None:
         return template.replace("{{i}}", str(index))
     return template
@@ -206,6 +211,8 @@ def walk(value, found: list[tuple[str, str]]):
     elif isinstance(value, dict):
         for item in value.values():
             walk(item, found)
+        if list(value) == ["$per_language"]:
+            found.extend(("$language", name) for name in value["$per_language"])
     elif isinstance(value, list):
         for item in value:
             walk(item, found)
@@ -242,8 +249,13 @@ def all_frames(step):
 @pytest.mark.parametrize("path", CONVERSATION_FILES, ids=lambda p: p.stem)
 def test_conversation(path: Path):
     conversation = load(path)
+    assert "plays" not in conversation, "a conversation with the host does not say plays (peer-conversations/ do)"
+    check_conversation(conversation)
+
+
+def check_conversation(conversation):
     assert FIXTURE.is_valid(conversation), explain(FIXTURE, conversation)
-    clients = conversation["clients"]
+    clients = conversation.get("clients", ["peer"])
     captured: set[str] = set()
     for number, step in enumerate(conversation["steps"], start=1):
         where = f"step {number}"
@@ -252,15 +264,16 @@ def test_conversation(path: Path):
         walk(step.get("send"), uses)
         for pattern in expected_patterns(step) + step.get("skip", []):
             walk(pattern, uses)
+        languages = {name for kind, name in uses if kind == "$language"} or {None}
         for kind, name in uses:
             if kind == "$capture":
                 captured.add(name)
-            else:
+            elif kind == "$var":
                 assert name in captured, f"{where}: $var {name!r} is used before it is captured"
 
         if "send" in step:
             indexes = [1] if "repeat" in step else [None]
-            for body in (fill(step["send"], i) for i in indexes):
+            for body in (fill(step["send"], i, language) for i in indexes for language in sorted(languages, key=str)):
                 if "deliberately_invalid" in step:
                     assert not MESSAGE.is_valid(body), f"{where} says it sends an invalid body, but it is valid"
                 else:
@@ -273,8 +286,63 @@ def test_conversation(path: Path):
             frame_bytes(frame)  # base64 must decode
 
 
+@pytest.mark.parametrize("path", PEER_CONVERSATION_FILES, ids=lambda p: p.stem)
+def test_peer_conversation(path: Path):
+    conversation = load(path)
+    assert conversation.get("plays") == "host", "peer-conversations/ hold conversations that play the host"
+    check_conversation(conversation)
+    first = conversation["steps"][0]
+    assert first.get("expect", {}).get("type") == "hello", "a peer conversation starts by expecting the peer's hello"
+    features = first["expect"].get("features")
+    assert features == (["evaluate"] if conversation.get("evaluate") else []), \
+        "the hello's features say whether the conformance peer runs with evaluation on"
+    for step in conversation["steps"]:
+        for language_values in per_language_values(step.get("send")):
+            assert {"python", "node"} <= set(language_values), "scripts are given for every peer library"
+
+
+def per_language_values(value):
+    if isinstance(value, dict):
+        if list(value) == ["$per_language"]:
+            yield value["$per_language"]
+        for item in value.values():
+            yield from per_language_values(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from per_language_values(item)
+
+
+def test_peer_conversations_cover_the_conformance_peer():
+    actions, codes, sent, expected = set(), set(), set(), set()
+    evaluate_modes = set()
+    for path in PEER_CONVERSATION_FILES:
+        conversation = load(path)
+        evaluate_modes.add(conversation.get("evaluate", False))
+        for step in conversation["steps"]:
+            if "send" in step:
+                sent.add(step["send"]["type"])
+                if step["send"]["type"] == "request":
+                    actions.add(step["send"].get("action"))
+            if "send_frames" in step:
+                sent.add("frames")
+        for direction, body in sent_and_expected(conversation):
+            if direction == "expected":
+                expected.add(body.get("type"))
+                if body.get("type") == "response" and body.get("ok") is False:
+                    codes.add(body["error"]["code"])
+    assert CONFORMANCE_PEER_ACTIONS | {"$actions", "$evaluate"} <= actions, \
+        f"no peer conversation calls {sorted(CONFORMANCE_PEER_ACTIONS | {'$actions', '$evaluate'} - actions)}"
+    peer_codes = {"bad_message", "unsupported_version", "unknown_action", "invalid_payload", "handler_error",
+                  "timeout", "cancelled", "duplicate_id", "not_allowed"}
+    assert peer_codes <= codes, f"no peer conversation expects {sorted(peer_codes - codes)}"
+    assert {"welcome", "request", "response", "progress", "event", "cancel", "ping", "pong", "frames"} <= sent
+    assert {"hello", "request", "response", "progress", "event", "ping", "pong"} <= expected
+    assert evaluate_modes == {False, True}, "peer conversations run the conformance peer with evaluation off and on"
+    assert len(PEER_CONVERSATION_FILES) >= 12
+
+
 def test_conversation_descriptions_are_unique():
-    descriptions = [load(path)["description"] for path in CONVERSATION_FILES]
+    descriptions = [load(path)["description"] for path in CONVERSATION_FILES + PEER_CONVERSATION_FILES]
     assert len(descriptions) == len(set(descriptions))
 
 
@@ -303,7 +371,7 @@ def test_conversations_cover_the_conformance_host():
 
 
 def test_repeat_placeholders_only_in_repeated_steps():
-    for path in CONVERSATION_FILES:
+    for path in CONVERSATION_FILES + PEER_CONVERSATION_FILES:
         for number, step in enumerate(load(path)["steps"], start=1):
             text = json.dumps({k: v for k, v in step.items() if k != "note"})
             items_repeat = any("repeat" in item for item in step.get("expect_unordered", []))
@@ -317,4 +385,4 @@ def test_spec_documents_every_type_code_action_and_fixture_it_names():
     for word in MESSAGE_TYPES + sorted(WIRE_CODES | {"peer_lost", "unauthorized"}) + sorted(CONFORMANCE_ACTIONS):
         assert f"`{word}`" in spec, f"SPEC.md never mentions `{word}`"
     for named in set(re.findall(r"`([a-z0-9-]+\.json)`", spec)):
-        assert (FIXTURES / "conversations" / named).exists() or (FIXTURES / named).exists(), named
+        assert any((folder / named).exists() for folder in (FIXTURES / "conversations", FIXTURES / "peer-conversations", FIXTURES)), named
