@@ -16,8 +16,11 @@ const FLAG_RESERVED = 0xf8;
 // Below this total size a message is copied into one buffer (one write); above, frames are written as they are.
 const COALESCE_LIMIT = 16 * 1024;
 
-// RFC 37's table of legal socket type pairs, for our DEALER side.
-const PEERS_OF_DEALER = new Set(['ROUTER', 'DEALER', 'REP']);
+// RFC 37's table of legal socket type pairs, for the two socket types spoken here.
+const LEGAL_PEERS = {
+  DEALER: new Set(['ROUTER', 'DEALER', 'REP']),
+  ROUTER: new Set(['DEALER', 'REQ', 'ROUTER']),
+};
 
 /** A ZMTP connection-level failure (bad greeting, bad frame, handshake timeout, ERROR command...). */
 export class ZmtpError extends Error {
@@ -196,6 +199,10 @@ export class ZmtpDealer extends EventEmitter {
     this.handshakeTimeout = options.handshakeTimeout ?? 10_000;
     this.sendQueueLimit = options.sendQueueLimit ?? 1000;
     this.maxMessageBytes = options.maxMessageBytes ?? 256 * 1024 * 1024;
+    // 'ROUTER' only for connections a ZmtpRouter accepted (see adopt()).
+    this.socketType = options.socketType ?? 'DEALER';
+    if (!LEGAL_PEERS[this.socketType]) throw new TypeError(`socketType must be DEALER or ROUTER, not ${JSON.stringify(this.socketType)}`);
+    this.accepted = false;
 
     this.state = IDLE;
     this.socket = null;
@@ -282,15 +289,31 @@ export class ZmtpDealer extends EventEmitter {
     const socket = transport === 'tcp'
       ? net.connect({ host: this.address.host, port: this.address.port, noDelay: true })
       : net.connect({ path: this.address.path });
-    this.socket = socket;
-    this.handshakeTimer = setTimeout(() => {
-      this.fail(socket, new ZmtpError(`no ZMTP handshake from ${this.endpoint} within ${this.handshakeTimeout} ms`, 'ETIMEDOUT'));
-    }, this.handshakeTimeout);
     socket.on('connect', () => {
       if (this.socket !== socket || this.state !== CONNECTING) return;
       this.state = GREETING;
       socket.write(ourGreeting());
     });
+    this.watch(socket);
+  }
+
+  /**
+   * Takes over a connection a server accepted (the ROUTER side of src/zmtp-router.js): the handshake starts at
+   * once, and when the connection ends it is not redialled (`disconnect`, then the state stays closed).
+   */
+  adopt(socket) {
+    this.accepted = true;
+    this.state = GREETING;
+    socket.setNoDelay?.(true);
+    this.watch(socket);
+    socket.write(ourGreeting());
+  }
+
+  watch(socket) {
+    this.socket = socket;
+    this.handshakeTimer = setTimeout(() => {
+      this.fail(socket, new ZmtpError(`no ZMTP handshake from ${this.endpoint} within ${this.handshakeTimeout} ms`, 'ETIMEDOUT'));
+    }, this.handshakeTimeout);
     socket.on('data', (chunk) => {
       if (this.socket !== socket || socket.destroyed) return;
       this.input.push(chunk);
@@ -314,6 +337,11 @@ export class ZmtpDealer extends EventEmitter {
     clearTimeout(this.handshakeTimer);
     if (this.state === CLOSED) return;
     const wasReady = this.state === READY;
+    if (this.accepted) {
+      this.state = CLOSED;
+      if (wasReady) this.emitSafely('disconnect');
+      return;
+    }
     this.state = IDLE;
     if (wasReady) {
       this.failures = 0;
@@ -411,7 +439,7 @@ export class ZmtpDealer extends EventEmitter {
     }
     this.peerVersion = `${greeting[10]}.${greeting[11]}`;
     this.state = HANDSHAKE;
-    this.write(readyCommand('DEALER', this.routingId));
+    this.write(readyCommand(this.socketType, this.routingId));
     return true;
   }
 
@@ -463,8 +491,8 @@ export class ZmtpDealer extends EventEmitter {
       at += valueLength;
     }
     const socketType = properties.get('socket-type')?.toString('latin1');
-    if (socketType !== undefined && !PEERS_OF_DEALER.has(socketType)) {
-      throw new ZmtpError(`a DEALER cannot talk to a ${socketType} socket at ${this.endpoint}`);
+    if (socketType !== undefined && !LEGAL_PEERS[this.socketType].has(socketType)) {
+      throw new ZmtpError(`a ${this.socketType} cannot talk to a ${socketType} socket at ${this.endpoint}`);
     }
     clearTimeout(this.handshakeTimer);
     this.state = READY;

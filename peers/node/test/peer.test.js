@@ -416,6 +416,8 @@ describe('peer: a host that sends garbage', () => {
       { frames: raw('{"v": 1, "type": "event"}'), code: 'bad_message', id: null },
       { frames: raw('{"v": 1, "type": "response", "id": "g5", "ok": "yes"}'), code: 'bad_message', id: 'g5' },
       { frames: raw('{"v": 1, "type": "progress", "id": "g6", "seq": 0}'), code: 'bad_message', id: 'g6' },
+      // Only a peer says hello (SPEC 7.5, step 8).
+      { frames: raw('{"v": 1, "type": "hello", "peer": "confused-host"}'), code: 'bad_message', id: null },
     ];
     for (const { frames, code, id } of cases) {
       host.sendFrames(frames);
@@ -427,7 +429,6 @@ describe('peer: a host that sends garbage', () => {
     // Well-formed but unexpected messages are dropped without an answer.
     host.send({ v: 1, type: 'response', id: 'no-such-call', ok: true, result: 1 });
     host.send({ v: 1, type: 'progress', id: 'no-such-call', seq: 1, payload: 1 });
-    host.send({ v: 1, type: 'hello', peer: 'confused-host' });
     host.send({ v: 1, type: 'ping' });
     assert.equal((await host.next((b) => b?.type === 'response' || b?.type === 'pong')).body.type, 'pong');
     // And the session still works both ways.
