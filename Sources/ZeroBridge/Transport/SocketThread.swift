@@ -24,6 +24,7 @@ final class SocketThread: @unchecked Sendable {
     private let jobs = Mutex<[@Sendable () -> Void]>([])
     private var owner: Owner?
     // Confined to the thread:
+    private var spareJobs: [@Sendable () -> Void] = []
     private var outbox = OutboundQueue()
     private var stopping = false
     private var nextTick = ContinuousClock.now
@@ -115,12 +116,18 @@ final class SocketThread: @unchecked Sendable {
     private func runJobs() {
         // Repeat until no job is left, so jobs that hand over more jobs finish before the next poll.
         while true {
-            let batch = jobs.withLock { queue -> [@Sendable () -> Void] in
-                defer { queue.removeAll(keepingCapacity: true) }
-                return queue
+            // Swapping in an emptied buffer, instead of copying the queue out and clearing it under the lock,
+            // saves allocating a new queue buffer per batch.
+            var batch = spareJobs
+            spareJobs = []
+            jobs.withLock { swap(&$0, &batch) }
+            if batch.isEmpty {
+                spareJobs = batch
+                return
             }
-            if batch.isEmpty { return }
             for job in batch { job() }
+            batch.removeAll(keepingCapacity: true)
+            spareJobs = batch
         }
     }
 
