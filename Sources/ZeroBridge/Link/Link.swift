@@ -178,9 +178,11 @@ final class Link: @unchecked Sendable {
         let entry = IncomingRequest(token: token, wantsProgress: request.wantsProgress)
         requests[request.id] = entry
         let deadline = request.timeoutMs.map { ContinuousClock.now + .milliseconds($0) }
-        if let deadline {
+        if let deadline, let timeoutMs = request.timeoutMs {
+            // Captures the id and the number only: capturing `request` kept its payload alive until the deadline.
+            let id = request.id
             thread.timers.schedule(at: deadline) { [weak self] in
-                self?.end(request.id, token: token, BridgeError(.timeout, "the handler did not finish within \(request.timeoutMs!) ms"))
+                self?.end(id, token: token, BridgeError(.timeout, "the handler did not finish within \(timeoutMs) ms"))
             }
         }
         let context = BridgeRequest(id: request.id, action: request.action, deadline: deadline,
