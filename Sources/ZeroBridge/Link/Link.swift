@@ -108,8 +108,8 @@ final class Link: @unchecked Sendable {
             continuation.resume(throwing: closedWith)
             return
         }
-        calls[id] = OutgoingCall(continuation: continuation, onProgress: onProgress)
-        thread.timers.schedule(at: deadline) { [weak self] in self?.expireCall(id: id) }
+        let timer = thread.timers.schedule(at: deadline) { [weak self] in self?.expireCall(id: id) }
+        calls[id] = OutgoingCall(continuation: continuation, onProgress: onProgress, timer: timer)
         send(body)
     }
 
@@ -122,6 +122,7 @@ final class Link: @unchecked Sendable {
     private func cancelCall(id: String, token: CancellationToken) {
         token.isCancelled = true
         guard let call = calls.removeValue(forKey: id) else { return }  // not started yet, or already ended
+        thread.timers.cancel(call.timer)
         send(.cancel(id: id))
         call.continuation.resume(throwing: BridgeError(.cancelled, "the call was cancelled"))
     }
@@ -147,6 +148,7 @@ final class Link: @unchecked Sendable {
     private func receive(_ response: Message.Response) {
         // Responses to unknown or already-ended calls (late, after a timeout or cancel) are dropped.
         guard let id = response.id, let call = calls.removeValue(forKey: id) else { return }
+        thread.timers.cancel(call.timer)
         call.continuation.resume(with: response.outcome.mapError { $0 as Error })
     }
 
@@ -181,8 +183,8 @@ final class Link: @unchecked Sendable {
         if let deadline, let timeoutMs = request.timeoutMs {
             // Captures the id and the number only: capturing `request` kept its payload alive until the deadline.
             let id = request.id
-            thread.timers.schedule(at: deadline) { [weak self] in
-                self?.end(id, token: token, BridgeError(.timeout, "the handler did not finish within \(timeoutMs) ms"))
+            entry.timer = thread.timers.schedule(at: deadline) { [weak self] in
+                self?.expireRequest(id, token: token, timeoutMs: timeoutMs)
             }
         }
         let context = BridgeRequest(id: request.id, action: request.action, deadline: deadline,
@@ -208,13 +210,21 @@ final class Link: @unchecked Sendable {
     private func finish(_ id: String, token: UInt64, body: [[UInt8]]) {
         guard let entry = requests[id], entry.token == token else { return }  // already answered
         requests[id] = nil
+        if let timer = entry.timer { thread.timers.cancel(timer) }
         send(body)
     }
 
+    /// The request's `timeout_ms` has passed; its timer has run, so there is none left to cancel.
+    private func expireRequest(_ id: String, token: UInt64, timeoutMs: Int) {
+        guard let entry = requests[id], entry.token == token else { return }
+        entry.timer = nil
+        end(id, BridgeError(.timeout, "the handler did not finish within \(timeoutMs) ms"))
+    }
+
     /// Answers a request in flight with an error now and cancels its handler.
-    private func end(_ id: String, token: UInt64? = nil, _ error: BridgeError) {
-        guard let entry = requests[id], token == nil || entry.token == token else { return }
-        requests[id] = nil
+    private func end(_ id: String, _ error: BridgeError) {
+        guard let entry = requests.removeValue(forKey: id) else { return }
+        if let timer = entry.timer { thread.timers.cancel(timer) }
         entry.task?.cancel()
         answer(id, error)
     }
@@ -264,8 +274,14 @@ final class Link: @unchecked Sendable {
         closedFlag.store(true, ordering: .releasing)
         let ended = calls
         calls.removeAll()
-        for call in ended.values { call.continuation.resume(throwing: error) }
-        for entry in requests.values { entry.task?.cancel() }
+        for call in ended.values {
+            thread.timers.cancel(call.timer)
+            call.continuation.resume(throwing: error)
+        }
+        for entry in requests.values {
+            if let timer = entry.timer { thread.timers.cancel(timer) }
+            entry.task?.cancel()
+        }
         requests.removeAll()
         remote = nil
     }
@@ -286,6 +302,8 @@ private final class CancellationToken: @unchecked Sendable {
 private struct OutgoingCall {
     let continuation: CheckedContinuation<JSONValue, Error>
     let onProgress: (@Sendable (JSONValue) -> Void)?
+    /// Its deadline, cancelled when the call ends first.
+    let timer: Timers.ID
     var lastSeq = 0
 }
 
@@ -294,6 +312,8 @@ private final class IncomingRequest {
     let wantsProgress: Bool
     var seq = 0
     var task: Task<Void, Never>?
+    /// Its `timeout_ms` deadline, if it has one, cancelled when the request ends first.
+    var timer: Timers.ID?
 
     init(token: UInt64, wantsProgress: Bool) {
         self.token = token
