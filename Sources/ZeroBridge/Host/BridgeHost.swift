@@ -330,8 +330,14 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
 final class Session: @unchecked Sendable {
     /// Where the session's messages go; a resumed session moves to the peer's new connection.
     private final class Address: @unchecked Sendable {
-        var routingID: [UInt8]
-        init(_ routingID: [UInt8]) { self.routingID = routingID }
+        /// The parts in front of every message to the peer: its routing id and the empty signature (no key).
+        /// Built once, not per message.
+        private(set) var envelope: [[UInt8]]
+        var routingID: [UInt8] {
+            get { envelope[0] }
+            set { envelope = [newValue, []] }
+        }
+        init(_ routingID: [UInt8]) { envelope = [routingID, []] }
     }
 
     private let address: Address
@@ -348,7 +354,7 @@ final class Session: @unchecked Sendable {
         self.id = id
         self.heartbeat = heartbeat
         link = Link(thread: thread, handlers: handlers, limits: limits, logger: logger) { frames in
-            thread.send([address.routingID, []] + frames)
+            thread.send(frames, after: address.envelope)
         }
         remote = RemotePeer(info: .init(name: nil, sessionID: id, actions: [], features: []), link: link,
                             defaultTimeout: defaultTimeout)

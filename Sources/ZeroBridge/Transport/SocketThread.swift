@@ -67,7 +67,13 @@ final class SocketThread: @unchecked Sendable {
 
     /// Queues one multipart message for the socket. Only on the thread.
     func send(_ parts: [[UInt8]]) {
-        outbox.append(parts)
+        send(parts, after: [])
+    }
+
+    /// Queues one multipart message: the `envelope` parts (a routing id, a signature), then `frames`. The two
+    /// are kept apart so that no array is built per message to join them. Only on the thread.
+    func send(_ frames: [[UInt8]], after envelope: [[UInt8]]) {
+        outbox.append(OutboundMessage(envelope: envelope, frames: frames))
         if outbox.count == 1 { flush() }
     }
 
@@ -141,27 +147,47 @@ final class SocketThread: @unchecked Sendable {
 
     /// Sends what the socket will take now; the rest waits for the socket to become writable.
     private func flush() {
-        while let parts = outbox.first {
+        while let message = outbox.first {
             do {
-                guard try socket.send(parts, dontWait: true) else { return }
+                guard try transmit(message) else { return }
             } catch {
                 // EHOSTUNREACH: the peer has gone; its session ends by heartbeat. Nothing else can be done with it.
             }
             outbox.removeFirst()
         }
     }
+
+    /// Sends the parts of one message without waiting; false when the socket takes none now (libzmq queues the
+    /// parts of a message all or none, so only the first can be refused).
+    private func transmit(_ message: OutboundMessage) throws -> Bool {
+        let last = message.envelope.count + message.frames.count - 1
+        var index = 0
+        func put(_ part: [UInt8]) throws -> Bool {
+            defer { index += 1 }
+            return try part.withUnsafeBytes { try socket.send($0, more: index < last, dontWait: true) }
+        }
+        for part in message.envelope where try !put(part) { return false }
+        for part in message.frames where try !put(part) { return false }
+        return true
+    }
+}
+
+/// One multipart message waiting for the socket: the parts in front (routing id, signature), then the rest.
+struct OutboundMessage {
+    var envelope: [[UInt8]]
+    var frames: [[UInt8]]
 }
 
 /// A FIFO of outbound messages that does not shift elements on removal.
 struct OutboundQueue {
-    private var items: [[[UInt8]]] = []
+    private var items: [OutboundMessage] = []
     private var head = 0
 
     var isEmpty: Bool { head == items.count }
     var count: Int { items.count - head }
-    var first: [[UInt8]]? { isEmpty ? nil : items[head] }
+    var first: OutboundMessage? { isEmpty ? nil : items[head] }
 
-    mutating func append(_ parts: [[UInt8]]) { items.append(parts) }
+    mutating func append(_ message: OutboundMessage) { items.append(message) }
 
     mutating func removeFirst() {
         head += 1
