@@ -153,10 +153,10 @@ final class Link: @unchecked Sendable {
     }
 
     private func receive(_ progress: Message.Progress) {
-        guard var call = calls[progress.id], progress.seq > call.lastSeq else { return }
-        call.lastSeq = progress.seq
-        calls[progress.id] = call
-        call.onProgress?(progress.payload)
+        // One hash lookup, and the call updated in place rather than copied out and stored back.
+        guard let index = calls.index(forKey: progress.id), progress.seq > calls.values[index].lastSeq else { return }
+        calls.values[index].lastSeq = progress.seq
+        calls.values[index].onProgress?(progress.payload)
     }
 
     private func receive(_ request: Message.Request) {
