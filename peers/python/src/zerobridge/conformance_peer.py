@@ -24,7 +24,7 @@ import argparse
 import asyncio
 import signal
 import sys
-from typing import Any
+from typing import Any, TypeGuard
 
 from . import errors
 from .errors import BridgeError
@@ -34,11 +34,11 @@ from .peer import Peer, connect
 PEER_NAME = "conformance-peer"
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int]:
     return type(value) is int
 
 
-def _is_number(value: Any) -> bool:
+def _is_number(value: Any) -> TypeGuard[int | float]:
     return type(value) in (int, float)
 
 

@@ -595,13 +595,13 @@ def _fill(template: Any, variables: dict[str, Any], language: str | None, path: 
 def frame_bytes(frame: dict[str, Any]) -> bytes:
     """The bytes of one frame description (``{"text"}``, ``{"base64"}``, ``{"json"}``, ``{"byte", "count"}``, ``{"concat"}``)."""
     if "text" in frame:
-        return frame["text"].encode("utf-8")
+        return str(frame["text"]).encode("utf-8")
     if "base64" in frame:
         return base64.b64decode(frame["base64"], validate=True)
     if "json" in frame:
         return _encode_json(frame["json"])
     if "byte" in frame:
-        return bytes([frame["byte"]]) * frame["count"]
+        return bytes([frame["byte"]]) * int(frame["count"])
     return b"".join(frame_bytes(part) for part in frame["concat"])
 
 
@@ -671,8 +671,7 @@ def check_message_case(case: MessageCase) -> None:
     if not case.valid:
         raise FixtureFailure(f"{case.name}: an invalid body was accepted as {type(message).__name__}")
     reencoded = json.loads(wire.encode(message)[1])
-    expected, received = _protocol_view(case.data), _protocol_view(reencoded)
-    mismatch = match({"$exact": _as_literals(expected)}, received)
+    mismatch = match({"$exact": _as_literals(_protocol_view(case.data))}, _protocol_view(reencoded))
     if mismatch is not None:
         raise FixtureFailure(f"{case.name}: the re-encoded body differs at {mismatch}\n"
                              f"  fixture:    {_short(case.data, 400)}\n  re-encoded: {_short(reencoded, 400)}")
@@ -799,7 +798,7 @@ class _PeerUnderTest(_Transport):
         self.router = self.context.socket(zmq.ROUTER)
         self.router.setsockopt(zmq.LINGER, 0)
         self.router.bind(bind)
-        self.endpoint = self.router.getsockopt(zmq.LAST_ENDPOINT).decode()
+        self.endpoint = self.router.getsockopt_string(zmq.LAST_ENDPOINT)
         self.routing_id: bytes | None = None
         self.stderr = tempfile.TemporaryFile()
         command = [*program.command, self.endpoint, *(["--evaluate"] if evaluate else [])]
