@@ -12,6 +12,11 @@ public struct Conversation: Sendable, CustomStringConvertible {
     public let clients: [String]
     /// The host limits the conversation relies on (`max_message_bytes`, `max_in_flight`), if it says.
     public let limits: [String: Int]
+    /// A peer conversation (SPEC 14.3, `"plays": "host"`): the runner plays the host against a peer library,
+    /// with ``PeerConversationRunner``.
+    public let playsHost: Bool
+    /// For a peer conversation: start the peer under test with evaluation on (`--evaluate`).
+    public let evaluate: Bool
 
     let autoPong: Bool
     let steps: [Step]
@@ -31,17 +36,32 @@ public struct Conversation: Sendable, CustomStringConvertible {
     init(value: JSONValue, file: String) throws(FixtureError) {
         let reader = FixtureReader(file: file)
         let top = try reader.object(value, "$")
-        try reader.allowOnly(top, ["format", "description", "clients", "pings", "limits", "steps"], "$")
+        playsHost = top["plays"] != nil
+        if playsHost {
+            try reader.allowOnly(top, ["format", "description", "plays", "evaluate", "pings", "steps"], "$")
+            guard top["plays"] == "host" else { throw reader.fail("$.plays", "must be \"host\"") }
+        } else {
+            try reader.allowOnly(top, ["format", "description", "clients", "pings", "limits", "steps"], "$")
+        }
         guard top["format"] == 1 else { throw reader.fail("$.format", "must be 1 (the conversation format's version)") }
         description = try reader.nonEmptyString(top["description"], "$.description")
-        guard let clientList = top["clients"]?.arrayValue, !clientList.isEmpty else {
-            throw reader.fail("$.clients", "must be a non-empty array of client names")
+        switch top["evaluate"] {
+        case nil: evaluate = false
+        case .bool(let on)?: evaluate = on
+        default: throw reader.fail("$.evaluate", "must be a boolean")
         }
         var clients: [String] = []
-        for (index, item) in clientList.enumerated() {
-            let name = try reader.clientName(item, "$.clients[\(index)]")
-            guard !clients.contains(name) else { throw reader.fail("$.clients[\(index)]", "'\(name)' is listed twice") }
-            clients.append(name)
+        if playsHost {
+            clients = [Conversation.peerUnderTest]
+        } else {
+            guard let clientList = top["clients"]?.arrayValue, !clientList.isEmpty else {
+                throw reader.fail("$.clients", "must be a non-empty array of client names")
+            }
+            for (index, item) in clientList.enumerated() {
+                let name = try reader.clientName(item, "$.clients[\(index)]")
+                guard !clients.contains(name) else { throw reader.fail("$.clients[\(index)]", "'\(name)' is listed twice") }
+                clients.append(name)
+            }
         }
         switch top["pings"] {
         case nil, "auto": autoPong = true
@@ -62,13 +82,16 @@ public struct Conversation: Sendable, CustomStringConvertible {
         }
         var steps: [Step] = []
         for (index, stepValue) in stepList.enumerated() {
-            steps.append(try reader.step(stepValue, index: index, clients: clients))
+            steps.append(try reader.step(stepValue, index: index, clients: clients, playsHost: playsHost))
         }
         self.file = file
         self.clients = clients
         self.limits = limits
         self.steps = steps
     }
+
+    /// The one client of a peer conversation: the peer under test.
+    static let peerUnderTest = "peer"
 }
 
 /// A fixture file that does not follow the format: which file, where in it (a JSON path), and why.
@@ -149,7 +172,7 @@ struct FixtureReader {
         return number
     }
 
-    func step(_ value: JSONValue, index: Int, clients: [String]) throws(FixtureError) -> Step {
+    func step(_ value: JSONValue, index: Int, clients: [String], playsHost: Bool = false) throws(FixtureError) -> Step {
         let path = "$.steps[\(index)]"
         let members = try object(value, path)
         let kinds = ["send", "send_frames", "expect", "expect_unordered", "expect_nothing_ms"].filter { members[$0] != nil }
@@ -166,6 +189,9 @@ struct FixtureReader {
         try allowOnly(members, options[kind]!.union([kind, "note"]), path)
 
         var client = clients[0]
+        if playsHost, members["client"] != nil {
+            throw fail("\(path).client", "a peer conversation has one peer under test: steps name no client")
+        }
         if let named = members["client"] {
             client = try clientName(named, "\(path).client")
             guard clients.contains(client) else { throw fail("\(path).client", "'\(client)' is not one of the conversation's clients") }
@@ -195,7 +221,7 @@ struct FixtureReader {
         case "send":
             let body = members["send"]!
             guard case .object = body else { throw fail("\(path).send", "must be an object (a message body)") }
-            try template(body, "\(path).send")
+            try template(body, "\(path).send", perLanguage: playsHost)
             var attachments: [JSONValue] = []
             if let list = members["attachments"] {
                 guard let frames = list.arrayValue else { throw fail("\(path).attachments", "must be an array of frames") }
@@ -260,23 +286,35 @@ struct FixtureReader {
     }
 
     /// A sent body: JSON whose only `$` objects are `{"$var": name}` and `{"$literal": x}`.
-    func template(_ value: JSONValue, _ path: String) throws(FixtureError) {
+    /// `perLanguage`: peer conversations may also say `{"$per_language": {language: template}}`.
+    func template(_ value: JSONValue, _ path: String, perLanguage: Bool = false) throws(FixtureError) {
         switch value {
         case .object(let members):
             if let (key, argument) = Pattern.matcher(value) {
                 switch key {
                 case "$var": try variableName(argument, "\(path).$var")
                 case "$literal": break
-                default: throw fail(path, "\(key) is not a template; a sent body may use only $var and $literal")
+                case "$per_language" where perLanguage:
+                    guard case .object(let languages) = argument, !languages.isEmpty else {
+                        throw fail("\(path).$per_language", "must be an object of templates by language")
+                    }
+                    for (language, member) in languages {
+                        let memberPath = JSONText.path("\(path).$per_language", key: language)
+                        _ = try clientName(.string(language), memberPath)
+                        try template(member, memberPath, perLanguage: true)
+                    }
+                default:
+                    let allowed = perLanguage ? "$var, $literal and $per_language" : "$var and $literal"
+                    throw fail(path, "\(key) is not a template; a sent body may use only \(allowed)")
                 }
                 return
             }
             for (key, member) in members {
                 if key.hasPrefix("$") { throw fail(JSONText.path(path, key: key), "keys starting with $ must be wrapped in {\"$literal\": ...}") }
-                try template(member, JSONText.path(path, key: key))
+                try template(member, JSONText.path(path, key: key), perLanguage: perLanguage)
             }
         case .array(let items):
-            for (index, item) in items.enumerated() { try template(item, JSONText.path(path, index: index)) }
+            for (index, item) in items.enumerated() { try template(item, JSONText.path(path, index: index), perLanguage: perLanguage) }
         default:
             break
         }

@@ -25,7 +25,7 @@ public struct ConversationRunner: Sendable {
     public func run(_ conversation: Conversation) async -> ConversationResult {
         await withCheckedContinuation { continuation in
             let thread = Thread { [endpoint] in
-                continuation.resume(returning: ConversationExecution(conversation, endpoint: endpoint).run())
+                continuation.resume(returning: ConversationExecution(conversation, target: .host(endpoint: endpoint)).run())
             }
             thread.name = "zerobridge-fixture"
             thread.stackSize = 8 << 20  // patterns recurse once per level of nesting
@@ -41,6 +41,40 @@ public struct ConversationRunner: Sendable {
     }
 }
 
+/// Runs peer conversations (SPEC 14.3, `"plays": "host"`): plays the host against a peer library's conformance
+/// peer, started afresh for each conversation as `command ENDPOINT [--evaluate]`.
+///
+/// For example:
+/// ```swift
+/// let runner = PeerConversationRunner(command: ["node", "peers/node/bin/conformance-peer.js"], language: "node")
+/// for conversation in try FixtureLoader.peerConversations(at: ["protocol/fixtures/peer-conversations"]) {
+///     print(await runner.run(conversation).passed)
+/// }
+/// ```
+public struct PeerConversationRunner: Sendable {
+    /// The conformance peer's command line, without the endpoint (a program found on PATH, or a path).
+    public let command: [String]
+    /// The peer's language, which picks the `$per_language` values (`python`, `node`, ...).
+    public let language: String
+
+    public init(command: [String], language: String) {
+        self.command = command
+        self.language = language
+    }
+
+    /// Runs one peer conversation; a failure (including the peer's stderr) is in the result, never thrown.
+    public func run(_ conversation: Conversation) async -> ConversationResult {
+        await withCheckedContinuation { continuation in
+            let thread = Thread { [command, language] in
+                continuation.resume(returning: ConversationExecution(conversation, target: .peer(command: command, language: language)).run())
+            }
+            thread.name = "zerobridge-peer-fixture"
+            thread.stackSize = 8 << 20
+            thread.start()
+        }
+    }
+}
+
 /// A step that failed: one line, then details (expected pattern, received body).
 private struct StepFailure: Error {
     var summary: String
@@ -48,19 +82,45 @@ private struct StepFailure: Error {
 }
 
 /// One run of one conversation, confined to the thread that runs it.
-private final class ConversationExecution {
+final class ConversationExecution {
+    /// What the conversation talks to.
+    enum Target {
+        /// A live host: one DEALER per client connects to it.
+        case host(endpoint: String)
+        /// A peer library (SPEC 14.3): the runner binds a ROUTER and starts `command ENDPOINT [--evaluate]`.
+        case peer(command: [String], language: String)
+    }
+
     private let conversation: Conversation
-    private let endpoint: String
+    private let target: Target
     private var context: Context?
+    /// Host conversations: a DEALER per client.
     private var sockets: [String: Socket] = [:]
+    /// Peer conversations: the ROUTER, the routing id the peer last spoke from, and the peer's process.
+    private var router: Socket?
+    private var peerRoutingID: [UInt8]?
+    private var peer: Process?
+    private var peerErrors: URL?
     private var poller = Poller()
     /// Each client's received bodies, in arrival order.
     private var queues: [String: [JSONValue]] = [:]
     private var variables: Variables = [:]
 
-    init(_ conversation: Conversation, endpoint: String) {
+    init(_ conversation: Conversation, target: Target) {
         self.conversation = conversation
-        self.endpoint = endpoint
+        self.target = target
+    }
+
+    private var endpoint: String {
+        switch target {
+        case .host(let endpoint): endpoint
+        case .peer: (try? router?.lastEndpoint) ?? "the runner's ROUTER"
+        }
+    }
+
+    private var language: String? {
+        if case .peer(_, let language) = target { return language }
+        return nil
     }
 
     func run() -> ConversationResult {
@@ -82,6 +142,9 @@ private final class ConversationExecution {
         } catch {
             failure = .init(step: nil, summary: error.summary, details: error.details)
         }
+        if let failed = failure, peer != nil, !failed.details.contains("peer stderr:") {
+            failure = .init(step: failed.step, summary: failed.summary, details: failed.details + peerStderr())
+        }
         close()
         return ConversationResult(description: conversation.description, file: conversation.file,
                                   duration: ContinuousClock.now - start, failure: failure)
@@ -90,6 +153,10 @@ private final class ConversationExecution {
     // MARK: Sockets
 
     private func open() throws(StepFailure) {
+        if case .peer(let command, _) = target {
+            try startPeer(command)
+            return
+        }
         do throws(ZMQError) {
             let context = try Context()
             self.context = context
@@ -107,18 +174,83 @@ private final class ConversationExecution {
         }
     }
 
+    /// Binds the ROUTER on a loopback port and starts the peer under test pointed at it.
+    private func startPeer(_ command: [String]) throws(StepFailure) {
+        guard let program = command.first else { throw StepFailure(summary: "no peer command to start") }
+        let endpoint: String
+        do throws(ZMQError) {
+            let context = try Context()
+            self.context = context
+            let router = try Socket(.router, context: context)
+            try router.set(.linger(milliseconds: 0), .sendTimeout(milliseconds: 5000))
+            try router.bind("tcp://127.0.0.1:*")
+            endpoint = try router.lastEndpoint
+            self.router = router
+            queues[Conversation.peerUnderTest] = []
+            poller.add(router, for: .readable)
+        } catch {
+            throw StepFailure(summary: "cannot bind a ROUTER for the peer: \(error)")
+        }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: program.contains("/") ? program : "/usr/bin/env")
+        process.arguments = (program.contains("/") ? [] : [program]) + command.dropFirst()
+            + [endpoint] + (conversation.evaluate ? ["--evaluate"] : [])
+        let errors = FileManager.default.temporaryDirectory.appendingPathComponent("zerobridge-peer-\(UUID().uuidString).log")
+        _ = FileManager.default.createFile(atPath: errors.path, contents: nil)
+        process.standardInput = FileHandle.nullDevice
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = try? FileHandle(forWritingTo: errors)
+        peerErrors = errors
+        // A child inherits the spawning thread's signal mask, and threads made by Swift's runtime block SIGTERM
+        // and SIGINT: the peer would never see the SIGTERM that stops it. Spawn it with nothing blocked.
+        var nothingBlocked = sigset_t()
+        var previous = sigset_t()
+        sigemptyset(&nothingBlocked)
+        pthread_sigmask(SIG_SETMASK, &nothingBlocked, &previous)
+        defer { pthread_sigmask(SIG_SETMASK, &previous, nil) }
+        do {
+            try process.run()
+        } catch {
+            throw StepFailure(summary: "cannot start the peer \(command.joined(separator: " ")): \(error.localizedDescription)")
+        }
+        peer = process
+    }
+
+    /// What the peer wrote to stderr, last lines first cut to a readable size.
+    private func peerStderr() -> [String] {
+        guard let peerErrors, let text = try? String(contentsOf: peerErrors, encoding: .utf8), !text.isEmpty else { return [] }
+        return ["peer stderr:"] + text.split(separator: "\n").suffix(20).map { "  " + $0 }
+    }
+
     private func close() {
         poller = Poller()
         for socket in sockets.values { socket.close() }
         sockets = [:]
+        if let peer, peer.isRunning {
+            // SPEC 14.3: SIGTERM, then SIGKILL after 5 s.
+            peer.terminate()
+            let deadline = ContinuousClock.now + .seconds(5)
+            while peer.isRunning, ContinuousClock.now < deadline { usleep(5_000) }
+            if peer.isRunning { kill(peer.processIdentifier, SIGKILL) }
+        }
+        if let peerErrors { try? FileManager.default.removeItem(at: peerErrors) }
+        router?.close()
+        router = nil
         context = nil
     }
 
     private func send(_ frames: [[UInt8]], as client: String) throws(StepFailure) {
+        if router != nil, peerRoutingID == nil {
+            throw StepFailure(summary: "nothing to send to: the peer has not sent anything yet (a peer conversation starts by expecting its hello)")
+        }
         do throws(ZMQError) {
-            try sockets[client]!.send(frames)
+            if let router, let routingID = peerRoutingID {
+                try router.send([routingID] + frames)
+            } else {
+                try sockets[client]!.send(frames)
+            }
         } catch {
-            throw StepFailure(summary: "could not send within 5 s (\(error)); is the host at \(endpoint) running?")
+            throw StepFailure(summary: "could not send within 5 s (\(error)); is the other side at \(endpoint) running?")
         }
     }
 
@@ -126,14 +258,26 @@ private final class ConversationExecution {
     private func pump(waitingUpTo milliseconds: Int) throws(StepFailure) {
         var arrived: [(client: String, frames: [[UInt8]])] = []
         do throws(ZMQError) {
-            try poller.poll(timeoutMilliseconds: milliseconds)
-            for client in conversation.clients {
-                while let frames = try sockets[client]!.receiveBytes(dontWait: true) { arrived.append((client, frames)) }
+            // A peer that exits is noticed within 100 ms, not at the end of a long wait.
+            try poller.poll(timeoutMilliseconds: peer == nil ? milliseconds : min(milliseconds, 100))
+            if let router {
+                while let frames = try router.receiveBytes(dontWait: true), let routingID = frames.first {
+                    peerRoutingID = routingID  // answers go where the peer last spoke from
+                    arrived.append((Conversation.peerUnderTest, Array(frames.dropFirst())))
+                }
+            } else {
+                for client in conversation.clients {
+                    while let frames = try sockets[client]!.receiveBytes(dontWait: true) { arrived.append((client, frames)) }
+                }
             }
         } catch {
             throw StepFailure(summary: "receiving failed: \(error)")
         }
         for message in arrived { try accept(message.frames, from: message.client) }
+        if let peer, !peer.isRunning {
+            throw StepFailure(summary: "the peer under test exited (status \(peer.terminationStatus)) before the conversation ended",
+                              details: peerStderr())
+        }
     }
 
     /// Checks what the host sent (SPEC 14.2: two frames or more, an empty signature, a valid body), answers a
@@ -207,7 +351,7 @@ private final class ConversationExecution {
             let attachmentBytes = attachments.map(Template.bytes(of:))
             for index in 1...(repeatCount ?? 1) {
                 let written = repeatCount == nil ? body : Template.substituteIndex(body, index)
-                let filled = try fixtureChecked { () throws(FixtureFault) in try Template.fill(written, variables) }
+                let filled = try fixtureChecked { () throws(FixtureFault) in try Template.fill(written, variables, language: language) }
                 try send([[], Array(filled.description.utf8)] + attachmentBytes, as: step.client)
             }
 

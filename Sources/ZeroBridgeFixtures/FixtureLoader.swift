@@ -12,12 +12,33 @@ public enum FixtureLoader {
     /// The conversations in these files and folders. A folder contributes every `.json` file under it that holds
     /// a conversation (a JSON object), sorted by path; case files (JSON arrays) and schemas in it are passed
     /// over. A file named directly must be a conversation.
+    /// Peer conversations (section 14.3, `"plays": "host"`) are passed over in folders and refused when named:
+    /// they need a peer to run, see ``peerConversations(at:)``.
     public static func conversations(at paths: [String]) throws(FixtureError) -> [Conversation] {
+        try load(paths, playsHost: false)
+    }
+
+    /// The peer conversations (section 14.3) in these files and folders, for ``PeerConversationRunner``; other
+    /// files in folders are passed over.
+    public static func peerConversations(at paths: [String]) throws(FixtureError) -> [Conversation] {
+        try load(paths, playsHost: true)
+    }
+
+    private static func load(_ paths: [String], playsHost: Bool) throws(FixtureError) -> [Conversation] {
         var conversations: [Conversation] = []
         for (file, named) in try jsonFiles(at: paths) {
             let value = try read(file)
-            if !named {
-                guard case .object(let members) = value, members["steps"] != nil || members["format"] != nil else { continue }
+            guard case .object(let members) = value, members["steps"] != nil || members["format"] != nil else {
+                if named { throw FixtureError(file: file, path: "$", reason: "not a conversation (a JSON object with steps)") }
+                continue
+            }
+            guard (members["plays"] != nil) == playsHost else {
+                if named {
+                    throw FixtureError(file: file, path: "$", reason: playsHost
+                        ? "a conversation with a host, not a peer conversation (\"plays\": \"host\")"
+                        : "a peer conversation (\"plays\": \"host\"): it runs against a peer library, not a host")
+                }
+                continue
             }
             conversations.append(try Conversation(value: value, file: file))
         }

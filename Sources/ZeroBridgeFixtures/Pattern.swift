@@ -190,12 +190,19 @@ enum Template {
         }
     }
 
-    /// The body to send: `{"$var": name}` replaced by the captured value, `{"$literal": x}` by x.
-    static func fill(_ value: JSONValue, _ variables: Variables) throws(FixtureFault) -> JSONValue {
+    /// The body to send: `{"$var": name}` replaced by the captured value, `{"$literal": x}` by x, and (in peer
+    /// conversations) `{"$per_language": {...}}` by the value for the peer's language.
+    static func fill(_ value: JSONValue, _ variables: Variables, language: String? = nil) throws(FixtureFault) -> JSONValue {
         if let (key, argument) = Pattern.matcher(value) {
             switch key {
             case "$literal":
                 return argument
+            case "$per_language":
+                guard let language else { throw FixtureFault(description: "$per_language needs the peer's language") }
+                guard let chosen = argument[language] else {
+                    throw FixtureFault(description: "$per_language has no value for \"\(language)\"")
+                }
+                return try fill(chosen, variables, language: language)
             case "$var":
                 let name = argument.stringValue ?? ""
                 guard let captured = variables[name] else {
@@ -209,11 +216,11 @@ enum Template {
         switch value {
         case .array(let items):
             var filled: [JSONValue] = []
-            for item in items { filled.append(try fill(item, variables)) }
+            for item in items { filled.append(try fill(item, variables, language: language)) }
             return .array(filled)
         case .object(let members):
             var filled: [String: JSONValue] = [:]
-            for (key, member) in members { filled[key] = try fill(member, variables) }
+            for (key, member) in members { filled[key] = try fill(member, variables, language: language) }
             return .object(filled)
         default:
             return value

@@ -8,6 +8,8 @@ struct Replay: AsyncParsableCommand {
         discussion: """
             Exits 0 when every conversation passes, 1 when one fails, 2 when the fixtures cannot be read.
             Folders are searched for conversation files (*.json holding an object); message case files are passed over.
+            With --peer, runs peer conversations ("plays": "host", protocol/SPEC.md 14.3) instead: replay plays the
+            host and starts the peer library's conformance peer as `COMMAND ENDPOINT [--evaluate]` for each one.
             """)
 
     @Argument(help: "Conversation fixture files, or folders of them.")
@@ -19,20 +21,28 @@ struct Replay: AsyncParsableCommand {
     @Option(help: "Read the host's endpoint from its connection file instead.")
     var connectionFile: String?
 
+    @Option(help: "Run peer conversations against this conformance peer command, e.g. \"node peers/node/bin/conformance-peer.js\".")
+    var peer: String?
+
+    @Option(help: "With --peer: the peer's language, which picks $per_language values (python, node, ...).")
+    var language: String?
+
     @Option(help: "Also write the results as JUnit XML to this file.")
     var junit: String?
 
     func validate() throws {
-        guard (endpoint == nil) != (connectionFile == nil) else {
-            throw ValidationError("give the host as exactly one of --endpoint and --connection-file")
+        guard [endpoint, connectionFile, peer].compactMap({ $0 }).count == 1 else {
+            throw ValidationError("give exactly one of --endpoint, --connection-file (a host) and --peer (a conformance peer)")
+        }
+        guard (peer == nil) == (language == nil) else {
+            throw ValidationError("--peer and --language go together")
         }
     }
 
     func run() async throws {
-        let target = try endpoint ?? Self.endpoint(fromConnectionFile: connectionFile!)
         let conversations: [Conversation]
         do {
-            conversations = try FixtureLoader.conversations(at: fixtures)
+            conversations = try peer == nil ? FixtureLoader.conversations(at: fixtures) : FixtureLoader.peerConversations(at: fixtures)
         } catch {
             Self.write("zerobridge replay: \(error)\n", to: .standardError)
             throw ExitCode(2)
@@ -42,11 +52,18 @@ struct Replay: AsyncParsableCommand {
             throw ExitCode(2)
         }
 
-        let runner = ConversationRunner(endpoint: target)
+        let run: @Sendable (Conversation) async -> ConversationResult
+        if let peer, let language {
+            let runner = PeerConversationRunner(command: peer.split(separator: " ").map(String.init), language: language)
+            run = { await runner.run($0) }
+        } else {
+            let runner = ConversationRunner(endpoint: try endpoint ?? Self.endpoint(fromConnectionFile: connectionFile!))
+            run = { await runner.run($0) }
+        }
         var results: [ConversationResult] = []
         let started = ContinuousClock.now
         for conversation in conversations {
-            let result = await runner.run(conversation)
+            let result = await run(conversation)
             results.append(result)
             var text = "\(result.passed ? "ok  " : "FAIL") \(conversation.description) (\(Self.seconds(result.seconds)))\n"
             if let failure = result.failure {
