@@ -109,4 +109,20 @@ struct ReplayCommandTests {
         #expect(invalid.status == 2)
         #expect(invalid.errors.contains("$.steps[0].client: 'nobody' is not one of the conversation's clients"), "\(invalid.errors)")
     }
+
+    @Test("replay --peer plays the host against a conformance peer (here Node's) for peer conversations")
+    func peerConversations() async throws {
+        let peerConversations = conversationsFolder.replacingOccurrences(of: "/conversations", with: "/peer-conversations")
+        let node = conversationsFolder.replacingOccurrences(of: "protocol/fixtures/conversations", with: "peers/node/bin/conformance-peer.js")
+        let run = try await runZerobridge(["replay", peerConversations + "/echo.json", peerConversations + "/count-progress.json",
+                                           "--peer", "node \(node)", "--language", "node"])
+        #expect(run.status == 0, "\(run.output)\(run.errors)")
+        #expect(run.output.contains("2 conversations: 2 passed, 0 failed"))
+
+        let mixedUp = try await runZerobridge(["replay", peerConversations + "/echo.json", "--endpoint", "tcp://127.0.0.1:1"])
+        #expect(mixedUp.status == 2)
+        #expect(mixedUp.errors.contains("a peer conversation"))
+        let noLanguage = try await runZerobridge(["replay", peerConversations, "--peer", "node \(node)"])
+        #expect(noLanguage.status != 0 && noLanguage.status != nil)
+    }
 }
