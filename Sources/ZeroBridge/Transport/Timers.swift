@@ -1,103 +1,137 @@
 /// Deadlines on a socket thread: the poll waits until the nearest one, so timeouts need no timer thread.
 ///
-/// Confined to its thread. A timer whose work ended early is cancelled, so the heap holds only deadlines
-/// still pending (plus a bounded number of cancelled ones), not every deadline of the last timeout period.
+/// Confined to its thread. A timer whose work ended early is cancelled: its action is let go at once and its
+/// heap entry is dropped later, in bulk, so the heap holds the deadlines still pending plus at most as many
+/// cancelled ones, not every deadline of the last timeout period.
 final class Timers: @unchecked Sendable {
     /// Names a scheduled action, to cancel it.
     struct ID: Hashable, Sendable {
         fileprivate let order: UInt64
+        fileprivate let slot: Int
     }
 
-    private struct Entry {
-        var deadline: ContinuousClock.Instant
+    /// Where a timer's action waits; `order` tells which heap entry owns it.
+    private struct Slot {
         var order: UInt64
-        var action: () -> Void
+        var action: (() -> Void)?
     }
 
-    private var heap: [Entry] = []
+    private var heap = DeadlineHeap()
+    private var slots: [Slot] = []
+    private var freeSlots: [Int] = []
     private var counter: UInt64 = 0
-    /// Cancelled entries still in the heap: skipped when they come up, or dropped all at once when they are
-    /// as many as the live ones.
-    private var cancelled = Set<UInt64>()
+    /// Heap entries of cancelled timers, dropped all at once when they are as many as the live ones.
+    private var stale = 0
 
-    var nextDeadline: ContinuousClock.Instant? {
-        dropCancelledAtTop()
-        return heap.first?.deadline
-    }
+    /// When to wake next. A cancelled entry on top makes it early, never late; cancelled entries are mostly
+    /// the oldest, so popping them here would cost a sift per request, where dropping them in bulk costs a few
+    /// moves each.
+    var nextDeadline: ContinuousClock.Instant? { heap.top?.deadline }
 
     /// Timers scheduled and neither run nor cancelled.
-    var count: Int { heap.count - cancelled.count }
+    var count: Int { heap.count - stale }
 
     @discardableResult
     func schedule(at deadline: ContinuousClock.Instant, _ action: @escaping () -> Void) -> ID {
         counter += 1
-        heap.append(Entry(deadline: deadline, order: counter, action: action))
-        siftUp(heap.count - 1)
-        return ID(order: counter)
+        let slot: Int
+        if let free = freeSlots.popLast() {
+            slot = free
+            slots[slot] = Slot(order: counter, action: action)
+        } else {
+            slot = slots.count
+            slots.append(Slot(order: counter, action: action))
+        }
+        heap.push(.init(deadline: deadline, order: counter, slot: slot))
+        return ID(order: counter, slot: slot)
     }
 
-    /// Cancels an action that has not run yet (cancelling one that has run is a mistake).
+    /// Cancels an action that has not run yet; cancelling one that has run, or twice, does nothing.
     func cancel(_ id: ID) {
-        // Responses mostly come in the order their deadlines were set, so the cancelled one is often on top.
-        if heap.first?.order == id.order {
-            removeTop()
-            dropCancelledAtTop()
-            return
+        guard slots[id.slot].order == id.order, slots[id.slot].action != nil else { return }
+        release(id.slot)
+        stale += 1
+        if stale > 64 && stale * 2 > heap.count {
+            heap.removeAll { isStale($0) }
+            stale = 0
         }
-        cancelled.insert(id.order)
-        if cancelled.count > 64 && cancelled.count * 2 > heap.count { compact() }
     }
 
     /// Runs, in deadline order, every action due by `now`.
     func fire(until now: ContinuousClock.Instant) {
-        while let first = heap.first, first.deadline <= now {
-            removeTop()
-            if cancelled.remove(first.order) == nil { first.action() }
+        while let top = heap.top, top.deadline <= now {
+            _ = heap.popTop()
+            guard !isStale(top), let action = slots[top.slot].action else {
+                stale -= 1
+                continue
+            }
+            release(top.slot)
+            action()
         }
     }
 
-    private func removeTop() {
-        let last = heap.removeLast()
-        if !heap.isEmpty {
-            heap[0] = last
-            siftDown(0)
-        }
+    private func isStale(_ entry: DeadlineHeap.Entry) -> Bool {
+        slots[entry.slot].order != entry.order || slots[entry.slot].action == nil
     }
 
-    private func dropCancelledAtTop() {
-        while let first = heap.first, cancelled.remove(first.order) != nil { removeTop() }
+    private func release(_ slot: Int) {
+        slots[slot].action = nil
+        freeSlots.append(slot)
+    }
+}
+
+/// A binary min-heap of deadlines. Entries are plain values and the heap is a value, so sifting neither
+/// retains and releases closures nor checks exclusivity per element (both showed in the host's profile).
+private struct DeadlineHeap {
+    struct Entry {
+        var deadline: ContinuousClock.Instant
+        /// Scheduling order: breaks ties, and names the timer.
+        var order: UInt64
+        var slot: Int
     }
 
-    private func compact() {
-        heap.removeAll { cancelled.contains($0.order) }
-        cancelled.removeAll(keepingCapacity: true)
-        for index in stride(from: heap.count / 2 - 1, through: 0, by: -1) { siftDown(index) }
-    }
+    private var entries: [Entry] = []
 
-    private func before(_ a: Entry, _ b: Entry) -> Bool {
-        a.deadline < b.deadline || (a.deadline == b.deadline && a.order < b.order)
-    }
+    var count: Int { entries.count }
+    var top: Entry? { entries.first }
 
-    private func siftUp(_ index: Int) {
-        var child = index
+    mutating func push(_ entry: Entry) {
+        entries.append(entry)
+        var child = entries.count - 1
         while child > 0 {
             let parent = (child - 1) / 2
-            guard before(heap[child], heap[parent]) else { return }
-            heap.swapAt(child, parent)
+            guard Self.before(entries[child], entries[parent]) else { return }
+            entries.swapAt(child, parent)
             child = parent
         }
     }
 
-    private func siftDown(_ index: Int) {
+    mutating func popTop() -> Entry {
+        entries.swapAt(0, entries.count - 1)
+        let top = entries.removeLast()
+        siftDown(0)
+        return top
+    }
+
+    mutating func removeAll(where shouldBeRemoved: (Entry) -> Bool) {
+        entries.removeAll(where: shouldBeRemoved)
+        for index in stride(from: entries.count / 2 - 1, through: 0, by: -1) { siftDown(index) }
+    }
+
+    private mutating func siftDown(_ index: Int) {
         var parent = index
         while true {
             let left = 2 * parent + 1, right = left + 1
             var first = parent
-            if left < heap.count && before(heap[left], heap[first]) { first = left }
-            if right < heap.count && before(heap[right], heap[first]) { first = right }
+            if left < entries.count && Self.before(entries[left], entries[first]) { first = left }
+            if right < entries.count && Self.before(entries[right], entries[first]) { first = right }
             if first == parent { return }
-            heap.swapAt(parent, first)
+            entries.swapAt(parent, first)
             parent = first
         }
+    }
+
+    private static func before(_ a: Entry, _ b: Entry) -> Bool {
+        a.deadline < b.deadline || (a.deadline == b.deadline && a.order < b.order)
     }
 }
