@@ -24,8 +24,8 @@ final class ZerobridgeProcess: @unchecked Sendable {  // the Process is only sta
     init(_ arguments: [String], in folder: String) throws {
         outputPath = folder + "/stdout-\(UUID().uuidString.prefix(6)).txt"
         errorPath = outputPath.replacingOccurrences(of: "stdout-", with: "stderr-")
-        FileManager.default.createFile(atPath: outputPath, contents: nil)
-        FileManager.default.createFile(atPath: errorPath, contents: nil)
+        _ = FileManager.default.createFile(atPath: outputPath, contents: nil)
+        _ = FileManager.default.createFile(atPath: errorPath, contents: nil)
         process.executableURL = executable
         process.arguments = arguments
         process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: outputPath))
