@@ -7,7 +7,10 @@ import Foundation
 /// peer's answers refer to them), error messages and date-time strings match any string, `timeout_ms` on its
 /// calls any integer. Timings become generous `within_ms` bounds; the recording's own clock is not written.
 /// Messages of different requests that arrive together are expected in any order (`expect_unordered`); progress
-/// of a request after the peer cancelled it is skipped, not expected. Heartbeats (`ping`/`pong`) are left out:
+/// of a request after the peer cancelled it is skipped, not expected. How many progress events a request sends,
+/// and what they say, depends on timing in most services, so progress is skipped (any number of them, in order,
+/// while the request is open) rather than expected one by one; numbers with a fraction (durations, rates) match
+/// any number. Heartbeats (`ping`/`pong`) are left out:
 /// the runner answers the host's pings itself. For example:
 /// ```swift
 /// var recorder = ConversationRecorder()
@@ -68,6 +71,8 @@ private struct FixtureBuilder {
     /// The peer's requests not answered yet, and those of them it cancelled.
     private var outstanding: Set<String> = []
     private var cancelled: Set<String> = []
+    /// Requests whose progress has been seen and whose response has not.
+    private var progressing: Set<String> = []
     private var endedWithBye = false
     private var nullResponses = 0
 
@@ -110,6 +115,10 @@ private struct FixtureBuilder {
         }
         if type == "response", let id { outstanding.remove(id) }
         lastEvent = time
+        if type == "progress", let id {
+            progressing.insert(id)
+            return
+        }
         let stream: String
         switch type {
         case "response", "progress":
@@ -122,6 +131,10 @@ private struct FixtureBuilder {
 
     mutating func finish(description: String) -> String {
         flushRun()
+        if !progressing.isEmpty {
+            // A request still open at the end may send more progress before the conversation ends.
+            steps.append(.object(["expect_nothing_ms": 100, "skip": .array(progressing.sorted().map(Self.anyProgress))]))
+        }
         if endedWithBye && outstanding.isEmpty {
             steps.append(["expect_nothing_ms": 200, "note": "bye is never answered"])
         }
@@ -142,9 +155,9 @@ private struct FixtureBuilder {
     private mutating func flushRun() {
         defer { run = []; runStart = nil }
         guard let start = runStart, !run.isEmpty else { return }
-        let skip = runSkip.map { id -> JSONValue in
-            ["v": 1, "type": "progress", "id": .string(id), "seq": ["$any": "integer"], "payload": ["$any": "value"]]
-        }
+        let skip = Set(runSkip).union(progressing).sorted().map(Self.anyProgress)
+        // A request's progress ends with its response.
+        for message in run where message.stream.hasPrefix("id:") { progressing.remove(String(message.stream.dropFirst(3))) }
         func options(_ step: inout [String: JSONValue], waited: Duration) {
             if let within = Self.generousBound(waited) { step["within_ms"] = .int(within) }
             if !skip.isEmpty { step["skip"] = .array(skip) }
@@ -162,6 +175,10 @@ private struct FixtureBuilder {
             options(&step, waited: run.last!.time - start)
             steps.append(.object(step))
         }
+    }
+
+    private static func anyProgress(_ id: String) -> JSONValue {
+        ["v": 1, "type": "progress", "id": .string(id), "seq": ["$any": "integer"], "payload": ["$any": "value"]]
     }
 
     /// Three times what the recording waited, in whole seconds; nil when the default 5 s is enough.
@@ -216,6 +233,8 @@ private struct FixtureBuilder {
         switch value {
         case .string(let text):
             return text.wholeMatch(of: /\d{4}-\d\d-\d\d[T ]\d\d:\d\d(:\d\d(\.\d+)?)?(Z|[+-]\d\d:?\d\d)?/) != nil ? ["$any": "string"] : value
+        case .double(let number) where number.rounded(.towardZero) != number:
+            return ["$any": "number"]  // a measurement (seconds, a rate): it differs on every run
         case .array(let items):
             return .array(items.map(general))
         case .object(let members):

@@ -1,0 +1,47 @@
+"""A real front-end session with the import service, recorded by `zerobridge record`, replays green against a fresh
+import host: users turn a session into a regression test this way (issue 7)."""
+
+from __future__ import annotations
+
+import pathlib
+import subprocess
+
+from conftest import PY, ROOT, ZEROBRIDGE, ImportHost, Process
+
+
+def test_a_recorded_import_session_replays_green(tmp_path: pathlib.Path, dataset: tuple[pathlib.Path, dict]) -> None:
+    folder, _ = dataset
+    workdir = tmp_path / "service"
+    workdir.mkdir()
+    recordings = tmp_path / "recorded"
+
+    first = ImportHost(workdir)
+    try:
+        first.start_etl()
+        recorder = Process([str(ZEROBRIDGE), "record", "--listen", f"ipc://{tmp_path}/recorder.sock",
+                            "--forward", first.endpoint, "--out", str(recordings)])
+        try:
+            listen = recorder.wait_for_line("zerobridge recording ").removeprefix("zerobridge recording ")
+            session = subprocess.run([PY, "examples/frontends/import.py", str(folder), "--connect", listen, "--json"],
+                                     cwd=ROOT, capture_output=True, text=True, timeout=120)
+            assert session.returncode == 0, session.stderr
+            fixture = recorder.wait_for_line("zerobridge recorded ").removeprefix("zerobridge recorded ")
+        finally:
+            recorder.stop()
+    finally:
+        first.stop()
+    text = pathlib.Path(fixture).read_text()
+    assert '"action": "importFolder"' in text or '"action":"importFolder"' in text
+
+    # The same service from scratch: the same database path, emptied, and the ETL peer connected again.
+    for leftover in workdir.glob("import.sqlite*"):
+        leftover.unlink()
+    second = ImportHost(workdir)
+    try:
+        second.start_etl()
+        replay = subprocess.run([str(ZEROBRIDGE), "replay", fixture, "--endpoint", second.endpoint],
+                                cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert replay.returncode == 0, replay.stdout + replay.stderr
+        assert "1 passed, 0 failed" in replay.stdout or "passed, 0 failed" in replay.stdout
+    finally:
+        second.stop()
