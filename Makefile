@@ -67,9 +67,10 @@ demo: deps
 	swift build --product zerobridge
 	$(PY) examples/demo.py
 
-# --- benchmarks (not part of test): bench/run.py; the wall time printed includes the release build ---
-bench: deps
+# --- benchmarks (not part of test): bench/run.py; the wall time printed includes deps and the release build ---
+bench:
 	@started=$$(date +%s.%N); \
+	$(MAKE) --no-print-directory deps && \
 	swift build -c release --product zerobridge-bench && \
 	swift build -c release --product zerobridge && \
 	$(PY) bench/run.py --started $$started
