@@ -89,6 +89,7 @@ class Bench:
     progress_events: dict[str, int]
     repeat: int
     results: dict[str, Any] = field(default_factory=dict)
+    socket_files: list[Path] = field(default_factory=list)
 
     def bench_tool(self, *args: str) -> list[str]:
         return [str(self.bin / "zerobridge-bench"), *args]
@@ -101,6 +102,7 @@ class Bench:
         if transport == "ipc":
             path = Path(f"/tmp/zerobridge-bench-{os.getpid()}-{name}.sock")
             path.unlink(missing_ok=True)
+            self.socket_files.append(path)
             return f"ipc://{path}"
         return "tcp://127.0.0.1:*"
 
@@ -414,10 +416,14 @@ def main() -> None:
         "transports": {},
     }
     print(f"bench on {results['machine']['cpu_model']}, {results['machine']['cores']} cores", file=sys.stderr)
-    for transport in args.transports.split(","):
-        results["transports"][transport] = bench.transport(transport)
-    results["memory"] = bench.memory()
-    results["codec"] = bench.codec()
+    try:
+        for transport in args.transports.split(","):
+            results["transports"][transport] = bench.transport(transport)
+        results["memory"] = bench.memory()
+        results["codec"] = bench.codec()
+    finally:
+        for path in bench.socket_files:
+            path.unlink(missing_ok=True)
     results["ratios"] = {t: ratios(v) for t, v in results["transports"].items()}
     results["targets"] = targets(results)
     if args.started:

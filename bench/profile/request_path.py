@@ -88,6 +88,7 @@ def main() -> None:
         print(f"{label:<28} {per['malloc']:>7.2f} {per['free']:>7.2f} {per['enqueues']:>14.2f} {per['wakes']:>20.2f} "
               f"{per['zmqwakes']:>13.2f} {per['context_switches']:>13.2f}")
         time.sleep(0.2)
+    socket.unlink(missing_ok=True)
 
 
 if __name__ == "__main__":
