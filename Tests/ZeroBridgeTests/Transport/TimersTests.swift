@@ -1,0 +1,45 @@
+import Testing
+@testable import ZeroBridge
+
+@Suite("Timers")
+struct TimersTests {
+    @Test("timers fire in deadline order, ties in scheduling order, only once they are due")
+    func order() {
+        let timers = Timers()
+        let start = ContinuousClock.now
+        var fired: [String] = []
+        _ = timers.schedule(at: start + .milliseconds(30)) { fired.append("c") }
+        _ = timers.schedule(at: start + .milliseconds(10)) { fired.append("a") }
+        _ = timers.schedule(at: start + .milliseconds(20)) { fired.append("b1") }
+        _ = timers.schedule(at: start + .milliseconds(20)) { fired.append("b2") }
+        #expect(timers.nextDeadline == start + .milliseconds(10))
+        timers.fire(until: start + .milliseconds(5))
+        #expect(fired.isEmpty)
+        timers.fire(until: start + .milliseconds(20))
+        #expect(fired == ["a", "b1", "b2"])
+        timers.fire(until: start + .seconds(1))
+        #expect(fired == ["a", "b1", "b2", "c"])
+        #expect(timers.count == 0 && timers.nextDeadline == nil)
+    }
+
+    @Test("a cancelled timer never fires and stops counting; cancelling twice or after firing is harmless")
+    func cancel() {
+        let timers = Timers()
+        let start = ContinuousClock.now
+        var fired: [Int] = []
+        var ids: [Timers.ID] = []
+        for index in 0..<1000 { ids.append(timers.schedule(at: start + .milliseconds(index)) { fired.append(index) }) }
+        for index in stride(from: 0, to: 1000, by: 2) { timers.cancel(ids[index]) }
+        timers.cancel(ids[0])
+        #expect(timers.count == 500)
+        timers.fire(until: start + .seconds(2))
+        #expect(fired == Array(stride(from: 1, to: 1000, by: 2)))
+        timers.cancel(ids[1])
+        #expect(timers.count == 0)
+        // Slots are reused: a new timer after many cancellations still fires once.
+        var late = 0
+        _ = timers.schedule(at: start) { late += 1 }
+        timers.fire(until: start + .seconds(3))
+        #expect(late == 1)
+    }
+}
