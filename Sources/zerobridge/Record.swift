@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Synchronization
+import ZeroBridge
 import ZeroBridgeFixtures
 import ZeroMQ
 

@@ -69,27 +69,4 @@ struct Serve: AsyncParsableCommand {
     }
 }
 
-/// Waits for the first of some signals, which are otherwise ignored.
-final class ShutdownSignal: @unchecked Sendable {  // sources are only cancelled, once, after the wait
-    private let sources: [any DispatchSourceSignal]
-    private let received = AsyncStream<Void>.makeStream()
-
-    init(trapping signals: [Int32]) {
-        let continuation = received.continuation
-        sources = signals.map { number in
-            signal(number, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler { continuation.yield() }
-            source.resume()
-            return source
-        }
-    }
-
-    func wait() async {
-        var iterator = received.stream.makeAsyncIterator()
-        _ = await iterator.next()
-        sources.forEach { $0.cancel() }
-    }
-}
-
 extension Logger.Level: @retroactive ExpressibleByArgument {}

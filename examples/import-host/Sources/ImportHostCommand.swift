@@ -58,35 +58,11 @@ struct ImportHostCommand: AsyncParsableCommand {
 
         try host.start()
         // Signals are caught before the ready line, so a stop sent right after it is not lost.
-        let stop = TerminationSignals([SIGINT, SIGTERM])
+        let stop = ShutdownSignal(trapping: [SIGINT, SIGTERM])
         FileHandle.standardOutput.write(Data("zerobridge ready \(host.boundEndpoint ?? endpoint)\n".utf8))
         FileHandle.standardError.write(Data("import-host: database \(catalog.path)\n".utf8))
-        await stop.first()
+        await stop.wait()
         await host.shutdown()
-    }
-}
-
-/// Turns SIGINT/SIGTERM into an awaitable event instead of the default exit, so the host can shut down gracefully.
-final class TerminationSignals {
-    private let stream: AsyncStream<Int32>
-    private let sources: [any DispatchSourceSignal]
-
-    init(_ signals: [Int32]) {
-        let (stream, continuation) = AsyncStream<Int32>.makeStream()
-        self.stream = stream
-        sources = signals.map { number in
-            signal(number, SIG_IGN)  // the dispatch source sees it; the default action (exit) must not run
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler { continuation.yield(number) }
-            source.activate()
-            return source
-        }
-    }
-
-    /// Returns once the first of the signals has arrived.
-    func first() async {
-        for await _ in stream { break }
-        for source in sources { source.cancel() }
     }
 }
 
