@@ -21,6 +21,14 @@ func launch(_ arguments: [String]) throws -> (Process, FileHandle) {
     return (process, output.fileHandleForReading)
 }
 
+/// Waits for the process to exit; kills it after `limit`, so a regression fails the test instead of hanging the run.
+func waitForExit(_ process: Process, limit: Duration = .seconds(10)) {
+    let watchdog = DispatchWorkItem { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+    DispatchQueue.global().asyncAfter(deadline: .now() + .seconds(Int(limit.components.seconds)), execute: watchdog)
+    process.waitUntilExit()
+    watchdog.cancel()
+}
+
 /// Reads one line from a pipe, byte by byte (the process keeps the pipe open).
 func readLine(_ handle: FileHandle) -> String {
     var bytes: [UInt8] = []
@@ -48,7 +56,7 @@ struct ServeCommandTests {
         #expect(file?["host"] as? String == "conformance")
 
         process.terminate()
-        process.waitUntilExit()
+        waitForExit(process)
         #expect(process.terminationStatus == 0)
         #expect(!FileManager.default.fileExists(atPath: connectionFile), "the connection file is removed on shutdown")
     }
@@ -56,10 +64,10 @@ struct ServeCommandTests {
     @Test("serve without something to serve, or with a bad endpoint, exits non-zero with a clear message")
     func badArguments() throws {
         let (plain, _) = try launch(["serve"])
-        plain.waitUntilExit()
+        waitForExit(plain)
         #expect(plain.terminationStatus != 0)
         let (badEndpoint, _) = try launch(["serve", "--conformance", "--endpoint", "carrier-pigeon://x"])
-        badEndpoint.waitUntilExit()
+        waitForExit(badEndpoint)
         #expect(badEndpoint.terminationStatus != 0)
     }
 }
