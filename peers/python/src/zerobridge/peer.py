@@ -546,6 +546,9 @@ class Peer:
             future.add_done_callback(_log_send_failure)
 
     async def _read(self, socket: zmq.asyncio.Socket, link: Link) -> None:
+        # Messages already queued are taken with plain non-blocking receives on a shadow of the same socket: one
+        # asyncio Future per message (pyzmq's awaitable receive) costs more than decoding the message.
+        ready = zmq.Socket.shadow(socket.underlying)
         while True:
             try:
                 frames = await socket.recv_multipart()
@@ -555,6 +558,16 @@ class Peer:
                 log.warning("receive failed: %s", error)
                 continue
             link.receive(frames)
+            for _ in range(_DRAIN_BATCH):
+                try:
+                    frames = ready.recv_multipart(zmq.NOBLOCK)
+                except zmq.Again:
+                    break
+                except zmq.ZMQError:
+                    if socket.closed:
+                        return
+                    break
+                link.receive(frames)
 
     async def _watch_transport(self, monitor: zmq.asyncio.Socket) -> None:
         """After the TCP/IPC connection comes back, say hello again to learn whether our session survived."""
@@ -578,6 +591,10 @@ class Peer:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
+
+
+# How many already-queued messages one wake-up handles before letting other tasks run.
+_DRAIN_BATCH = 256
 
 
 def _log_send_failure(future: asyncio.Future[Any]) -> None:
