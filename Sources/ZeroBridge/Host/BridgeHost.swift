@@ -293,12 +293,13 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
             let silence = now - session.link.lastHeard
             if session.name != nil {
                 shortest = min(shortest, session.heartbeat)
-                if silence >= session.heartbeat * 3 {
+                switch session.link.liveness(at: now, interval: session.heartbeat) {
+                case .alive: break
+                case .ping: session.link.sendPing()
+                case .lost(let silence):
                     sessions[session.routingID] = nil
                     sessionsByID[session.id] = nil
                     end(session, BridgeError(.peerLost, "no message from the peer for \(silence)"))
-                } else if now - session.link.lastSent >= session.heartbeat {
-                    session.link.send(.ping)
                 }
             } else if session.link.isIdle && silence >= configuration.heartbeat * 3 {
                 sessions[session.routingID] = nil

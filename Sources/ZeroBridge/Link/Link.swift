@@ -34,6 +34,7 @@ final class Link: @unchecked Sendable {
     var accepting = true
     private(set) var lastHeard = ContinuousClock.now
     private(set) var lastSent = ContinuousClock.now
+    private var lastPing: ContinuousClock.Instant?
 
     init(thread: SocketThread, handlers: HandlerTable, limits: Limits, logger: Logger,
          transmit: @escaping ([[UInt8]]) -> Void) {
@@ -144,6 +145,32 @@ final class Link: @unchecked Sendable {
 
     /// Notes that the other side said something, even if it was not understood.
     func heard() { lastHeard = .now }
+
+    /// What heartbeats call for now, with `interval` the heartbeat in force.
+    enum Liveness {
+        case alive
+        /// Nothing sent for an interval (or a long silence not yet asked about): send a ping.
+        case ping
+        /// Nothing heard for three intervals, and a ping has gone unanswered for a whole interval.
+        case lost(silence: Duration)
+    }
+
+    /// The heartbeat rule, one for host sessions and peers. A side is declared lost only after it was pinged and
+    /// stayed silent: a thread kept from running for a while must ask before it gives up on a healthy peer.
+    func liveness(at now: ContinuousClock.Instant, interval: Duration) -> Liveness {
+        let silence = now - lastHeard
+        let askedSinceHeard = lastPing.map { $0 > lastHeard } ?? false
+        if silence >= interval * 3 {
+            guard askedSinceHeard, let pinged = lastPing else { return .ping }
+            return now - pinged >= interval ? .lost(silence: silence) : .alive
+        }
+        return now - lastSent >= interval ? .ping : .alive
+    }
+
+    func sendPing() {
+        lastPing = .now
+        send(.ping)
+    }
 
     private func receive(_ response: Message.Response) {
         // Responses to unknown or already-ended calls (late, after a timeout or cancel) are dropped.

@@ -183,10 +183,10 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
 
     private func tick(_ now: ContinuousClock.Instant) -> ContinuousClock.Instant {
         if welcome != nil {
-            if now - link.lastHeard >= heartbeat * 3 {
-                lost(BridgeError(.peerLost, "no message from the host for \(now - link.lastHeard)"))
-            } else if now - link.lastSent >= heartbeat {
-                link.send(.ping)
+            switch link.liveness(at: now, interval: heartbeat) {
+            case .alive: break
+            case .ping: link.sendPing()
+            case .lost(let silence): lost(BridgeError(.peerLost, "no message from the host for \(silence)"))
             }
         } else if connecting && now - lastHello >= min(heartbeat, .seconds(1)) {
             sayHello()  // the host may be restarting; libzmq reconnects underneath
