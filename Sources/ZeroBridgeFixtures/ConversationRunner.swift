@@ -99,7 +99,7 @@ final class ConversationExecution {
     /// Peer conversations: the ROUTER, the routing id the peer last spoke from, and the peer's process.
     private var router: Socket?
     private var peerRoutingID: [UInt8]?
-    private var peer: Process?
+    private var peer: ChildProcess?
     private var peerErrors: URL?
     private var poller = Poller()
     /// Each client's received bodies, in arrival order.
@@ -191,25 +191,12 @@ final class ConversationExecution {
         } catch {
             throw StepFailure(summary: "cannot bind a ROUTER for the peer: \(error)")
         }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: program.contains("/") ? program : "/usr/bin/env")
-        process.arguments = (program.contains("/") ? [] : [program]) + command.dropFirst()
-            + [endpoint] + (conversation.evaluate ? ["--evaluate"] : [])
         let errors = FileManager.default.temporaryDirectory.appendingPathComponent("zerobridge-peer-\(UUID().uuidString).log")
-        _ = FileManager.default.createFile(atPath: errors.path, contents: nil)
-        process.standardInput = FileHandle.nullDevice
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = try? FileHandle(forWritingTo: errors)
         peerErrors = errors
-        // A child inherits the spawning thread's signal mask, and threads made by Swift's runtime block SIGTERM
-        // and SIGINT: the peer would never see the SIGTERM that stops it. Spawn it with nothing blocked.
-        var nothingBlocked = sigset_t()
-        var previous = sigset_t()
-        sigemptyset(&nothingBlocked)
-        pthread_sigmask(SIG_SETMASK, &nothingBlocked, &previous)
-        defer { pthread_sigmask(SIG_SETMASK, &previous, nil) }
+        let arguments = command + [endpoint] + (conversation.evaluate ? ["--evaluate"] : [])
+        let process: ChildProcess
         do {
-            try process.run()
+            process = try ChildProcess(arguments, stderrPath: errors.path)
         } catch {
             throw StepFailure(summary: "cannot start the peer \(command.joined(separator: " ")): \(error.localizedDescription)")
         }
