@@ -101,7 +101,8 @@ public struct FixtureError: Error, Sendable, CustomStringConvertible {
     public var reason: String
 
     public var description: String {
-        let place = file.isEmpty ? path : "\(file): \(path)"
+        // A file-level problem has no JSON path; say only the file then.
+        let place = [file, path].filter { !$0.isEmpty }.joined(separator: ": ")
         return "\(place): \(reason)"
     }
 }
