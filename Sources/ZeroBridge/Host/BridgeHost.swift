@@ -208,32 +208,18 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
     private func received(_ frames: [Frame]) {
         let routingID = frames[0].bytes
         let session = sessions[routingID] ?? openSession(routingID)
-        session.link.heard()
-        // As the peer sent it: a signature frame, a body frame, then attachments.
-        guard frames.count >= 3 else {
-            return session.link.send(.response(.init(id: nil, outcome: .failure(BridgeError(
-                .badMessage, "a message has a signature frame and a body frame; got \(frames.count - 1) frame(s)")))))
-        }
-        let size = frames.dropFirst().reduce(0) { $0 + $1.count }
-        guard size <= configuration.maxMessageBytes else {
-            let id = frames[2].withUnsafeBytes { Message.readableID(in: $0) }
-            return session.link.send(.response(.init(id: id, outcome: .failure(BridgeError(
-                .tooLarge, "the message has \(size) bytes; the limit is \(configuration.maxMessageBytes)")))))
-        }
-        let attachments = frames.count > 3 ? frames[3...].map(\.bytes) : []
-        switch frames[2].withUnsafeBytes({ Message.decode($0, attachments: attachments) }) {
-        case .failure(let failure):
-            session.link.send(.response(.init(id: failure.id, outcome: .failure(failure.error))))
-        case .success(.hello(let hello)):
+        // After the routing id, the frames as the peer sent them.
+        guard let message = session.link.read(frames.dropFirst(), maxBytes: configuration.maxMessageBytes) else { return }
+        switch message {
+        case .hello(let hello):
             greet(session, hello)
-        case .success(.bye):
+        case .bye:
             sessions[routingID] = nil
             sessionsByID[session.id] = nil
             end(session, BridgeError(.peerLost, "the peer said bye"))
-        case .success(.welcome):
-            session.link.send(.response(.init(id: nil, outcome: .failure(BridgeError(
-                .badMessage, "'welcome' is sent by the host, not to it")))))
-        case .success(let message):
+        case .welcome:
+            session.link.answer(nil, BridgeError(.badMessage, "'welcome' is sent by the host, not to it"))
+        default:
             session.link.receive(message)
         }
     }

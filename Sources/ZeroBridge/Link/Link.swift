@@ -1,4 +1,5 @@
 import Logging
+import ZeroMQ
 import Synchronization
 
 /// One conversation with one other side, the symmetric core that host sessions and peers share: requests sent
@@ -256,8 +257,34 @@ final class Link: @unchecked Sendable {
         answer(id, error)
     }
 
-    private func answer(_ id: String?, _ error: BridgeError) {
+    /// Answers a request, or a message that cannot be taken, with an error response.
+    func answer(_ id: String?, _ error: BridgeError) {
         send(.response(.init(id: id, outcome: .failure(error))))
+    }
+
+    /// Reads one message as the other side sent it (signature, body, attachments). What cannot be understood, or
+    /// is larger than `maxBytes`, is answered here (rule 5, rule 10) and nil returned; the caller handles the rest.
+    func read(_ frames: ArraySlice<Frame>, maxBytes: Int) -> Message? {
+        heard()
+        guard frames.count >= 2 else {
+            answer(nil, BridgeError(.badMessage, "a message has a signature frame and a body frame; got \(frames.count) frame(s)"))
+            return nil
+        }
+        let body = frames[frames.startIndex + 1]
+        let size = frames.dropFirst().reduce(0) { $0 + $1.count }
+        guard size <= maxBytes else {
+            answer(body.withUnsafeBytes { Message.readableID(in: $0) },
+                   BridgeError(.tooLarge, "the message has \(size) bytes; the limit is \(maxBytes)"))
+            return nil
+        }
+        let attachments = frames.count > 2 ? frames.dropFirst(2).map(\.bytes) : []
+        switch body.withUnsafeBytes({ Message.decode($0, attachments: attachments) }) {
+        case .failure(let failure):
+            answer(failure.id, failure.error)
+            return nil
+        case .success(let message):
+            return message
+        }
     }
 
     private func receiveCancel(id: String) {

@@ -144,16 +144,10 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
     }
 
     private func received(_ frames: [Frame]) {
-        link.heard()
-        guard frames.count >= 2 else {
-            return link.send(.response(.init(id: nil, outcome: .failure(BridgeError(
-                .badMessage, "a message has a signature frame and a body frame; got \(frames.count) frame(s)")))))
-        }
-        let attachments = frames.count > 2 ? frames[2...].map(\.bytes) : []
-        switch frames[1].withUnsafeBytes({ Message.decode($0, attachments: attachments) }) {
-        case .failure(let failure):
-            link.send(.response(.init(id: failure.id, outcome: .failure(failure.error))))
-        case .success(.welcome(let message)):
+        // The peer sets no size limit of its own on what its host sends.
+        guard let message = link.read(frames[...], maxBytes: .max) else { return }
+        switch message {
+        case .welcome(let message):
             let welcome = Welcome(host: message.host, sessionID: message.session, actions: message.actions,
                                   heartbeat: .milliseconds(message.heartbeatMs), maxMessageBytes: message.maxMessageBytes,
                                   maxInFlight: message.maxInFlight)
@@ -166,11 +160,11 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
                 return state.waiters
             }
             for waiter in waiters.values { waiter.resume(returning: welcome) }
-        case .success(.bye):
+        case .bye:
             lost(BridgeError(.peerLost, "the host said bye"))
-        case .success(.hello):
-            link.send(.response(.init(id: nil, outcome: .failure(BridgeError(.badMessage, "'hello' is sent by a peer, not to it")))))
-        case .success(let message):
+        case .hello:
+            link.answer(nil, BridgeError(.badMessage, "'hello' is sent by a peer, not to it"))
+        default:
             link.receive(message)
         }
     }
