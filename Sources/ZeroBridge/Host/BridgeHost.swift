@@ -353,12 +353,3 @@ final class Session: @unchecked Sendable {
         set { address.routingID = newValue }
     }
 }
-
-extension Message {
-    /// The `id` of a body that will not be processed (too large), when it is a readable string, for the answer.
-    static func readableID(in body: UnsafeRawBufferPointer) -> String? {
-        guard let value = try? JSONValue.parse(body), let id = value["id"]?.stringValue,
-              (1...128).contains(id.unicodeScalars.count) else { return nil }
-        return id
-    }
-}
