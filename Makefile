@@ -8,7 +8,7 @@ SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 SWIFT_BIN := .build/debug
 export ZEROBRIDGE_BIN := $(CURDIR)/$(SWIFT_BIN)/zerobridge
 
-.PHONY: deps deps-system deps-python build test test-swift test-protocol test-python test-node test-examples demo bench clean
+.PHONY: deps deps-system deps-python build test test-swift test-protocol test-python test-node test-examples demo bench bench-hostile clean
 
 # --- installing what is missing -------------------------------------------------------------
 deps: deps-system deps-python
@@ -20,6 +20,7 @@ deps-system:
 	command -v pkg-config >/dev/null || missing="$$missing pkg-config"; \
 	command -v node >/dev/null || missing="$$missing nodejs"; \
 	command -v python3 >/dev/null || missing="$$missing python3 python3-venv"; \
+	command -v ip >/dev/null || missing="$$missing iproute2"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
@@ -27,10 +28,10 @@ deps-system:
 
 deps-python: $(VENV)/.installed
 
-$(VENV)/.installed: peers/python/pyproject.toml
+$(VENV)/.installed: peers/python/pyproject.toml Makefile
 	@[ -x $(PY) ] || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q pyzmq pytest jsonschema tqdm
+	$(PY) -m pip install -q pyzmq pytest pytest-timeout jsonschema tqdm
 	$(PY) -m pip install -q -e peers/python
 	@touch $@
 
@@ -45,18 +46,21 @@ test: deps build
 test-swift:
 	swift test --skip-build
 
+# A test that hangs past 300 s fails the run with every thread's stack, instead of hanging CI.
+PYTEST := $(PY) -m pytest -q --timeout 300 --timeout-method thread
+
 test-protocol:
-	$(PY) -m pytest -q protocol/tests
+	$(PYTEST) protocol/tests
 
 test-python:
-	$(PY) -m pytest -q peers/python/tests
+	$(PYTEST) peers/python/tests
 
 test-node:
 	node --test peers/node/test/
 
 # The import service end to end: the built import host, the Node ETL peer and both front-ends, as processes.
 test-examples:
-	$(PY) -m pytest -q examples/tests
+	$(PYTEST) examples/tests
 	node --test examples/etl-peer/test/
 
 # --- the main job ---------------------------------------------------------------------------
@@ -74,6 +78,11 @@ bench:
 	swift build -c release --product zerobridge-bench && \
 	swift build -c release --product zerobridge && \
 	$(PY) bench/run.py --started $$started
+
+# Hostile and unlucky clients against a release conformance host, with its memory and CPU watched (bench/hostile.py).
+bench-hostile: deps
+	swift build -c release --product zerobridge
+	$(PY) bench/hostile.py
 
 clean:
 	rm -rf .build $(VENV) .demo .bench

@@ -61,10 +61,13 @@ let package = Package(
         ),
         // Protocol fixtures: loading, running conversations against a live host, recording them, JUnit reports.
         .target(name: "ZeroBridgeFixtures", dependencies: ["ZeroBridge", "ZeroMQ"]),
-        .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ"]),
-        .testTarget(name: "ZeroBridgeTests", dependencies: ["ZeroBridge", "ZeroMQ"]),
-        .testTarget(name: "zerobridgeTests", dependencies: ["zerobridge", "ZeroBridgeFixtures"]),
-        .testTarget(name: "ZeroBridgeFixturesTests", dependencies: ["ZeroBridgeFixtures", "ZeroBridge", "ZeroMQ"]),
+        // What every test target shares: waiting for conditions, and the gate that keeps process-starting tests from
+        // starving each other (one gate for the whole test run, so it lives in a module of its own).
+        .target(name: "TestSupport", path: "Tests/TestSupport"),
+        .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ", "TestSupport"]),
+        .testTarget(name: "ZeroBridgeTests", dependencies: ["ZeroBridge", "ZeroMQ", "TestSupport"]),
+        .testTarget(name: "zerobridgeTests", dependencies: ["zerobridge", "ZeroBridgeFixtures", "TestSupport"]),
+        .testTarget(name: "ZeroBridgeFixturesTests", dependencies: ["ZeroBridgeFixtures", "ZeroBridge", "ZeroMQ", "TestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -133,7 +133,7 @@ struct Step: Sendable {
         }
     }
 
-    static let defaultWithinMs = 5000
+    static let defaultWithinMs = 30000
 }
 
 /// Reads fixture JSON, failing with the path of the first thing that does not follow the format.

@@ -181,7 +181,7 @@ private struct FixtureBuilder {
         ["v": 1, "type": "progress", "id": .string(id), "seq": ["$any": "integer"], "payload": ["$any": "value"]]
     }
 
-    /// Three times what the recording waited, in whole seconds; nil when the default 5 s is enough.
+    /// Three times what the recording waited, in whole seconds; nil when the default (`Step.defaultWithinMs`) is enough.
     private static func generousBound(_ waited: Duration) -> Int? {
         let milliseconds = Int(waited.components.seconds) * 1000 + Int(waited.components.attoseconds / 1_000_000_000_000_000)
         let bound = ((milliseconds * 3 + 999) / 1000) * 1000

@@ -57,6 +57,13 @@ public final class Frame: @unchecked Sendable {
         try body(UnsafeRawBufferPointer(start: zmq_msg_data(message), count: zmq_msg_size(message)))
     }
 
+    /// The file descriptor of the connection a received frame came over (`ZMQ_SRCFD`), nil when there is none
+    /// (inproc). File descriptors are reused once a connection closes: pair this with disconnect events in order.
+    public var sourceFileDescriptor: Int32? {
+        let fd = zmq_msg_get(message, ZMQ_SRCFD)
+        return fd >= 0 ? fd : nil
+    }
+
     /// A copy of the frame's bytes.
     public var bytes: [UInt8] { withUnsafeBytes { Array($0) } }
 

@@ -68,12 +68,26 @@ public final class SocketMonitor: @unchecked Sendable {
         pair.close()
     }
 
+    /// The socket the events arrive on, to poll beside others (then read them with ``nextAvailable()``).
+    public var eventSocket: Socket { pair }
+
+    /// The next event if one is waiting, without blocking.
+    public func nextAvailable() throws(ZMQError) -> Event? {
+        guard let frames = try pair.receive(dontWait: true) else { return nil }
+        return Self.event(from: frames)
+    }
+
     /// The next event, waiting at most `timeoutMilliseconds` (nil: forever); nil when none came in time.
     public func next(timeoutMilliseconds: Int? = nil) throws(ZMQError) -> Event? {
         var poller = Poller()
         poller.add(pair, for: .readable)
         guard try poller.poll(timeoutMilliseconds: timeoutMilliseconds) > 0,
-              let frames = try pair.receive(dontWait: true), frames.count >= 2 else { return nil }
+              let frames = try pair.receive(dontWait: true) else { return nil }
+        return Self.event(from: frames)
+    }
+
+    private static func event(from frames: [Frame]) -> Event? {
+        guard frames.count >= 2 else { return nil }
         // Frame 0: a 16-bit event id and a 32-bit value, in host byte order; frame 1: the endpoint.
         let (id, value) = frames[0].withUnsafeBytes { bytes -> (UInt16, UInt32) in
             guard bytes.count >= 6 else { return (0, 0) }

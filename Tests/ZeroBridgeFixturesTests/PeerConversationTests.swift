@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TestSupport
 import ZeroBridgeFixtures
 
 /// The repository's root, from this file's place in it.
@@ -24,7 +25,7 @@ struct PeerCase: Sendable, CustomTestStringConvertible {
     }()
 }
 
-@Suite("Peer conversations against the Python and Node conformance peers")
+@Suite("Peer conversations against the Python and Node conformance peers", .startsProcesses)
 struct PeerConversationTests {
     @Test("every peer conversation loads, and folders keep the two kinds apart")
     func peerConversationsLoad() throws {
@@ -36,7 +37,7 @@ struct PeerConversationTests {
         #expect(throws: FixtureError.self) { try FixtureLoader.conversations(at: [fixturesFolder + "/peer-conversations/echo.json"]) }
     }
 
-    @Test(.timeLimit(.minutes(1)), arguments: PeerCase.all)
+    @Test(.timeLimit(.minutes(3)), arguments: PeerCase.all)
     func peerConversation(_ test: PeerCase) async throws {
         let result = await PeerConversationRunner(command: test.command, language: test.language).run(test.conversation)
         #expect(result.passed, "\(result.failure.map(String.init(describing:)) ?? "")")

@@ -67,7 +67,7 @@ struct RunnerFailureTests {
         let failure = try #require(result.failure)
         #expect(failure.summary == #"step 2 of 2 (expect, client "peer"): nothing arrived within 200 ms"#)
         #expect(failure.details == [#"expected: {"v": 1, "type": "pong"}"#, "note: pong, please"])
-        #expect(result.duration < .seconds(2))
+        #expect(result.duration < .seconds(10))  // failed at its window, not at the end of a long wait
     }
 
     @Test("a message where nothing was expected fails expect_nothing_ms; an invalid body from the host fails at once")

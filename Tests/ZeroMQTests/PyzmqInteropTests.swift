@@ -1,19 +1,22 @@
 import Foundation
 import Testing
+import TestSupport
 @testable import ZeroMQ
 
 /// The repository's root, found from this file so the tests run from any directory.
 let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
-@Suite("Interop with pyzmq")
+@Suite("Interop with pyzmq", .startsProcesses)
 struct PyzmqInteropTests {
     @Test("a pyzmq DEALER in a Python child process talks to our ROUTER", arguments: [Transport.ipc, .tcp])
-    func pyzmqDealer(transport: Transport) throws {
+    func pyzmqDealer(transport: Transport) async throws {
         let python = repositoryRoot.appendingPathComponent(".venv/bin/python").path
         try #require(FileManager.default.isExecutableFile(atPath: python), "run `make deps` to create .venv with pyzmq")
 
         let context = try Context()
         let (router, endpoint) = try bound(.router, context, transport)
+        // Python starts in seconds on a loaded machine; the wait happens on a thread of its own.
+        try router.set(.receiveTimeout(milliseconds: Int32(patience / .milliseconds(1))))
         let script = """
         import sys, zmq
         ctx = zmq.Context()
@@ -35,14 +38,14 @@ struct PyzmqInteropTests {
         process.standardError = output
         try process.run()
 
-        let message = try #require(try router.receiveBytes())
+        let message = try #require(try await onOwnThread { try router.receiveBytes() })
         #expect(message[0] == bytes("python"))
         #expect(message[1] == [])
         #expect(message[2] == bytes("hello from python"))
         #expect(message[3] == Array((0..<1000).flatMap { _ in (0..<256).map(UInt8.init) }))
         try router.send([message[0], [], bytes("HELLO FROM PYTHON"), [UInt8](repeating: 0, count: 70000)])
 
-        process.waitUntilExit()
+        #expect(await waitForExit(process))
         let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         #expect(process.terminationStatus == 0, "python said: \(text)")
         #expect(text.contains("ok 3"))

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+@_exported import TestSupport
 @_spi(Fixtures) import ZeroBridge
 import ZeroMQ
 
@@ -21,13 +22,19 @@ final class ZerobridgeProcess: @unchecked Sendable {  // the Process is only sta
     let outputPath: String
     let errorPath: String
 
-    init(_ arguments: [String], in folder: String) throws {
+    /// Starts `zerobridge` with `arguments`; with `openFileLimit`, under that limit (soft and hard, as `ulimit -n`).
+    init(_ arguments: [String], in folder: String, openFileLimit: Int? = nil) throws {
         outputPath = folder + "/stdout-\(UUID().uuidString.prefix(6)).txt"
         errorPath = outputPath.replacingOccurrences(of: "stdout-", with: "stderr-")
         _ = FileManager.default.createFile(atPath: outputPath, contents: nil)
         _ = FileManager.default.createFile(atPath: errorPath, contents: nil)
-        process.executableURL = executable
-        process.arguments = arguments
+        if let openFileLimit {
+            process.executableURL = URL(fileURLWithPath: "/bin/sh")
+            process.arguments = ["-c", "ulimit -n \(openFileLimit) && exec \"$0\" \"$@\"", executable.path] + arguments
+        } else {
+            process.executableURL = executable
+            process.arguments = arguments
+        }
         process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: outputPath))
         process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errorPath))
         try process.run()
@@ -36,19 +43,13 @@ final class ZerobridgeProcess: @unchecked Sendable {  // the Process is only sta
     var output: String { (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? "" }
     var errors: String { (try? String(contentsOfFile: errorPath, encoding: .utf8)) ?? "" }
 
-    /// The exit status, or nil (after stopping the process) when it has not exited within `timeout`.
-    func exitStatus(within timeout: Duration = .seconds(8)) async -> Int32? {
-        let deadline = ContinuousClock.now + timeout
-        while process.isRunning, ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(10)) }
-        guard !process.isRunning else {
-            process.terminate()
-            return nil
-        }
-        return process.terminationStatus
+    /// The exit status, or nil (after killing the process) when it has not exited within `timeout`.
+    func exitStatus(within timeout: Duration = patience) async -> Int32? {
+        await waitForExit(process, limit: timeout) ? process.terminationStatus : nil
     }
 
     /// The first output line that starts with `prefix`, waiting up to `timeout` for it.
-    func line(startingWith prefix: String, within timeout: Duration = .seconds(5)) async throws -> String? {
+    func line(startingWith prefix: String, within timeout: Duration = patience) async throws -> String? {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
             if let line = output.split(separator: "\n").first(where: { $0.hasPrefix(prefix) }) { return String(line) }
@@ -90,7 +91,7 @@ final class ScriptedPeer: @unchecked Sendable {
 
     func send(_ body: JSONValue) throws { try socket.send([[], Array(body.description.utf8)]) }
 
-    func receive(timeout: Duration = .seconds(5)) async throws -> JSONValue? {
+    func receive(timeout: Duration = patience) async throws -> JSONValue? {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
             if let frames = try socket.receiveBytes(dontWait: true), frames.count >= 2 {

@@ -32,7 +32,7 @@ final class JUnitSummary: NSObject, XMLParserDelegate {
     }
 }
 
-@Suite("zerobridge replay")
+@Suite("zerobridge replay", .startsProcesses)
 struct ReplayCommandTests {
     let add = conversationsFolder + "/add.json"
     let echo = conversationsFolder + "/echo.json"

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import ZeroMQ
 
 /// The built `zerobridge` executable, next to this test bundle in the build folder.
 let executable: URL = {
@@ -9,41 +10,15 @@ let executable: URL = {
     return Bundle.main.bundleURL.appendingPathComponent("zerobridge")
 }()
 
-/// Runs `zerobridge` with arguments, returning the process and its stdout.
-func launch(_ arguments: [String]) throws -> (Process, FileHandle) {
-    let process = Process()
-    process.executableURL = executable
-    process.arguments = arguments
-    let output = Pipe()
-    process.standardOutput = output
-    process.standardError = FileHandle.nullDevice
-    try process.run()
-    return (process, output.fileHandleForReading)
-}
-
-/// Waits for the process to exit; kills it after `limit`, so a regression fails the test instead of hanging the run.
-func waitForExit(_ process: Process, limit: Duration = .seconds(10)) {
-    let watchdog = DispatchWorkItem { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
-    DispatchQueue.global().asyncAfter(deadline: .now() + .seconds(Int(limit.components.seconds)), execute: watchdog)
-    process.waitUntilExit()
-    watchdog.cancel()
-}
-
-/// Reads one line from a pipe, byte by byte (the process keeps the pipe open).
-func readLine(_ handle: FileHandle) -> String {
-    var bytes: [UInt8] = []
-    while let byte = try? handle.read(upToCount: 1), let first = byte.first, first != 0x0A { bytes.append(first) }
-    return String(decoding: bytes, as: UTF8.self)
-}
-
-@Suite("zerobridge serve")
+@Suite("zerobridge serve", .startsProcesses)
 struct ServeCommandTests {
     @Test("serve --conformance prints its ready line with the bound endpoint, writes a connection file and stops on SIGTERM")
-    func serveConformance() throws {
-        let connectionFile = NSTemporaryDirectory() + "zb-\(UUID().uuidString.prefix(8)).json"
-        let (process, output) = try launch(["serve", "--conformance", "--endpoint", "tcp://127.0.0.1:*",
-                                            "--connection-file", connectionFile])
-        let line = readLine(output)
+    func serveConformance() async throws {
+        let folder = try temporaryFolder()
+        let connectionFile = folder + "/connection.json"
+        let serve = try ZerobridgeProcess(["serve", "--conformance", "--endpoint", "tcp://127.0.0.1:*",
+                                           "--connection-file", connectionFile], in: folder)
+        let line = try #require(try await serve.line(startingWith: "zerobridge ready "), "stderr: \(serve.errors)")
         #expect(line.hasPrefix("zerobridge ready tcp://127.0.0.1:"))
         let endpoint = String(line.dropFirst("zerobridge ready ".count))
         #expect(!endpoint.hasSuffix("*"))
@@ -55,19 +30,67 @@ struct ServeCommandTests {
         #expect(file?["protocol"] as? Int == 1)
         #expect(file?["host"] as? String == "conformance")
 
-        process.terminate()
-        waitForExit(process)
-        #expect(process.terminationStatus == 0)
+        serve.process.terminate()
+        #expect(await serve.exitStatus() == 0, "stderr: \(serve.errors)")
         #expect(!FileManager.default.fileExists(atPath: connectionFile), "the connection file is removed on shutdown")
     }
 
     @Test("serve without something to serve, or with a bad endpoint, exits non-zero with a clear message")
-    func badArguments() throws {
-        let (plain, _) = try launch(["serve"])
-        waitForExit(plain)
-        #expect(plain.terminationStatus != 0)
-        let (badEndpoint, _) = try launch(["serve", "--conformance", "--endpoint", "carrier-pigeon://x"])
-        waitForExit(badEndpoint)
-        #expect(badEndpoint.terminationStatus != 0)
+    func badArguments() async throws {
+        let plain = try await runZerobridge(["serve"])
+        #expect(plain.status != nil && plain.status != 0)
+        let badEndpoint = try await runZerobridge(["serve", "--conformance", "--endpoint", "carrier-pigeon://x"])
+        #expect(badEndpoint.status != nil && badEndpoint.status != 0)
+        #expect(!badEndpoint.errors.isEmpty, "says why")
     }
+
+    @Test("out of file descriptors, serve says so in its log instead of spinning, and accepts again once some are free")
+    func outOfDescriptors() async throws {
+        let folder = try temporaryFolder()
+        let serve = try ZerobridgeProcess(["serve", "--conformance", "--endpoint", "tcp://127.0.0.1:*"], in: folder,
+                                          openFileLimit: 64)
+        let line = try #require(try await serve.line(startingWith: "zerobridge ready "), "stderr: \(serve.errors)")
+        let endpoint = String(line.dropFirst("zerobridge ready ".count))
+        let context = try Context()
+        var dealers: [Socket] = []
+        for _ in 0..<100 {
+            let dealer = try Socket(.dealer, context: context)
+            try dealer.set(.linger(milliseconds: 0))
+            try dealer.connect(endpoint)
+            try dealer.send([[], Array(#"{"v":1,"type":"ping"}"#.utf8)])
+            dealers.append(dealer)
+        }
+        #expect(try await eventually { serve.errors.contains("out of file descriptors") }, "stderr: \(serve.errors)")
+
+        // Not spinning: over two seconds of wall time, the host uses far less than two seconds of CPU (a core spun by
+        // libzmq's failing accept would use all of it), even on a loaded machine.
+        let before = try cpuTime(of: serve.process.processIdentifier)
+        try await Task.sleep(for: .seconds(2))
+        let used = try cpuTime(of: serve.process.processIdentifier) - before
+        #expect(used < .milliseconds(1200), "the host used \(used) of CPU in 2 s")
+
+        for dealer in dealers { dealer.close() }
+        dealers.removeAll()
+        let newcomer = try Socket(.dealer, context: context)
+        try newcomer.set(.linger(milliseconds: 0))
+        try newcomer.connect(endpoint)
+        try newcomer.send([[], Array(#"{"v":1,"type":"request","id":"e","action":"echo","payload":"back"}"#.utf8)])
+        let answered = try await eventually {
+            guard let frames = try newcomer.receiveBytes(dontWait: true) else { return false }
+            return String(decoding: frames[1], as: UTF8.self).contains(#""result":"back""#)
+        }
+        #expect(answered, "listening again once descriptors are free; stderr: \(serve.errors)")
+        newcomer.close()
+        serve.process.terminate()
+        #expect(await serve.exitStatus() == 0)
+    }
+}
+
+/// The CPU time (user and system) a process has used, from /proc.
+private func cpuTime(of pid: Int32) throws -> Duration {
+    let stat = try String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)
+    // Fields after the command name (which is in parentheses and may hold spaces): utime and stime are 14 and 15.
+    let fields = stat[stat.range(of: ")")!.upperBound...].split(separator: " ")
+    let ticks = (Int(fields[11]) ?? 0) + (Int(fields[12]) ?? 0)
+    return .milliseconds(ticks * 1000 / Int(sysconf(Int32(_SC_CLK_TCK))))
 }

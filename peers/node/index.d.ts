@@ -57,12 +57,14 @@ export interface RequestContext {
   /** `request.action`: the action called. */
   readonly action: string;
   /**
-   * `request.timeout_ms`, as an absolute time: `Date.now()` milliseconds after which the request is
-   * answered `timeout` and `signal` aborts; `null` when the host set no timeout.
+   * The request's limit as an absolute time, `Date.now()` milliseconds: the earlier of its receipt plus
+   * `request.timeout_ms` and `request.deadline`. At that time the request is answered `timeout` and
+   * `signal` aborts; `null` when the host set neither. (A request that arrives with its `deadline`
+   * already passed is answered `timeout` without running its handler.)
    */
   readonly deadline: number | null;
   /**
-   * Aborted when the host sends `cancel`, when `timeout_ms` passes, or when the host is lost; the
+   * Aborted when the host sends `cancel`, when `deadline` passes, or when the host is lost; the
    * reason is a BridgeError (`cancelled`, `timeout`, `peer_lost`). The response has then already been
    * sent (or discarded); whatever the handler returns later is dropped.
    */
@@ -71,20 +73,41 @@ export interface RequestContext {
    * `progress.payload`: sends one progress message (`seq` 1, 2, ...) before the response.
    * Returns false, sending nothing, when the request did not ask for progress (`request.progress`)
    * or has already been answered.
+   *
+   * Never waits and never fails because the host is slow: while it is not keeping up, payloads are
+   * held (the value as reported, up to 64 per request and 1 MiB in all) and sent in order when it
+   * reads again; past that, a new payload replaces the newest held one, and the next message sent says
+   * how many it replaced in `progress.skipped`. The last progress before the response is always the
+   * last reported.
    */
   progress(payload: JsonValue): boolean;
+}
+
+/** What an event listener learns about the event it runs for. */
+export interface EventContext {
+  /** `event.action`. */
+  readonly action: string;
+  /**
+   * Aborted (reason: a BridgeError `peer_lost` or `cancelled`) when the session ends while the
+   * listener still runs: the host is lost, or the peer is closed.
+   */
+  readonly signal: AbortSignal;
 }
 
 /** Serves one action for the host: its return (or awaited) value is `response.result`. */
 export type Handler = (payload: any, context: RequestContext) => unknown | Promise<unknown>;
 
-/** Receives `event.payload` of events the host posts with that `event.action`. */
-export type EventListener = (payload: any) => void | Promise<void>;
+/**
+ * Receives `event.payload` of events the host posts with that `event.action`. Until the promise it
+ * returns settles, the event counts toward `maxInFlight`.
+ */
+export type EventListener = (payload: any, context: EventContext) => void | Promise<void>;
 
 export interface CallOptions {
   /**
-   * `request.timeout_ms`: the call fails with `timeout` at this deadline, whatever the host does.
-   * Defaults to the peer's `timeout`; `null` or `Infinity` sends no timeout.
+   * `request.timeout_ms` and `request.deadline` (`Date.now()` + timeout): the call fails with
+   * `timeout` at this deadline, whatever the host does, and the host does not start it once the
+   * deadline has passed. Defaults to the peer's `timeout`; `null` or `Infinity` sends neither.
    */
   timeout?: number | null;
   /** Aborting sends `cancel` and rejects the call with code `cancelled`. */
@@ -97,6 +120,11 @@ export interface StreamingCall<Progress = any, Result = any> {
   readonly progress: AsyncIterable<Progress>;
   /** `response.result`; rejects with a BridgeError like {@link Peer.call}. */
   readonly result: Promise<Result>;
+  /**
+   * The sum of `progress.skipped` so far: payloads the host coalesced away because this peer was not
+   * reading fast enough. `progress` still yields every message that arrived, in order.
+   */
+  readonly skipped: number;
 }
 
 export interface PeerOptions {
@@ -123,8 +151,17 @@ export interface PeerOptions {
   reconnectIvl?: number;
   /** Longest delay between reconnection attempts, in ms (default 5000). */
   reconnectIvlMax?: number;
-  /** Messages kept while disconnected (default 1000); beyond that, calls fail with `overloaded`. */
+  /**
+   * Messages kept before the first connection is up (default 1000); beyond that, calls fail with
+   * `overloaded`. (After the host is lost, nothing is kept: calls fail with `peer_lost`.)
+   */
   sendQueueLimit?: number;
+  /**
+   * How many of the host's requests and events this peer runs at once (default 4096). A request over
+   * it is answered `overloaded`; an event over it is not run and is answered with a `response` with
+   * `"id": null`, code `overloaded`.
+   */
+  maxInFlight?: number;
   /**
    * Where diagnostics go: dropped or malformed messages from the host, host loss, listener errors.
    * Default: warnings to `console.warn`, debug lines to `NODE_DEBUG=zerobridge`.
@@ -168,7 +205,9 @@ export class Peer {
   /**
    * `request.action`: calls an action on the host and resolves with `response.result`.
    * Rejects with a BridgeError: the host's error code, or `timeout`, `cancelled`, `peer_lost`,
-   * `too_large`, `overloaded`.
+   * `too_large`, `overloaded`. While the host is lost (silent, said bye, connection broken) and has
+   * not welcomed this peer again, rejects at once with `peer_lost`. While more than 8 MiB wait to be
+   * sent to the host, the request waits for room, up to its timeout.
    */
   call<Result = any>(action: string, payload?: JsonValue, options?: CallOptions): Promise<Result>;
 
@@ -177,7 +216,9 @@ export class Peer {
 
   /**
    * `event.action`: posts a fire-and-forget event to the host (no response, not even an error).
-   * Throws a BridgeError `overloaded` when disconnected with a full send queue.
+   * Throws a BridgeError: `overloaded` while more than 8 MiB wait to be sent to the host (it is not
+   * keeping up) or the send queue before the first connection is full; `peer_lost` while the host is
+   * lost and has not welcomed this peer again.
    */
   post(action: string, payload?: JsonValue): void;
 

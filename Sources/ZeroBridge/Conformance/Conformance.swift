@@ -28,7 +28,7 @@ public enum Conformance {
             guard let ms = payload["ms"]?.intValue, ms >= 0 else {
                 throw BridgeError(.invalidPayload, "sleep takes {\"ms\": a non-negative integer}")
             }
-            try await Task.sleep(for: .milliseconds(ms))
+            try await cancellableSleep(for: .milliseconds(ms))
             return ["slept_ms": .int(ms)]
         }
 
@@ -42,8 +42,10 @@ public enum Conformance {
             }
             if n > 0 {
                 for i in 1...n {
-                    if delay > 0 { try await Task.sleep(for: .milliseconds(delay)) }
+                    if delay > 0 { try await cancellableSleep(for: .milliseconds(delay)) }
                     try await request.progress(["i": .int(i), "n": .int(n)])
+                    // Without progress asked for, nothing above suspends: let other handlers have the thread.
+                    if delay == 0 && !request.wantsProgress && i % 64 == 0 { await Task.yield() }
                 }
             }
             return ["n": .int(n)]

@@ -73,6 +73,12 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
     private var sessions: [[UInt8]: Session] = [:]
     private var sessionsByID: [String: Session] = [:]
     private var sessionCounter = 0
+    /// Which connection each peer's messages come over, which have closed, and which are retired.
+    private var connections = Connections()
+    /// The endpoint bound, for listening again after running out of descriptors. On the thread.
+    private var listeningEndpoint: String?
+    /// Set while not accepting connections for want of file descriptors: when to listen again.
+    private var listenAgainAt: ContinuousClock.Instant?
 
     public init(configuration: Configuration) {
         self.configuration = configuration
@@ -91,20 +97,28 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
     public func start() throws {
         try started.withLock { started in
             guard started == nil else { return }
+            Self.raiseOpenFileLimit(logger: configuration.logger)
             let context = try configuration.context ?? Context()
             let router = try Socket(.router, context: context)
-            // Unknown routing ids fail loudly instead of vanishing; the session table bounds what is queued.
-            try router.set(.routerMandatory(true), .sendHighWaterMark(0), .receiveHighWaterMark(0),
-                           .linger(milliseconds: 1000))
+            // Unknown routing ids fail loudly instead of vanishing. libzmq queues at most 1000 messages per connection
+            // (then refuses, and the session's outbox holds the rest under its own bound: SPEC 7.13), and drops the
+            // connection of a peer whose single frame is over the size limit and its slack (SPEC 7.10).
+            try router.set(.routerMandatory(true), .sendHighWaterMark(1000), .receiveHighWaterMark(1000),
+                           .maxMessageSize(Int64(configuration.maxMessageBytes) + 65536), .linger(milliseconds: 1000))
             try router.bind(configuration.endpoint)
             let endpoint = try router.lastEndpoint
+            // Disconnects end sessions, anonymous ones with work in flight included (SPEC 7.6); failed accepts
+            // are how running out of file descriptors shows.
+            let monitor = try SocketMonitor(watching: router, events: [.disconnected, .acceptFailed])
             let thread = try SocketThread(socket: router)
             started = Started(thread: thread, endpoint: endpoint, context: context)
             socketThread = thread
+            listeningEndpoint = endpoint
             thread.start(name: "zerobridge-host", owner: .init(
                 received: { [self] frames in received(frames) },
                 tick: { [self] now in tick(now) },
-                stopped: { [self] in stopped() }))
+                stopped: { [self] in stopped() },
+                monitored: (monitor, { [self] event in connectionEvent(event) })))
             if let path = configuration.connectionFile { try writeConnectionFile(path, endpoint: endpoint) }
             configuration.logger.info("listening", metadata: ["endpoint": "\(endpoint)"])
         }
@@ -129,7 +143,7 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
             if !busy { break }
             try? await Task.sleep(for: .milliseconds(10))
         }
-        thread.stopAndWait()
+        await thread.stop()
         started.withLock { $0 = nil }
         if let path = configuration.connectionFile { try? FileManager.default.removeItem(atPath: path) }
     }
@@ -207,9 +221,28 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
 
     private func received(_ frames: [Frame]) {
         let routingID = frames[0].bytes
+        if frames.count > 1, let fd = frames[1].sourceFileDescriptor,
+           let closed = connections.message(over: fd, from: routingID) {
+            connectionClosed(closed)
+        }
         let session = sessions[routingID] ?? openSession(routingID)
         // After the routing id, the frames as the peer sent them.
         guard let message = session.link.read(frames.dropFirst(), maxBytes: configuration.maxMessageBytes) else { return }
+        if connections.isRetired(routingID) {
+            // A retired connection: a `hello` starts over with a new session; anything else was sent before the peer
+            // knew it was lost (or was held up in the network), so it is not processed, and `bye` tells a peer that
+            // is alive after all to reconnect (SPEC 6).
+            guard case .hello = message else {
+                configuration.logger.info("message on a retired connection not processed; answered bye",
+                                          metadata: ["type": "\(message.kind.rawValue)"])
+                session.link.send(.bye)
+                sessions[routingID] = nil
+                sessionsByID[session.id] = nil
+                session.link.close(BridgeError(.peerLost, "the connection was retired"))
+                return
+            }
+            connections.restore(routingID)
+        }
         switch message {
         case .hello(let hello):
             greet(session, hello)
@@ -217,10 +250,61 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
             sessions[routingID] = nil
             sessionsByID[session.id] = nil
             end(session, BridgeError(.peerLost, "the peer said bye"))
+            discardQueued(for: session)
         case .welcome:
             session.link.answer(nil, BridgeError(.badMessage, "'welcome' is sent by the host, not to it"))
         default:
             session.link.receive(message)
+        }
+    }
+
+    /// A connection closed, or could not be accepted. Events are read before the messages that came after them, so
+    /// a file descriptor reused by a new connection is not mistaken for the closed one.
+    private func connectionEvent(_ event: SocketMonitor.Event) {
+        if event.kind == .disconnected {
+            if let closed = connections.disconnected(Int32(bitPattern: event.value)) { connectionClosed(closed) }
+        } else if event.kind == .acceptFailed, [EMFILE, ENFILE].contains(Int32(bitPattern: event.value)) {
+            pauseListening()
+        }
+    }
+
+    /// An anonymous session ends with its connection, and its work with it (SPEC 7.6). A named one waits for its
+    /// peer to resume it over a new connection, or is lost by heartbeat (7.7): a reconnect closes the old connection.
+    private func connectionClosed(_ routingID: [UInt8]) {
+        guard let session = sessions[routingID], session.name == nil else { return }
+        connections.retire(routingID)  // what it sent and was not read yet is not processed
+        sessions[routingID] = nil
+        sessionsByID[session.id] = nil
+        end(session, BridgeError(.peerLost, "the peer's connection closed"))
+        discardQueued(for: session)
+    }
+
+    /// Out of file descriptors: libzmq's listener would retry the failing accept at once, for ever, and spin a core.
+    /// The host says so and stops listening for a second; peers already connected are served meanwhile, and
+    /// connecting ones retry (libzmq reconnects).
+    private func pauseListening() {
+        guard listenAgainAt == nil, let thread = socketThread, let endpoint = listeningEndpoint else { return }
+        var limit = rlimit()
+        getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+        configuration.logger.error("out of file descriptors: not accepting connections for 1 s",
+                                   metadata: ["open_file_limit": "\(limit.rlim_cur)", "sessions": "\(sessions.count)",
+                                              "endpoint": "\(endpoint)"])
+        try? thread.socket.unbind(endpoint)
+        let at = ContinuousClock.now + .seconds(1)
+        listenAgainAt = at
+        _ = thread.timers.schedule(at: at) { [weak self] in self?.listenAgain(endpoint) }
+    }
+
+    private func listenAgain(_ endpoint: String) {
+        guard let thread = socketThread else { return }
+        do {
+            try thread.socket.bind(endpoint)
+            listenAgainAt = nil
+            configuration.logger.info("accepting connections again", metadata: ["endpoint": "\(endpoint)"])
+        } catch {
+            let at = ContinuousClock.now + .seconds(1)
+            listenAgainAt = at
+            _ = thread.timers.schedule(at: at) { [weak self] in self?.listenAgain(endpoint) }
         }
     }
 
@@ -232,6 +316,11 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
                               logger: configuration.logger, defaultTimeout: configuration.defaultTimeout)
         sessions[routingID] = session
         sessionsByID[id] = session
+        // The socket says the peer is not there: its connection closed (SPEC 7.6).
+        session.link.outbox.onUnreachable = { [weak self, weak session] in
+            guard let self, let session, sessions[session.routingID] === session else { return }
+            connectionClosed(session.routingID)
+        }
         return session
     }
 
@@ -245,6 +334,8 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
             sessionsByID[session.id] = nil
             session.link.close(BridgeError(.peerLost, "replaced by a resumed session"))
             sessions[earlier.routingID] = nil
+            connections.retire(earlier.routingID)
+            socketThread!.discard(earlier.link.outbox)  // queued for the old connection: it is gone
             earlier.routingID = session.routingID
             sessions[earlier.routingID] = earlier
             session = earlier
@@ -285,7 +376,9 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
                 case .lost(let silence):
                     sessions[session.routingID] = nil
                     sessionsByID[session.id] = nil
+                    connections.retire(session.routingID)
                     end(session, BridgeError(.peerLost, "no message from the peer for \(silence)"))
+                    discardQueued(for: session)
                 }
             } else if session.link.isIdle && silence >= configuration.heartbeat * 3 {
                 sessions[session.routingID] = nil
@@ -297,6 +390,24 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
     }
 
     // MARK: Helpers
+
+    /// Each peer connection takes a file descriptor: the soft limit (often 1024) goes up to the hard one.
+    private static func raiseOpenFileLimit(logger: Logger) {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < limit.rlim_max else { return }
+        let soft = limit.rlim_cur
+        limit.rlim_cur = limit.rlim_max
+        if setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 {
+            logger.debug("open-file limit raised", metadata: ["from": "\(soft)", "to": "\(limit.rlim_max)"])
+        } else {
+            logger.warning("could not raise the open-file limit", metadata: ["limit": "\(soft)", "errno": "\(errno)"])
+        }
+    }
+
+    /// Nothing queued for a lost peer is sent later (SPEC 7.3).
+    private func discardQueued(for session: Session) {
+        socketThread?.discard(session.link.outbox)
+    }
 
     private func onThread<T: Sendable>(_ thread: SocketThread, _ work: @escaping @Sendable () -> T) async -> T {
         await withCheckedContinuation { continuation in thread.perform { continuation.resume(returning: work()) } }
@@ -340,8 +451,8 @@ final class Session: @unchecked Sendable {
         self.address = address
         self.id = id
         self.heartbeat = heartbeat
-        link = Link(thread: thread, handlers: handlers, limits: limits, logger: logger) { frames in
-            thread.send(frames, after: address.envelope)
+        link = Link(thread: thread, handlers: handlers, limits: limits, logger: logger) { frames, outbox in
+            thread.send(frames, after: address.envelope, via: outbox)
         }
         remote = RemotePeer(info: .init(name: nil, sessionID: id, actions: [], features: []), link: link,
                             defaultTimeout: defaultTimeout)

@@ -26,11 +26,12 @@ public struct BridgeRequest: Sendable {
 
     let sink: ProgressSink?
 
-    /// Sends one progress event to the caller, in order, before the response.
-    /// Throws `CancellationError` when the request has been cancelled.
+    /// Sends one progress event to the caller, in order, before the response. It never waits for a slow reader:
+    /// while the caller does not keep up, progress is coalesced (the newest payload kept, the ones it replaced
+    /// counted in `skipped`; SPEC 7.13). Throws `CancellationError` when the request has been cancelled.
     public func progress(_ value: JSONValue) async throws {
         try Task.checkCancellation()
-        sink?.send(value)
+        await sink?.send(value)
     }
 
     /// Sends one typed progress event.
@@ -39,13 +40,23 @@ public struct BridgeRequest: Sendable {
     }
 }
 
-/// Where a handler's progress goes: the link that received the request, checked on its thread.
+/// Where a handler's progress goes: the request's bounded queue, and one hand-off at a time to the link's thread.
 struct ProgressSink: Sendable {
     let link: Link
     let id: String
     let token: UInt64
+    let queue: ProgressQueue
 
-    func send(_ payload: JSONValue) {
-        link.thread.perform { [link, id, token] in link.sendProgress(id: id, token: token, payload: payload) }
+    func send(_ payload: JSONValue) async {
+        while true {
+            switch queue.offer(payload, congested: link.outbox.isStalled) {
+            case .accepted(let handOff, let yield):
+                if handOff { link.thread.perform { [link, id, token] in link.flushProgress(id: id, token: token) } }
+                if yield { await Task.yield() }
+                return
+            case .full:
+                await queue.room()
+            }
+        }
     }
 }

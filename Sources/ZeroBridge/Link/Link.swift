@@ -17,9 +17,13 @@ final class Link: @unchecked Sendable {
     let handlers: HandlerTable
     let limits: Limits
     let logger: Logger
-    /// Sends one message (its body and attachment frames) to the other side; the owner adds the envelope.
-    /// On the thread.
-    private let transmit: ([[UInt8]]) -> Void
+    /// Sends one message (its body and attachment frames) to the other side through the link's outbox; the owner
+    /// adds the envelope. On the thread.
+    private let transmit: ([[UInt8]], Outbox) -> Void
+    /// What this conversation has queued for the socket (SPEC 7.13).
+    let outbox = Outbox()
+    /// Progress bytes on their way from this conversation's handlers to the thread.
+    let progressBudget = ProgressBudget()
     /// The handle given to handlers as ``BridgeRequest/peer`` (on a host). It holds the link, so ``close(_:)``
     /// lets go of it.
     var remote: RemotePeer?
@@ -30,6 +34,12 @@ final class Link: @unchecked Sendable {
     // Confined to the thread.
     private var calls: [String: OutgoingCall] = [:]
     private var requests: [String: IncomingRequest] = [:]
+    /// Event handlers running, which count toward `maxInFlight` with the requests (SPEC 7.13).
+    private var events: [UInt64: Task<Void, Never>] = [:]
+    /// Calls made while the outbox was congested, sent when it drains (unless ended meanwhile).
+    private var heldCalls: [(id: String, body: [[UInt8]])] = []
+    /// Requests whose progress waits for the outbox to drain.
+    private var heldProgress: [String] = []
     private var closedWith: BridgeError?
     /// While false (a host shutting down), new requests are answered `overloaded`.
     var accepting = true
@@ -38,12 +48,14 @@ final class Link: @unchecked Sendable {
     private var lastPing: ContinuousClock.Instant?
 
     init(thread: SocketThread, handlers: HandlerTable, limits: Limits, logger: Logger,
-         transmit: @escaping ([[UInt8]]) -> Void) {
+         transmit: @escaping ([[UInt8]], Outbox) -> Void) {
         self.thread = thread
         self.handlers = handlers
         self.limits = limits
         self.logger = logger
         self.transmit = transmit
+        outbox.onDrained = { [weak self] in self?.resumeFlow() }
+        outbox.onRefused = { [weak self] in self?.wakeHeldProgress() }
     }
 
     var isIdle: Bool { calls.isEmpty && requests.isEmpty }
@@ -60,6 +72,7 @@ final class Link: @unchecked Sendable {
         let id = String(counter.add(1, ordering: .relaxed).newValue)
         let timeoutMs = max(1, Int((timeout / .milliseconds(1)).rounded(.up)))
         let body = Message.request(.init(id: id, action: action, payload: payload, timeoutMs: timeoutMs,
+                                         deadline: WallClock.milliseconds + timeoutMs,
                                          wantsProgress: onProgress != nil)).frames()
         let deadline = ContinuousClock.now + timeout
         // Cancellation may be handed over before the start, or after the end; the token tells on the thread.
@@ -76,9 +89,13 @@ final class Link: @unchecked Sendable {
         }
     }
 
-    /// Sends an event (never answered). Throws `peer_lost` when the link has closed.
+    /// Sends an event (never answered). Throws `peer_lost` when the link has closed, `overloaded` while the
+    /// outbox holds more than its bound (SPEC 7.13).
     func post(_ action: String, _ payload: JSONValue) throws {
         if let error = closedError { throw error }
+        guard outbox.queuedBytes <= Outbox.maxQueuedBytes else {
+            throw BridgeError(.overloaded, "\(outbox.queuedBytes) bytes are queued for the other side; the event was not sent")
+        }
         let body = Message.event(.init(action: action, payload: payload)).frames()
         thread.perform { [self] in
             if closedWith == nil { send(body) }
@@ -94,7 +111,7 @@ final class Link: @unchecked Sendable {
     /// Sends an encoded message (``Message/frames()``) and notes the time, for heartbeats.
     func send(_ frames: [[UInt8]]) {
         lastSent = .now
-        transmit(frames)
+        transmit(frames, outbox)
     }
 
     func send(_ message: Message) { send(message.frames()) }
@@ -112,7 +129,9 @@ final class Link: @unchecked Sendable {
         }
         let timer = thread.timers.schedule(at: deadline) { [weak self] in self?.expireCall(id: id) }
         calls[id] = OutgoingCall(continuation: continuation, onProgress: onProgress, timer: timer)
-        send(body)
+        // Into a congested outbox a call waits for room, up to its deadline (SPEC 7.13); one that ends before it
+        // is sent is never sent.
+        if outbox.isCongested { heldCalls.append((id, body)) } else { send(body) }
     }
 
     private func expireCall(id: String) {
@@ -194,8 +213,19 @@ final class Link: @unchecked Sendable {
         guard accepting, closedWith == nil else {
             return answer(request.id, BridgeError(.overloaded, "shutting down; not taking new requests"))
         }
-        guard requests.count < limits.maxInFlight else {
-            return answer(request.id, BridgeError(.overloaded, "more than \(limits.maxInFlight) requests in flight"))
+        guard requests.count + events.count < limits.maxInFlight else {
+            return answer(request.id, BridgeError(.overloaded, "more than \(limits.maxInFlight) requests and events in flight"))
+        }
+        // At most once after giving up (SPEC 7.3): a request that arrives after its caller's deadline never starts.
+        let arrivedAt = ContinuousClock.now
+        let wallNow = WallClock.milliseconds
+        if let deadline = request.deadline, deadline <= wallNow {
+            let late = wallNow - deadline
+            if let timeoutMs = request.timeoutMs, late > timeoutMs {
+                logger.warning("a request arrived long after its deadline: is the other side's clock behind this one?",
+                               metadata: ["action": "\(request.action)", "late_ms": "\(late)", "timeout_ms": "\(timeoutMs)"])
+            }
+            return answer(request.id, BridgeError(.timeout, "the request arrived \(late) ms after its deadline; it was not started"))
         }
         let handler: HandlerTable.Handler
         switch handlers.lookup(request.action) {
@@ -205,23 +235,32 @@ final class Link: @unchecked Sendable {
         }
 
         let token = counter.add(1, ordering: .relaxed).newValue
-        let entry = IncomingRequest(token: token, wantsProgress: request.wantsProgress)
+        let progress = request.wantsProgress ? ProgressQueue(budget: progressBudget) : nil
+        let entry = IncomingRequest(token: token, progress: progress)
         requests[request.id] = entry
-        let deadline = request.timeoutMs.map { ContinuousClock.now + .milliseconds($0) }
-        if let deadline, let timeoutMs = request.timeoutMs {
-            // Captures the id and the number only: capturing `request` kept its payload alive until the deadline.
+        // The earlier of the two limits the caller set (SPEC 7.3).
+        var deadline = request.timeoutMs.map { arrivedAt + .milliseconds($0) }
+        if let wallDeadline = request.deadline {
+            let byDeadline = arrivedAt + .milliseconds(wallDeadline - wallNow)
+            deadline = min(deadline ?? byDeadline, byDeadline)
+        }
+        if let deadline {
+            // Captures the id only: capturing `request` kept its payload alive until the deadline.
             let id = request.id
-            entry.timer = thread.timers.schedule(at: deadline) { [weak self] in
-                self?.expireRequest(id, token: token, timeoutMs: timeoutMs)
-            }
+            entry.timer = thread.timers.schedule(at: deadline) { [weak self] in self?.expireRequest(id, token: token) }
         }
         let context = BridgeRequest(id: request.id, action: request.action, deadline: deadline,
                                     wantsProgress: request.wantsProgress, peer: remote,
-                                    sink: ProgressSink(link: self, id: request.id, token: token))
+                                    sink: progress.map { ProgressSink(link: self, id: request.id, token: token, queue: $0) })
         let payload = request.payload
+        let session = remote?.sessionID ?? "-"  // read here, on the thread
         entry.task = Task { [self] in
             let outcome: Result<JSONValue, BridgeError>
             do {
+                // A cancel read before the task began: the handler never starts (SPEC 7.3).
+                try Task.checkCancellation()
+                logger.debug("request started", metadata: ["id": "\(request.id)", "action": "\(request.action)",
+                                                           "session": "\(session)"])
                 outcome = .success(try await handler(payload, context))
             } catch let error as BridgeError {
                 outcome = .failure(error)
@@ -237,22 +276,28 @@ final class Link: @unchecked Sendable {
 
     private func finish(_ id: String, token: UInt64, body: [[UInt8]]) {
         guard let entry = requests[id], entry.token == token else { return }  // already answered
+        // Progress the handler reported goes before its response, congested or not: at most 64 payloads.
+        sendProgress(id, entry)
         requests[id] = nil
         if let timer = entry.timer { thread.timers.cancel(timer) }
         send(body)
     }
 
-    /// The request's `timeout_ms` has passed; its timer has run, so there is none left to cancel.
-    private func expireRequest(_ id: String, token: UInt64, timeoutMs: Int) {
+    /// The request's time limit has passed; its timer has run, so there is none left to cancel.
+    private func expireRequest(_ id: String, token: UInt64) {
         guard let entry = requests[id], entry.token == token else { return }
         entry.timer = nil
-        end(id, BridgeError(.timeout, "the handler did not finish within \(timeoutMs) ms"))
+        end(id, BridgeError(.timeout, "the handler did not finish within the request's time limit"))
     }
 
-    /// Answers a request in flight with an error now and cancels its handler.
+    /// Answers a request in flight with an error now and cancels its handler. Progress it reported and that is
+    /// not sent yet goes first (none is dropped silently, and nothing may follow the response): at most 64.
     private func end(_ id: String, _ error: BridgeError) {
-        guard let entry = requests.removeValue(forKey: id) else { return }
+        guard let entry = requests[id] else { return }
+        sendProgress(id, entry)
+        requests[id] = nil
         if let timer = entry.timer { thread.timers.cancel(timer) }
+        entry.progress?.discard()
         entry.task?.cancel()
         answer(id, error)
     }
@@ -297,20 +342,62 @@ final class Link: @unchecked Sendable {
             logger.debug("event with no handler dropped", metadata: ["action": "\(event.action)"])
             return
         }
+        guard closedWith == nil else { return }
+        // Events hold a place among the requests in flight; one over the limit is refused, not run (SPEC 7.13).
+        guard requests.count + events.count < limits.maxInFlight else {
+            logger.warning("event refused: too much in flight", metadata: ["action": "\(event.action)"])
+            return answer(nil, BridgeError(.overloaded, "event '\(event.action)' not run: more than \(limits.maxInFlight) requests and events in flight"))
+        }
         let context = BridgeRequest(id: nil, action: event.action, deadline: nil, wantsProgress: false,
                                     peer: remote, sink: nil)
         let logger = logger
-        Task {
-            do { _ = try await handler(event.payload, context) } catch {
+        let token = counter.add(1, ordering: .relaxed).newValue
+        events[token] = Task { [self] in
+            do { _ = try await handler(event.payload, context) } catch is CancellationError {
+            } catch {
                 logger.warning("event handler failed", metadata: ["action": "\(event.action)", "error": "\(error)"])
             }
+            thread.perform { [self] in events[token] = nil }
         }
     }
 
-    func sendProgress(id: String, token: UInt64, payload: JSONValue) {
-        guard let entry = requests[id], entry.token == token, entry.wantsProgress else { return }
-        entry.seq += 1
-        send(.progress(.init(id: id, seq: entry.seq, payload: payload)))
+    // MARK: Progress and flow (SPEC 7.13)
+
+    /// A handler's progress was queued: sends what is pending, unless the outbox is congested, in which case the
+    /// request waits (its queue coalesces meanwhile) until ``resumeFlow()``.
+    func flushProgress(id: String, token: UInt64) {
+        guard let entry = requests[id], entry.token == token else { return }
+        if outbox.isCongested {
+            if !heldProgress.contains(id) { heldProgress.append(id) }
+            return
+        }
+        sendProgress(id, entry)
+    }
+
+    private func sendProgress(_ id: String, _ entry: IncomingRequest) {
+        guard let queue = entry.progress else { return }
+        for pending in queue.takeAll() {
+            entry.seq += 1
+            send(.progress(.init(id: id, seq: entry.seq, payload: pending.payload,
+                                 skipped: pending.replaced > 0 ? pending.replaced : nil)))
+        }
+    }
+
+    /// libzmq refused again: handlers waiting for room check whether the reader has stalled long enough to coalesce.
+    private func wakeHeldProgress() {
+        for id in heldProgress { requests[id]?.progress?.wakeWaiters() }
+    }
+
+    /// The outbox drained: held calls go out, then held progress, for as long as there is room.
+    private func resumeFlow() {
+        while !heldCalls.isEmpty, !outbox.isCongested {
+            let (id, body) = heldCalls.removeFirst()
+            if calls[id] != nil { send(body) }  // ended meanwhile (timeout, cancel): never sent
+        }
+        while !heldProgress.isEmpty, !outbox.isCongested {
+            let id = heldProgress.removeFirst()
+            if let entry = requests[id] { sendProgress(id, entry) }
+        }
     }
 
     // MARK: Ending
@@ -334,9 +421,14 @@ final class Link: @unchecked Sendable {
         }
         for entry in requests.values {
             if let timer = entry.timer { thread.timers.cancel(timer) }
+            entry.progress?.discard()
             entry.task?.cancel()
         }
         requests.removeAll()
+        for task in events.values { task.cancel() }
+        events.removeAll()
+        heldCalls.removeAll()
+        heldProgress.removeAll()
         remote = nil
     }
 
@@ -363,23 +455,108 @@ private struct OutgoingCall {
 
 private final class IncomingRequest {
     let token: UInt64
-    let wantsProgress: Bool
+    /// Its progress on the way to the thread; nil when the caller did not ask for progress.
+    let progress: ProgressQueue?
     var seq = 0
     var task: Task<Void, Never>?
-    /// Its `timeout_ms` deadline, if it has one, cancelled when the request ends first.
+    /// Its time limit, if it has one, cancelled when the request ends first.
     var timer: Timers.ID?
 
-    init(token: UInt64, wantsProgress: Bool) {
+    init(token: UInt64, progress: ProgressQueue?) {
         self.token = token
-        self.wantsProgress = wantsProgress
+        self.progress = progress
     }
 }
 
 extension Message {
-    /// The `id` of a body that will not be processed (too large), when it is a readable string, for the answer.
+    /// How much of a body that will not be processed is read to find its id (SPEC 7.10).
+    static let idPrefixBytes = 4096
+
+    /// The `id` of a body that will not be processed (too large), when it is a readable string that ends within
+    /// the body's first ``idPrefixBytes`` bytes as a top-level member: the rest of the body is never read, so
+    /// refusing a message costs the same whatever its size.
     static func readableID(in body: UnsafeRawBufferPointer) -> String? {
-        guard let value = try? JSONValue.parse(body), let id = value["id"]?.stringValue,
-              (1...128).contains(id.unicodeScalars.count) else { return nil }
-        return id
+        var scanner = PrefixScanner(bytes: UnsafeRawBufferPointer(rebasing: body.prefix(idPrefixBytes)))
+        guard scanner.take(UInt8(ascii: "{")) else { return nil }
+        while true {
+            guard let key = scanner.string() else { return nil }
+            guard scanner.take(UInt8(ascii: ":")) else { return nil }
+            if key.count == 4 || key.contains(UInt8(ascii: "\\")), decodedString(key) == "id" {
+                guard let token = scanner.string(), let id = decodedString(token),
+                      (1...128).contains(id.unicodeScalars.count) else { return nil }
+                return id
+            }
+            guard scanner.skipValue(), scanner.take(UInt8(ascii: ",")) else { return nil }
+        }
+    }
+
+    /// A JSON string token (with its quotes) as a Swift string, escapes decoded.
+    private static func decodedString(_ token: UnsafeRawBufferPointer) -> String? {
+        (try? JSONValue.parse(token))?.stringValue
+    }
+}
+
+/// Steps through the start of a JSON text without building values, and gives up at the end of its bytes.
+private struct PrefixScanner {
+    let bytes: UnsafeRawBufferPointer
+    var index = 0
+
+    private mutating func skipSpace() {
+        while index < bytes.count, [0x20, 0x09, 0x0A, 0x0D].contains(bytes[index]) { index += 1 }
+    }
+
+    /// Takes `byte` (after whitespace) if it is next.
+    mutating func take(_ byte: UInt8) -> Bool {
+        skipSpace()
+        guard index < bytes.count, bytes[index] == byte else { return false }
+        index += 1
+        return true
+    }
+
+    /// The next string token, quotes included.
+    mutating func string() -> UnsafeRawBufferPointer? {
+        skipSpace()
+        guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { return nil }
+        let start = index
+        index += 1
+        while index < bytes.count {
+            switch bytes[index] {
+            case UInt8(ascii: "\\"): index += 2
+            case UInt8(ascii: "\""):
+                index += 1
+                return UnsafeRawBufferPointer(rebasing: bytes[start..<index])
+            default: index += 1
+            }
+        }
+        return nil
+    }
+
+    /// Skips one value of any kind; false when the prefix ends inside it.
+    mutating func skipValue() -> Bool {
+        skipSpace()
+        var depth = 0
+        while index < bytes.count {
+            switch bytes[index] {
+            case UInt8(ascii: "\""):
+                guard string() != nil else { return false }
+                if depth == 0 { return true }
+                continue
+            case UInt8(ascii: "{"), UInt8(ascii: "["):
+                depth += 1
+            case UInt8(ascii: "}"), UInt8(ascii: "]"):
+                if depth == 0 { return true }  // a number or literal ended at its object's end
+                depth -= 1
+                if depth == 0 {
+                    index += 1
+                    return true
+                }
+            case UInt8(ascii: ","):
+                if depth == 0 { return true }
+            default:
+                break
+            }
+            index += 1
+        }
+        return false
     }
 }

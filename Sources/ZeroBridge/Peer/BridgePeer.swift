@@ -24,6 +24,9 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
         public var heartbeat: Duration?
         /// The timeout of calls that set none.
         public var defaultTimeout: Duration = .seconds(30)
+        /// Larger messages from the host are answered `too_large`; a single frame more than 64 KiB over it drops
+        /// the connection before it is read whole (SPEC 7.10), so a hostile host cannot exhaust the peer's memory.
+        public var maxMessageBytes: Int = 64 << 20
         /// Shares a context with other sockets (needed for `inproc://`); nil makes one.
         public var context: Context?
         public var logger = Logger(label: "zerobridge.peer")
@@ -46,6 +49,7 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
 
     public let configuration: Configuration
     public let handlers = HandlerTable()
+    private let context: Context
     private let thread: SocketThread
     private let link: Link
     private let welcomed = Mutex<(welcome: Welcome?, waiters: [UUID: CheckedContinuation<Welcome, Error>])>((nil, [:]))
@@ -54,24 +58,23 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
     private var connecting = false
     private var lastHello = ContinuousClock.now - .seconds(3600)
     private var heartbeat: Duration
+    /// The session the host last welcomed this peer into, to resume after losing the host.
+    private var lastSessionID: String?
 
     public init(configuration: Configuration) throws {
         self.configuration = configuration
-        let context = try configuration.context ?? Context()
-        let dealer = try Socket(.dealer, context: context)
-        try dealer.set(.linger(milliseconds: 1000), .reconnectInterval(milliseconds: 50),
-                       .reconnectIntervalMax(milliseconds: 1000))
+        context = try configuration.context ?? Context()
+        let dealer = try Self.dealer(configuration, context)
         thread = try SocketThread(socket: dealer)
         heartbeat = configuration.heartbeat ?? .seconds(5)
         link = Link(thread: thread, handlers: handlers, limits: .init(maxInFlight: 4096),
-                    logger: configuration.logger) { [thread] frames in thread.send([[]] + frames) }
+                    logger: configuration.logger) { [thread] frames, outbox in thread.send(frames, after: [[]], via: outbox) }
         link.close(BridgeError(.peerLost, "not connected yet"))
         try handlers.add("$actions", replacing: true) { [handlers] _, _ in .array(handlers.actionNames.map(JSONValue.string)) }
         try handlers.add("$evaluate", replacing: true) { _, _ in
             throw BridgeError(.notAllowed, "the Swift peer does not evaluate scripts")
         }
         handlers.onChange.withLock { $0 = { [weak self] in self?.announceActions() } }
-        try dealer.connect(configuration.endpoint)
         thread.start(name: "zerobridge-peer", owner: .init(
             received: { [self] frames in received(frames) },
             tick: { [self] now in tick(now) },
@@ -111,12 +114,7 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
             connecting = false
             if welcome != nil { link.send(.bye) }
         }
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            DispatchQueue.global().async { [thread] in
-                thread.stopAndWait()
-                continuation.resume()
-            }
-        }
+        await thread.stop()
         failWaiters(BridgeError(.cancelled, "the peer was closed"))
     }
 
@@ -129,13 +127,23 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
         try link.post(action, payload)
     }
 
+    /// A connected DEALER for the host: a new one after each loss.
+    private static func dealer(_ configuration: Configuration, _ context: Context) throws -> Socket {
+        let dealer = try Socket(.dealer, context: context)
+        try dealer.set(.linger(milliseconds: 1000), .reconnectInterval(milliseconds: 50),
+                       .reconnectIntervalMax(milliseconds: 1000),
+                       .maxMessageSize(Int64(configuration.maxMessageBytes) + 65536))
+        try dealer.connect(configuration.endpoint)
+        return dealer
+    }
+
     // MARK: On the thread
 
     private func sayHello() {
         lastHello = .now
         let hello = Message.hello(.init(
             peer: configuration.name, actions: handlers.actionNames, features: [],
-            session: welcome?.sessionID, heartbeatMs: configuration.heartbeat.map { Int($0 / .milliseconds(1)) }))
+            session: welcome?.sessionID ?? lastSessionID, heartbeatMs: configuration.heartbeat.map { Int($0 / .milliseconds(1)) }))
         link.send(hello)
     }
 
@@ -144,14 +152,14 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
     }
 
     private func received(_ frames: [Frame]) {
-        // The peer sets no size limit of its own on what its host sends.
-        guard let message = link.read(frames[...], maxBytes: .max) else { return }
+        guard let message = link.read(frames[...], maxBytes: configuration.maxMessageBytes) else { return }
         switch message {
         case .welcome(let message):
             let welcome = Welcome(host: message.host, sessionID: message.session, actions: message.actions,
                                   heartbeat: .milliseconds(message.heartbeatMs), maxMessageBytes: message.maxMessageBytes,
                                   maxInFlight: message.maxInFlight)
             heartbeat = welcome.heartbeat
+            lastSessionID = welcome.sessionID
             thread.tick(by: .now + heartbeat / 4)
             link.reopen()
             let waiters = welcomed.withLock { state in
@@ -173,6 +181,14 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
         configuration.logger.info("host lost", metadata: ["reason": "\(reason.message)"])
         welcomed.withLock { $0.welcome = nil }
         link.close(reason)
+        // Nothing queued for the lost host may arrive later (SPEC 7.3): a new connection, and the old one's queue
+        // dropped with it. Calls made until the next welcome fail at once: the link is closed.
+        thread.discard(link.outbox)
+        do {
+            thread.replaceSocket(with: try Self.dealer(configuration, context))
+        } catch {
+            configuration.logger.error("could not open a new connection to the host", metadata: ["error": "\(error)"])
+        }
     }
 
     private func tick(_ now: ContinuousClock.Instant) -> ContinuousClock.Instant {

@@ -47,8 +47,14 @@ extension Message {
     }
 
     private static let marker = Array(#""$attachment""#.utf8)
+    /// An escaped `$`: member names count as decoded, so `"\u0024attachment"` is a reference too (SPEC 3).
+    private static let escapedDollar = Array(#"\u0024"#.utf8)
 
     private static func mentionsAttachment(_ body: UnsafeRawBufferPointer) -> Bool {
+        contains(marker, in: body) || contains(escapedDollar, in: body)
+    }
+
+    private static func contains(_ marker: [UInt8], in body: UnsafeRawBufferPointer) -> Bool {
         guard body.count >= marker.count else { return false }
         let first = marker[0]
         var index = 0

@@ -70,7 +70,7 @@ extension JSONValue {
 private struct Envelope {
     enum Field: Int, CaseIterable {
         case v, type, id, action, payload, timeoutMs, progress, ok, result, error, seq, peer, actions, features,
-             session, heartbeatMs, host, limits
+             session, heartbeatMs, host, limits, deadline, skipped
 
         var name: String {
             switch self {
@@ -92,6 +92,8 @@ private struct Envelope {
             case .heartbeatMs: "heartbeat_ms"
             case .host: "host"
             case .limits: "limits"
+            case .deadline: "deadline"
+            case .skipped: "skipped"
             }
         }
 
@@ -119,9 +121,11 @@ private struct Envelope {
                 if equals("payload") { self = .payload; return }
                 if equals("actions") { self = .actions; return }
                 if equals("session") { self = .session; return }
+                if equals("skipped") { self = .skipped; return }
             case 8:
                 if equals("progress") { self = .progress; return }
                 if equals("features") { self = .features; return }
+                if equals("deadline") { self = .deadline; return }
             case 10: if equals("timeout_ms") { self = .timeoutMs; return }
             case 12: if equals("heartbeat_ms") { self = .heartbeatMs; return }
             default: break
@@ -132,7 +136,7 @@ private struct Envelope {
 
     // Stored one by one rather than in an array: decoding a body then allocates nothing for the envelope.
     private var v, type, id, action, payload, timeoutMs, progress, ok, result, error, seq, peer, actions,
-                features, session, heartbeatMs, host, limits: JSONValue?
+                features, session, heartbeatMs, host, limits, deadline, skipped: JSONValue?
 
     subscript(field: Field) -> JSONValue? {
         get {
@@ -155,6 +159,8 @@ private struct Envelope {
             case .heartbeatMs: heartbeatMs
             case .host: host
             case .limits: limits
+            case .deadline: deadline
+            case .skipped: skipped
             }
         }
         set {
@@ -177,6 +183,8 @@ private struct Envelope {
             case .heartbeatMs: heartbeatMs = newValue
             case .host: host = newValue
             case .limits: limits = newValue
+            case .deadline: deadline = newValue
+            case .skipped: skipped = newValue
             }
         }
     }
@@ -218,7 +226,7 @@ private struct Envelope {
         switch kind {
         case .request:
             return .request(.init(id: try name(.id), action: try name(.action), payload: self[.payload] ?? .null,
-                                  timeoutMs: try positiveInteger(.timeoutMs),
+                                  timeoutMs: try positiveInteger(.timeoutMs), deadline: try nonNegativeInteger(.deadline),
                                   wantsProgress: try boolean(.progress) ?? false))
         case .response:
             // A null id is the answer to a message whose id could not be read, so only an error may carry it.
@@ -235,7 +243,7 @@ private struct Envelope {
             return .response(.init(id: id, outcome: .failure(try errorObject())))
         case .progress:
             return .progress(.init(id: try name(.id), seq: try required(.seq, "a positive integer", positiveInteger),
-                                   payload: self[.payload] ?? .null))
+                                   payload: self[.payload] ?? .null, skipped: try positiveInteger(.skipped)))
         case .event:
             return .event(.init(action: try name(.action), payload: self[.payload] ?? .null))
         case .cancel:
@@ -300,6 +308,15 @@ private struct Envelope {
         guard case .int(let number) = value, number >= 1 else {
             let found = if case .int(let number) = value { "\(number)" } else { value.kindDescription }
             throw BridgeError(.badMessage, "field '\(name)' must be a positive integer, not \(found)")
+        }
+        return number
+    }
+
+    private func nonNegativeInteger(_ field: Field) throws(BridgeError) -> Int? {
+        guard let value = self[field] else { return nil }
+        guard case .int(let number) = value, number >= 0 else {
+            let found = if case .int(let number) = value { "\(number)" } else { value.kindDescription }
+            throw bad("field '\(field.name)' must be a non-negative integer, not \(found)")
         }
         return number
     }

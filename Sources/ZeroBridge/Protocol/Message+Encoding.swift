@@ -25,6 +25,10 @@ extension Message {
                 JSONWriter.append(#","timeout_ms":"#, to: &buffer)
                 JSONWriter.append(timeoutMs, to: &buffer)
             }
+            if let deadline = request.deadline {
+                JSONWriter.append(#","deadline":"#, to: &buffer)
+                JSONWriter.append(deadline, to: &buffer)
+            }
             if request.wantsProgress { JSONWriter.append(#","progress":true"#, to: &buffer) }
         case .response(let response):
             JSONWriter.append(#""response","id":"#, to: &buffer)
@@ -51,6 +55,10 @@ extension Message {
             JSONWriter.append(progress.seq, to: &buffer)
             JSONWriter.append(#","payload":"#, to: &buffer)
             progress.payload.write(to: &buffer, attachments: attachments)
+            if let skipped = progress.skipped {
+                JSONWriter.append(#","skipped":"#, to: &buffer)
+                JSONWriter.append(skipped, to: &buffer)
+            }
         case .event(let event):
             JSONWriter.append(#""event","action":"#, to: &buffer)
             JSONWriter.append(string: event.action, to: &buffer)
@@ -122,6 +130,7 @@ extension Message {
             members["action"] = .string(request.action)
             members["payload"] = request.payload
             if let timeoutMs = request.timeoutMs { members["timeout_ms"] = .int(timeoutMs) }
+            if let deadline = request.deadline { members["deadline"] = .int(deadline) }
             if request.wantsProgress { members["progress"] = true }
         case .response(let response):
             members["id"] = response.id.map(JSONValue.string) ?? .null
@@ -139,6 +148,7 @@ extension Message {
             members["id"] = .string(progress.id)
             members["seq"] = .int(progress.seq)
             members["payload"] = progress.payload
+            if let skipped = progress.skipped { members["skipped"] = .int(skipped) }
         case .event(let event):
             members["action"] = .string(event.action)
             members["payload"] = event.payload

@@ -47,8 +47,10 @@ enum Message: Sendable, Equatable {
         var id: String
         var action: String
         var payload: JSONValue = .null
-        /// The caller's deadline, when it has one.
+        /// The caller's deadline, when it has one, in milliseconds from the callee's receipt.
         var timeoutMs: Int? = nil
+        /// The same deadline as an instant: Unix time in milliseconds on the caller's clock (SPEC 7.3).
+        var deadline: Int? = nil
         /// The caller wants progress events (written as `"progress":true`, omitted when false).
         var wantsProgress: Bool = false
     }
@@ -64,6 +66,8 @@ enum Message: Sendable, Equatable {
         /// 1 for a request's first progress event, then increasing by 1.
         var seq: Int
         var payload: JSONValue = .null
+        /// How many payloads the sender coalesced away since its previous progress message (SPEC 7.13).
+        var skipped: Int? = nil
     }
 
     /// Fire-and-forget: never answered.

@@ -16,20 +16,27 @@ final class SocketThread: @unchecked Sendable {
         var tick: (ContinuousClock.Instant) -> ContinuousClock.Instant
         /// The last job, after the thread stops taking new ones; the socket is closed after it.
         var stopped: () -> Void
+        /// Connection events of the socket (disconnects, failed accepts), read before the messages of each round,
+        /// so an event about a connection is seen before anything that came after it.
+        var monitored: (monitor: SocketMonitor, event: (SocketMonitor.Event) -> Void)? = nil
     }
 
-    let socket: Socket
+    /// Replaced only on the thread (``replaceSocket(with:)``).
+    private(set) var socket: Socket
     let timers = Timers()
     private let wake: WakeSignal
     private let jobs = Mutex<[@Sendable () -> Void]>([])
     private var owner: Owner?
     // Confined to the thread:
     private var spareJobs: [@Sendable () -> Void] = []
-    private var outbox = OutboundQueue()
+    /// Outboxes with messages libzmq has not taken yet, in the order they first had one.
+    private var waiting: [Outbox] = []
     private var stopping = false
     private var nextTick = ContinuousClock.now
+    private var socketReplaced = false
     private var threadID: pthread_t?
-    private let finished = DispatchSemaphore(value: 0)
+    /// Whether the thread has ended, and who waits for it to.
+    private let finished = Mutex<(done: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
 
     init(socket: Socket) throws {
         self.socket = socket
@@ -43,7 +50,12 @@ final class SocketThread: @unchecked Sendable {
         let thread = Thread { [self] in
             threadID = pthread_self()
             loop()
-            finished.signal()
+            let waiters = finished.withLock { state in
+                state.done = true
+                defer { state.waiters.removeAll() }
+                return state.waiters
+            }
+            for waiter in waiters { waiter.resume() }
         }
         thread.name = name
         thread.stackSize = 1 << 20
@@ -65,16 +77,44 @@ final class SocketThread: @unchecked Sendable {
         return pthread_equal(threadID, pthread_self()) != 0
     }
 
-    /// Queues one multipart message for the socket. Only on the thread.
-    func send(_ parts: [[UInt8]]) {
-        send(parts, after: [])
+    /// Sends one multipart message now if libzmq takes it, else queues it in `outbox`: the `envelope` parts (a
+    /// routing id, a signature), then `frames`. The two are kept apart so that no array is built per message to
+    /// join them. Only on the thread.
+    func send(_ frames: [[UInt8]], after envelope: [[UInt8]], via outbox: Outbox) {
+        let message = OutboundMessage(envelope: envelope, frames: frames)
+        if outbox.messages.isEmpty && outbox.retryAt == nil {
+            switch transmitting(message) {
+            case .sent: return
+            case .refused: break
+            case .unreachable:
+                outbox.onUnreachable?()
+                return
+            }
+            block(outbox)
+        }
+        outbox.append(message)
+        if !outbox.isListed {
+            outbox.isListed = true
+            waiting.append(outbox)
+        }
     }
 
-    /// Queues one multipart message: the `envelope` parts (a routing id, a signature), then `frames`. The two
-    /// are kept apart so that no array is built per message to join them. Only on the thread.
-    func send(_ frames: [[UInt8]], after envelope: [[UInt8]]) {
-        outbox.append(OutboundMessage(envelope: envelope, frames: frames))
-        if outbox.count == 1 { flush() }
+    /// Closes the socket without lingering, dropping whatever libzmq still holds for it, and goes on with `new`
+    /// (a peer that lost its host: nothing queued for the lost host arrives later, SPEC 7.3). Only on the thread.
+    func replaceSocket(with new: Socket) {
+        try? socket.set(.linger(milliseconds: 0))
+        socket.close()
+        socket = new
+        socketReplaced = true
+    }
+
+    /// Forgets what `outbox` still holds (its conversation has ended). Only on the thread.
+    func discard(_ outbox: Outbox) {
+        outbox.discard()
+        if outbox.isListed {
+            outbox.isListed = false
+            waiting.removeAll { $0 === outbox }
+        }
     }
 
     /// Runs the owner's tick no later than `instant` (a session's heartbeat changed). Only on the thread.
@@ -82,41 +122,63 @@ final class SocketThread: @unchecked Sendable {
         nextTick = min(nextTick, instant)
     }
 
-    /// Asks the thread to stop after the jobs already handed over, then waits for it.
-    func stopAndWait() {
+    /// Asks the thread to stop after the jobs already handed over, then waits for it to end, suspending rather
+    /// than blocking (a blocked cooperative thread is one of two on these machines).
+    func stop() async {
         perform { [self] in stopping = true }
-        finished.wait()
+        await withCheckedContinuation { continuation in
+            let done = finished.withLock { state in
+                if !state.done { state.waiters.append(continuation) }
+                return state.done
+            }
+            if done { continuation.resume() }
+        }
     }
 
     private func loop() {
-        var poller = Poller()
-        let socketIndex = poller.add(socket, for: .readable)
-        let wakeIndex = poller.add(fileDescriptor: wake.fileDescriptor, for: .readable)
         guard let owner else { return }
+        var poller = Poller()
+        var wakeIndex = 0
+        var monitorIndex: Int?
+        func buildPoller() {
+            poller = Poller()
+            _ = poller.add(socket, for: .readable)
+            wakeIndex = poller.add(fileDescriptor: wake.fileDescriptor, for: .readable)
+            monitorIndex = owner.monitored.map { poller.add($0.monitor.eventSocket, for: .readable) }
+        }
+        buildPoller()
         while true {
             runJobs()
             if stopping { break }
             let now = ContinuousClock.now
             timers.fire(until: now)
             if now >= nextTick { nextTick = owner.tick(now) }
-            flush()
+            let retryAt = flush(now: now)
 
             var wakeAt = nextTick
             if let deadline = timers.nextDeadline, deadline < wakeAt { wakeAt = deadline }
+            if let retryAt, retryAt < wakeAt { wakeAt = retryAt }
             let timeout = max(0, Int(((wakeAt - ContinuousClock.now) / .milliseconds(1)).rounded(.up)))
-            poller.setEvents(outbox.isEmpty ? .readable : [.readable, .writable], at: socketIndex)
+            if socketReplaced {  // by a job, a timer or the tick above: poll the new socket, not the closed one
+                socketReplaced = false
+                buildPoller()
+            }
             do {
                 try poller.poll(timeoutMilliseconds: timeout)
             } catch {
                 break  // the context was terminated under us: nothing more can be sent or received
             }
             if poller.events(at: wakeIndex).contains(.readable) { wake.drain() }
+            if let monitorIndex, let (monitor, event) = owner.monitored,
+               poller.events(at: monitorIndex).contains(.readable) {
+                while let next = try? monitor.nextAvailable() { event(next) }
+            }
             receiveAvailable(owner)
         }
         owner.stopped()
-        flush()
+        _ = flush(now: .now)
+        self.owner = nil  // the monitor stops watching here, on the socket's own thread
         socket.close()
-        self.owner = nil
     }
 
     private func runJobs() {
@@ -145,55 +207,74 @@ final class SocketThread: @unchecked Sendable {
         }
     }
 
-    /// Sends what the socket will take now; the rest waits for the socket to become writable.
-    private func flush() {
-        while let message = outbox.first {
-            do {
-                guard try transmit(message) else { return }
-            } catch {
-                // EHOSTUNREACH: the peer has gone; its session ends by heartbeat. Nothing else can be done with it.
+    /// Sends what libzmq takes now from every outbox whose time to try has come; returns the earliest time a
+    /// blocked outbox wants to try again. A blocked conversation waits on a timer that backs off (1 ms to 50 ms)
+    /// rather than on POLLOUT, which a ROUTER reports whenever any one of its connections has room.
+    private func flush(now: ContinuousClock.Instant) -> ContinuousClock.Instant? {
+        guard !waiting.isEmpty else { return nil }
+        var earliest: ContinuousClock.Instant?
+        var drained: [Outbox] = []
+        var gone: [Outbox] = []
+        var refused: [Outbox] = []
+        waiting.removeAll { outbox in
+            if let retryAt = outbox.retryAt, retryAt > now {
+                earliest = min(earliest ?? retryAt, retryAt)
+                return false
             }
-            outbox.removeFirst()
+            // retryAt stays set until a message goes through, so a reader that takes nothing stays "blocked since"
+            // its first refusal (Outbox.isStalled).
+            while let message = outbox.messages.first {
+                switch transmitting(message) {
+                case .sent:
+                    outbox.removeFirst()
+                    outbox.retryAt = nil
+                    outbox.backoff = .milliseconds(1)
+                case .refused:
+                    block(outbox)
+                    earliest = min(earliest ?? outbox.retryAt!, outbox.retryAt!)
+                    refused.append(outbox)
+                    return false
+                case .unreachable:
+                    outbox.discard()  // all of it was for the same connection
+                    gone.append(outbox)
+                    outbox.isListed = false
+                    return true
+                }
+            }
+            outbox.isListed = false
+            drained.append(outbox)
+            return true
         }
+        // Run after the list is settled: these may send (and list outboxes) again.
+        for outbox in gone { outbox.onUnreachable?() }
+        for outbox in drained { outbox.onDrained?() }
+        for outbox in refused { outbox.onRefused?() }
+        return earliest
     }
 
-    /// Sends the parts of one message without waiting; false when the socket takes none now (libzmq queues the
-    /// parts of a message all or none, so only the first can be refused).
-    private func transmit(_ message: OutboundMessage) throws -> Bool {
+    private func block(_ outbox: Outbox) {
+        outbox.retryAt = .now + outbox.backoff
+        outbox.backoff = min(outbox.backoff * 2, .milliseconds(50))
+    }
+
+    private enum Transmission { case sent, refused, unreachable }
+
+    /// Sends the parts of one message without waiting. libzmq queues the parts of a message all or none, so only
+    /// the first can be refused: EAGAIN when the connection's high-water mark is reached, EHOSTUNREACH (a ROUTER
+    /// with ROUTER_MANDATORY) when the peer has gone.
+    private func transmitting(_ message: OutboundMessage) -> Transmission {
         let last = message.envelope.count + message.frames.count - 1
         var index = 0
         func put(_ part: [UInt8]) throws -> Bool {
             defer { index += 1 }
             return try part.withUnsafeBytes { try socket.send($0, more: index < last, dontWait: true) }
         }
-        for part in message.envelope where try !put(part) { return false }
-        for part in message.frames where try !put(part) { return false }
-        return true
-    }
-}
-
-/// One multipart message waiting for the socket: the parts in front (routing id, signature), then the rest.
-struct OutboundMessage {
-    var envelope: [[UInt8]]
-    var frames: [[UInt8]]
-}
-
-/// A FIFO of outbound messages that does not shift elements on removal.
-struct OutboundQueue {
-    private var items: [OutboundMessage] = []
-    private var head = 0
-
-    var isEmpty: Bool { head == items.count }
-    var count: Int { items.count - head }
-    var first: OutboundMessage? { isEmpty ? nil : items[head] }
-
-    mutating func append(_ message: OutboundMessage) { items.append(message) }
-
-    mutating func removeFirst() {
-        head += 1
-        if head == items.count {
-            items.removeAll(keepingCapacity: true)
-            head = 0
+        do {
+            for part in message.envelope where try !put(part) { return .refused }
+            for part in message.frames where try !put(part) { return .refused }
+            return .sent
+        } catch {
+            return .unreachable
         }
     }
 }

@@ -110,24 +110,38 @@ struct BadInputTests {
         #expect(welcome["heartbeat_ms"] == 60)
         #expect(welcome["limits"] == ["max_message_bytes": .int(1 << 20), "max_in_flight": 256])
         #expect(welcome["actions"]?.arrayValue?.contains("echo") == true)
-        #expect(try await raw.receive(timeout: .seconds(2)) == ["v": 1, "type": "ping"])
+        #expect(try await raw.receive() == ["v": 1, "type": "ping"])
         await host.shutdown()
     }
 
     @Test("shutdown answers requests in flight, says bye to named peers and closes")
     func shutdownWithRequestsInFlight() async throws {
-        let host = try startConformanceHost { $0.drainTimeout = .milliseconds(200) }
+        // The drain outlasts the quick request by far on any machine, and ends long before the slow one.
+        let host = try startConformanceHost { $0.drainTimeout = .seconds(2) }
+        let running = AsyncStream<String>.makeStream()
+        for (action, duration) in [("quick", Duration.milliseconds(50)), ("slow", .seconds(60))] {
+            try host.handle(action) { _, _ in
+                running.continuation.yield(action)
+                try await Task.sleep(for: duration)
+                return "slept"
+            }
+        }
         let raw = try RawPeer(host.boundEndpoint!)
         _ = try await raw.hello("watcher")
-        try raw.request("quick", "sleep", ["ms": 50])
-        try raw.request("slow", "sleep", ["ms": 30_000])
+        try raw.request("quick", "quick")
+        try raw.request("slow", "slow")
         let peer = try await connectPeer(host)
         let pending = Task { try await peer.call("sleep", ["ms": 30_000], timeout: .seconds(60)) }
-        try await Task.sleep(for: .milliseconds(20))
+        // Shut down only once both requests are running: a request arriving after that is refused, not drained.
+        var started = Set<String>()
+        for await action in running.stream {
+            started.insert(action)
+            if started.count == 2 { break }
+        }
         await host.shutdown()
         var answers: [String: JSONValue] = [:]
         var sawBye = false
-        while let body = try await raw.receive(timeout: .seconds(2)) {
+        while let body = try await raw.receive() {
             if body["type"] == "bye" { sawBye = true; break }
             if body["type"] == "response", let id = body["id"]?.stringValue { answers[id] = body }
         }

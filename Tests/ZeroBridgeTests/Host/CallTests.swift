@@ -18,7 +18,8 @@ struct CallTests {
         let error = await bridgeError { _ = try await peer.call("hang", nil, timeout: .milliseconds(150)) }
         let elapsed = ContinuousClock.now - start
         #expect(error?.code == .timeout)
-        #expect(elapsed >= .milliseconds(140) && elapsed < .seconds(3))
+        // At the deadline, not before; the upper bound only tells "at its deadline" from "never" on a loaded machine.
+        #expect(elapsed >= .milliseconds(140) && elapsed < .seconds(10))
         var iterator = cancelled.stream.makeAsyncIterator()
         await iterator.next()  // the handler saw its cancellation
         #expect(try await peer.call("echo", "still fine") == "still fine")
@@ -44,10 +45,10 @@ struct CallTests {
             _ = try? router.receiveBytes()  // the request, never answered
         }
         welcomer.start()
-        try await peer.connect(timeout: .seconds(5))
+        try await peer.connect(timeout: patience)
         let start = ContinuousClock.now
         #expect(await bridgeError { _ = try await peer.call("anything", nil, timeout: .milliseconds(100)) }?.code == .timeout)
-        #expect(ContinuousClock.now - start < .seconds(2))
+        #expect(ContinuousClock.now - start < .seconds(10))
         await peer.close()
     }
 
@@ -60,7 +61,7 @@ struct CallTests {
         let remote = try await host.peer(named: "mute")
         let start = ContinuousClock.now
         #expect(await bridgeError { _ = try await remote.call("think", nil, timeout: .milliseconds(120)) }?.code == .timeout)
-        #expect(ContinuousClock.now - start < .seconds(2))
+        #expect(ContinuousClock.now - start < .seconds(10))
         let request = try #require(try await raw.receiveSkippingPings())
         #expect(request["action"] == "think")
         #expect(request["timeout_ms"] == 120)
@@ -159,8 +160,10 @@ struct CallTests {
         raw.socket.close()
         #expect(await bridgeError { _ = try await call.value }?.code == .peerLost)
         let detection = ContinuousClock.now - lastMessage
-        // 3 heartbeats of 100 ms after the last message heard; the slack covers scheduling on a loaded machine.
-        #expect(detection >= .milliseconds(290) && detection < .milliseconds(300) + .seconds(1))
+        // A named session outlives its connection (its peer may resume it), so it is lost by heartbeat: never before
+        // 3 x 100 ms of silence. The upper bound only tells "detected" from "never" on a loaded machine; how fast
+        // detection is on a quiet one is `make bench`'s to say.
+        #expect(detection >= .milliseconds(290) && detection < .seconds(10))
         print("lost peer detected after \(detection)")
         var iterator = events.makeAsyncIterator()
         guard case .joined(let joined)? = await iterator.next() else { Issue.record("no joined event"); return }
@@ -201,7 +204,7 @@ struct CallTests {
         #expect(try await eventually { peer.welcome == nil })
 
         let second = try startConformanceHost { $0.endpoint = endpoint }
-        #expect(try await eventually(timeout: .seconds(10)) { peer.welcome != nil })
+        #expect(try await eventually { peer.welcome != nil })
         #expect(peer.welcome?.sessionID != firstSession)
         #expect(try await peer.call("echo", "back") == "back")
         await peer.close()
@@ -218,7 +221,7 @@ struct CallTests {
                 return "done"
             }
         }
-        let remote = try await host.peer(named: "worker", waitingUpTo: .seconds(2))
+        let remote = try await host.peer(named: "worker", waitingUpTo: patience)
         #expect(remote.info.actions == ["greet", "steps"])
         #expect(try await remote.call(Greet.self, .init(who: "host")).text == "hey host")
         let call = remote.stream("steps", 3)

@@ -76,7 +76,7 @@ struct HandlerTests {
              "hasDeadline": .bool(request.deadline != nil), "progress": .bool(request.wantsProgress)]
         }
         let peer = try await connectPeer(host, name: "curious")
-        let answer = try await peer.call("whoami", nil, timeout: .seconds(3))
+        let answer = try await peer.call("whoami", nil, timeout: .seconds(30))
         #expect(answer["peer"] == "curious")
         #expect(answer["hasDeadline"] == true)
         #expect(answer["progress"] == false)

@@ -31,7 +31,7 @@ struct ReadmeExampleTests {
         #expect(try await call.result == "done")
 
         let frontend = try await host.peer(named: "frontend", waitingUpTo: .seconds(5))
-        let html = try await frontend.call("render", ["page": 1], timeout: .seconds(2))
+        let html = try await frontend.call("render", ["page": 1], timeout: .seconds(10))
         #expect(html == ["html": "<p>page 1</p>"])
         await peer.close()
         await host.shutdown()

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+@_exported import TestSupport
 import ZeroMQ
 @testable import ZeroBridge
 
@@ -33,7 +34,7 @@ func connectPeer(_ host: BridgeHost, name: String = "swift-peer", heartbeat: Dur
     configuration.context = host.configuration.context
     let peer = try BridgePeer(configuration: configuration)
     try setUp(peer)
-    try await peer.connect(timeout: .seconds(10))
+    try await peer.connect(timeout: patience)
     return peer
 }
 
@@ -43,7 +44,7 @@ final class RawPeer: @unchecked Sendable {
 
     init(_ endpoint: String, context: Context? = nil) throws {
         socket = try Socket(.dealer, context: context ?? Context())
-        try socket.set(.linger(milliseconds: 0), .receiveTimeout(milliseconds: 5000))
+        try socket.set(.linger(milliseconds: 0))
         try socket.connect(endpoint)
     }
 
@@ -53,7 +54,7 @@ final class RawPeer: @unchecked Sendable {
 
     /// The next body, or nil when nothing came within `timeout`. It polls rather than blocks, so that waiting
     /// tests do not hold the cooperative threads the host's handlers need.
-    func receive(timeout: Duration = .seconds(5)) async throws -> JSONValue? {
+    func receive(timeout: Duration = patience) async throws -> JSONValue? {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
             if let frames = try socket.receiveBytes(dontWait: true) {
@@ -67,7 +68,7 @@ final class RawPeer: @unchecked Sendable {
     }
 
     /// The next body that is not a heartbeat.
-    func receiveSkippingPings(timeout: Duration = .seconds(5)) async throws -> JSONValue? {
+    func receiveSkippingPings(timeout: Duration = patience) async throws -> JSONValue? {
         while let body = try await receive(timeout: timeout) {
             if body["type"] == "ping" { try send(["v": 1, "type": "pong"]); continue }
             return body
@@ -92,16 +93,6 @@ final class RawPeer: @unchecked Sendable {
 
 extension JSONValue {
     var errorCode: String? { self["error"]?["code"]?.stringValue }
-}
-
-/// Waits for a condition that another thread makes true, failing the test after `timeout`.
-func eventually(timeout: Duration = .seconds(5), _ condition: () async throws -> Bool) async throws -> Bool {
-    let deadline = ContinuousClock.now + timeout
-    while ContinuousClock.now < deadline {
-        if try await condition() { return true }
-        try await Task.sleep(for: .milliseconds(5))
-    }
-    return try await condition()
 }
 
 /// Runs `body` with the error it throws, failing the test when it throws none.

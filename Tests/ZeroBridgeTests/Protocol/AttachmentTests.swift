@@ -35,6 +35,17 @@ struct AttachmentTests {
         #expect(throws: Never.self) { try decoded.get() }
     }
 
+    @Test("an escaped \"$attachment\" key is a reference too: member names count as decoded")
+    func escapedKey() throws {
+        let body = Array(#"{"v":1,"type":"request","id":"e","action":"echo","payload":{"\u0024attachment":0}}"#.utf8)
+        let decoded = body.withUnsafeBytes { Message.decode($0, attachments: [[7, 8]]) }
+        guard case .request(let request) = try decoded.get() else { Issue.record("not a request"); return }
+        #expect(request.payload == .bytes([7, 8]))
+        let missing = body.withUnsafeBytes { Message.decode($0, attachments: []) }
+        guard case .failure(let failure) = missing else { Issue.record("accepted a dangling reference"); return }
+        #expect(failure.error.code == .badMessage)
+    }
+
     @Test("outside a message, bytes are written as base64 text")
     func plainText() {
         #expect(JSONValue.bytes([0, 1, 2, 255]).description == #""AAEC/w==""#)

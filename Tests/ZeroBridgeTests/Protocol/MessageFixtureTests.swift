@@ -65,9 +65,9 @@ struct MessageFixture: Sendable, CustomTestStringConvertible {
 
     /// The fields each type defines. A decoded message keeps exactly these, so they are what `json` is compared on.
     static let fields: [String: Set<String>] = [
-        "request": ["id", "action", "payload", "timeout_ms", "progress"],
+        "request": ["id", "action", "payload", "timeout_ms", "deadline", "progress"],
         "response": ["id", "ok", "result", "error"],
-        "progress": ["id", "seq", "payload"],
+        "progress": ["id", "seq", "payload", "skipped"],
         "event": ["action", "payload"],
         "cancel": ["id"],
         "hello": ["peer", "actions", "features", "session", "heartbeat_ms"],

@@ -24,7 +24,7 @@ import { ZmtpDealer } from './zmtp.js';
 import { ZmtpRouter } from './zmtp-router.js';
 import { decode, encode, isName } from './wire.js';
 
-export const DEFAULT_WITHIN_MS = 5000;
+export const DEFAULT_WITHIN_MS = 30000;
 const CLIENT_NAME = /^[a-z][a-z0-9_-]{0,31}$/;
 const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
 const MATCHERS = new Set(['$any', '$absent', '$oneOf', '$not', '$capture', '$var', '$exact', '$unordered', '$literal']);
@@ -472,9 +472,9 @@ export function frameBytes(frame) {
 
 const NO_DEFAULT = Symbol('no default');
 const FIELDS = {
-  request: { id: NO_DEFAULT, action: NO_DEFAULT, payload: null, timeout_ms: NO_DEFAULT, progress: false },
+  request: { id: NO_DEFAULT, action: NO_DEFAULT, payload: null, timeout_ms: NO_DEFAULT, deadline: NO_DEFAULT, progress: false },
   response: { id: NO_DEFAULT, ok: NO_DEFAULT, result: NO_DEFAULT, error: NO_DEFAULT },
-  progress: { id: NO_DEFAULT, seq: NO_DEFAULT, payload: null },
+  progress: { id: NO_DEFAULT, seq: NO_DEFAULT, skipped: NO_DEFAULT, payload: null },
   event: { action: NO_DEFAULT, payload: null },
   cancel: { id: NO_DEFAULT },
   hello: { peer: NO_DEFAULT, actions: [], features: [], session: NO_DEFAULT, heartbeat_ms: NO_DEFAULT },

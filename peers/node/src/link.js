@@ -1,14 +1,37 @@
 // One conversation with the host: our pending calls (ids, deadlines, progress, cancel), the host's
-// requests to us (exactly one response each), events, ping/pong and liveness bookkeeping.
-// The link knows nothing of sockets or sessions: it is given a `send(frames)` and reports
-// session-level messages (welcome, bye, hello) to its owner.
+// requests to us (exactly one response each), events, ping/pong and liveness bookkeeping, and flow
+// control towards the host (SPEC 7.13: calls wait for room, progress is held and coalesced).
+// The link knows nothing of sockets or sessions: it is given a `send(frames)` and an `isFull()`, and
+// reports session-level messages (welcome, bye, hello) to its owner.
 
 import { randomBytes } from 'node:crypto';
 import { BridgeError } from './errors.js';
-import { decode, encode, messageBytes, bodies, isName } from './wire.js';
+import { decode, encode, encodePayload, encodeProgress, messageBytes, bodies, isName } from './wire.js';
 
 const AsyncFunction = (async () => {}).constructor;
 const IDENTIFIER = /^[\p{ID_Start}$_][\p{ID_Continue}$\u200c\u200d]*$/u;
+// SPEC 7.13: progress held back while the host is not reading, per request and for the whole peer.
+const HELD_PROGRESS_PER_REQUEST = 64;
+const HELD_PROGRESS_BYTES = 1024 * 1024;
+export const DEFAULT_MAX_IN_FLIGHT = 4096;
+const MAX_TIMER_MS = 2 ** 31 - 1; // setTimeout fires at once for longer delays
+
+/** A one-shot timer for any delay, even past setTimeout's 24.8-day limit (far deadlines). */
+class Timer {
+  constructor(ms, fire) {
+    this.fire = fire;
+    this.arm(Date.now() + ms);
+  }
+
+  arm(at) {
+    const left = Math.max(0, at - Date.now());
+    this.handle = setTimeout(() => (left > MAX_TIMER_MS ? this.arm(at) : this.fire()), Math.min(left, MAX_TIMER_MS));
+  }
+
+  clear() {
+    clearTimeout(this.handle);
+  }
+}
 
 /** Progress payloads of one call, consumed with `for await`; ends when the call ends. */
 class ProgressStream {
@@ -76,9 +99,13 @@ export class Link {
   /**
    * @param {object} options
    * @param {(frames: Buffer[]) => void} options.send  writes one message; throws a BridgeError when it cannot
+   * @param {() => boolean} options.isFull             whether what waits for the host is at its bound (SPEC 7.13);
+   *                                                   the owner calls onRoom() when it may no longer be
    * @param {Map<string, Function>} options.handlers   action name -> handler, read at each request
    * @param {boolean} options.evaluate                 whether `$evaluate` runs scripts
-   * @param {(action: string, payload: any) => void} options.onEvent
+   * @param {number} options.maxInFlight               the host's requests and events run at once (SPEC 7.11, 7.13)
+   * @param {(action: string, payload: any, context: {action: string, signal: AbortSignal}) => Promise<unknown>|null} options.onEvent
+   *   runs the listeners of an event; returns a promise (never rejecting) while some still run, else null
    * @param {(body: object) => void} options.onSession  welcome, bye and (unexpected) hello bodies
    * @param {(problem: {code: string, message: string, type: string|null}) => void} options.onBadMessage
    * @param {() => number} options.maxMessageBytes       the host's limit (Infinity until known)
@@ -86,8 +113,10 @@ export class Link {
    */
   constructor(options) {
     this.sendFrames = options.send;
+    this.isFull = options.isFull ?? (() => false);
     this.handlers = options.handlers;
     this.evaluate = options.evaluate;
+    this.maxInFlight = options.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT;
     this.onEvent = options.onEvent;
     this.onSession = options.onSession;
     this.onBadMessage = options.onBadMessage ?? (() => {});
@@ -96,7 +125,11 @@ export class Link {
     this.idPrefix = `${randomBytes(4).toString('hex')}-`;
     this.nextId = 0;
     this.calls = new Map(); // our requests in flight, by id
+    this.waiting = []; // our calls not sent yet, waiting for room (SPEC 7.13), in order
     this.served = new Map(); // the host's requests we are answering, by id
+    this.events = new Set(); // the host's events whose listeners still run
+    this.holding = new Set(); // served requests with progress held back, oldest first
+    this.heldProgressBytes = 0;
     this.lastHeard = Date.now();
     this.lastSent = 0;
   }
@@ -127,25 +160,32 @@ export class Link {
       this.nextId += 1;
       const id = `${this.idPrefix}${this.nextId}`;
       const timeoutMs = timeout === null || timeout === Infinity ? undefined : Math.ceil(timeout);
-      const frames = encode(bodies.request(id, action, payload, timeoutMs, progress !== undefined));
+      // SPEC 7.3: the deadline travels both ways, as a duration and as an instant on our clock.
+      const deadline = timeoutMs === undefined ? undefined : Date.now() + timeoutMs;
+      const frames = encode(bodies.request(id, action, payload, timeoutMs, progress !== undefined, deadline));
       const size = messageBytes(frames);
       if (size > this.maxMessageBytes()) {
         reject(new BridgeError('too_large', `request to ${action} is ${size} bytes; the host accepts at most ${this.maxMessageBytes()}`));
         return;
       }
-      const call = { id, action, resolve, reject, progress, lastSeq: 0, timer: null, signal, onAbort: null };
-      this.sendFrames(frames); // throws (-> rejection) when the message cannot even be queued
-      this.lastSent = Date.now();
+      const call = { id, action, frames, sent: false, resolve, reject, progress, lastSeq: 0, timer: null, signal, onAbort: null };
+      // SPEC 7.13: while the host is not keeping up, a request waits for room (in order) up to its deadline.
+      if (this.waiting.length > 0 || this.isFull()) this.waiting.push(call);
+      else this.transmit(call); // throws (-> rejection) when the message cannot even be queued
       this.calls.set(id, call);
       if (timeoutMs !== undefined) {
-        call.timer = setTimeout(() => {
-          this.settle(id, new BridgeError('timeout', `no response to ${action} within ${timeoutMs} ms`));
-        }, timeoutMs);
+        call.timer = new Timer(timeoutMs, () => {
+          const message = call.sent
+            ? `no response to ${action} within ${timeoutMs} ms`
+            : `${action} was not sent within ${timeoutMs} ms: the host did not read what was already queued for it`;
+          this.settle(id, new BridgeError('timeout', message));
+        });
       }
       if (signal) {
         call.onAbort = () => {
           if (!this.calls.has(id)) return;
           this.settle(id, new BridgeError('cancelled', `call to ${action} cancelled`, { cause: signal.reason }));
+          if (!call.sent) return; // never sent: nothing to cancel
           try {
             this.sendBody(bodies.cancel(id));
           } catch (error) {
@@ -157,20 +197,59 @@ export class Link {
     });
   }
 
-  /** Like call(), with the progress payloads as an async iterable. */
+  transmit(call) {
+    this.sendFrames(call.frames);
+    call.sent = true;
+    call.frames = null;
+    this.lastSent = Date.now();
+  }
+
+  /**
+   * The transport has room again (or its queue was dropped): waiting calls go first, in order, then
+   * held progress, each only while there is room.
+   */
+  onRoom() {
+    while (this.waiting.length > 0 && !this.isFull()) {
+      const call = this.waiting.shift();
+      try {
+        this.transmit(call);
+      } catch (error) {
+        this.settle(call.id, error);
+      }
+    }
+    for (const entry of this.holding) {
+      if (this.isFull()) return;
+      this.flushProgress(entry);
+    }
+  }
+
+  /**
+   * Like call(), with the progress payloads as an async iterable; `skipped` counts the payloads the
+   * host coalesced away (the sum of `progress.skipped`).
+   */
   stream(action, payload, options = {}) {
     const progress = new ProgressStream();
-    const result = this.call(action, payload, { ...options, progress: (p) => progress.push(p) });
+    let skipped = 0;
+    const result = this.call(action, payload, {
+      ...options,
+      progress: (p, coalesced) => {
+        skipped += coalesced;
+        progress.push(p);
+      },
+    });
     result.then(() => progress.end(), () => progress.end());
     // The caller may only iterate progress; a failure then surfaces through `result` when awaited,
     // not as an unhandled rejection.
     result.catch(() => {});
-    return { progress, result };
+    return { progress, result, get skipped() { return skipped; } };
   }
 
-  /** Fire-and-forget event to the host. */
+  /** Fire-and-forget event to the host; refused with `overloaded` while the host is not keeping up (SPEC 7.13). */
   post(action, payload) {
     if (!isName(action)) throw new TypeError('action must be a string of 1..128 characters');
+    if (this.waiting.length > 0 || this.isFull()) {
+      throw new BridgeError('overloaded', `event ${action} not sent: the host is not reading what is already queued for it`);
+    }
     this.sendBody(bodies.event(action, payload));
   }
 
@@ -179,8 +258,12 @@ export class Link {
     const call = this.calls.get(id);
     if (!call) return;
     this.calls.delete(id);
-    clearTimeout(call.timer);
+    call.timer?.clear();
     if (call.onAbort) call.signal.removeEventListener('abort', call.onAbort);
+    if (!call.sent) {
+      const at = this.waiting.indexOf(call);
+      if (at >= 0) this.waiting.splice(at, 1);
+    }
     if (error) call.reject(error);
     else call.resolve(result);
   }
@@ -225,9 +308,9 @@ export class Link {
           return;
         }
         call.lastSeq = body.seq;
-        return call.progress(body.payload ?? null);
+        return call.progress(body.payload ?? null, body.skipped ?? 0);
       }
-      case 'event': return this.onEvent(body.action, body.payload ?? null);
+      case 'event': return this.serveEvent(body);
       case 'cancel': return this.cancelServed(body.id);
       case 'ping': return this.trySend(bodies.pong());
       case 'pong': return undefined;
@@ -247,34 +330,51 @@ export class Link {
 
   // --- serving the host's requests --------------------------------------------------------
 
+  /** The host's requests and events running now, against `maxInFlight`. */
+  get inFlight() {
+    return this.served.size + this.events.size;
+  }
+
   serve(request) {
     const { id, action } = request;
     if (this.served.has(id)) {
       this.trySend(bodies.failure(id, { code: 'duplicate_id', message: `request ${id} is already in flight` }));
       return;
     }
-    const controller = new AbortController();
-    const entry = { id, action, done: false, seq: 0, timer: null, controller };
-    this.served.set(id, entry);
-    const deadline = request.timeout_ms === undefined ? null : Date.now() + request.timeout_ms;
-    if (deadline !== null) {
-      entry.timer = setTimeout(() => {
-        this.finish(entry, null, new BridgeError('timeout', `${action} did not finish within ${request.timeout_ms} ms`));
-        controller.abort(new BridgeError('timeout', `${action} timed out`));
-      }, request.timeout_ms);
+    const receivedAt = Date.now();
+    if (request.deadline !== undefined && request.deadline <= receivedAt) {
+      // SPEC 7.3: its caller has given up already; running it now would run it after that.
+      const late = receivedAt - request.deadline;
+      const skewed = request.timeout_ms !== undefined && late > request.timeout_ms;
+      this.log(skewed ? 'warn' : 'debug', `request ${id} (${action}) arrived ${late} ms after its deadline and was answered timeout without running`
+        + (skewed ? `; that is more than its whole timeout_ms (${request.timeout_ms}), so this clock is likely ahead of the host's (clock skew)` : ''));
+      this.trySend(bodies.failure(id, { code: 'timeout', message: `${action} arrived ${late} ms after its deadline and was not started` }));
+      return;
     }
-    const wantsProgress = request.progress === true;
+    if (this.inFlight >= this.maxInFlight) {
+      this.trySend(bodies.failure(id, { code: 'overloaded', message: `${action} not run: this peer already runs ${this.maxInFlight} requests and events` }));
+      return;
+    }
+    const limits = [];
+    if (request.timeout_ms !== undefined) limits.push(receivedAt + request.timeout_ms);
+    if (request.deadline !== undefined) limits.push(request.deadline);
+    const deadline = limits.length === 0 ? null : Math.min(...limits);
+    const controller = new AbortController();
+    const entry = { id, action, done: false, seq: 0, held: [], wantsProgress: request.progress === true, timer: null, controller };
+    this.served.set(id, entry);
+    if (deadline !== null) {
+      entry.timer = new Timer(deadline - receivedAt, () => {
+        const error = new BridgeError('timeout', `${action} did not finish within ${deadline - receivedAt} ms`);
+        this.finish(entry, null, error);
+        controller.abort(error);
+      });
+    }
     const context = {
       id,
       action,
       deadline,
       signal: controller.signal,
-      progress: (payload) => {
-        if (!wantsProgress || entry.done) return false;
-        entry.seq += 1;
-        this.sendBody(bodies.progress(id, entry.seq, payload));
-        return true;
-      },
+      progress: (payload) => this.reportProgress(entry, payload),
     };
     let run;
     if (action === '$actions') {
@@ -289,21 +389,107 @@ export class Link {
         ? () => handler(request.payload ?? null, context)
         : async () => { throw new BridgeError('unknown_action', `this peer has no handler for ${JSON.stringify(action)}`); };
     }
-    let pending;
-    try {
-      pending = Promise.resolve(run());
-    } catch (error) {
-      pending = Promise.reject(error);
-    }
-    pending.then((result) => this.finish(entry, result), (error) => this.finish(entry, null, error));
+    // Started on a later turn, after the rest of what was read with it: a cancel that came along
+    // means the handler never begins (SPEC 7.3).
+    setImmediate(() => {
+      if (entry.done) return;
+      let pending;
+      try {
+        pending = Promise.resolve(run());
+      } catch (error) {
+        pending = Promise.reject(error);
+      }
+      pending.then((result) => this.finish(entry, result), (error) => this.finish(entry, null, error));
+    });
   }
 
-  /** Sends the one response of a served request, unless it was already answered or discarded. */
+  // --- progress towards a slow reader (SPEC 7.13) ---------------------------------------------
+
+  /**
+   * A handler's ctx.progress(): sent at once when there is room and nothing of this request is held,
+   * else held; past the holding bounds it replaces the newest held payload and is counted. Never
+   * waits and never fails for flow reasons.
+   */
+  reportProgress(entry, payload) {
+    if (!entry.wantsProgress || entry.done) return false;
+    const encoded = encodePayload(payload); // a payload that is not JSON throws here, to the handler
+    if (entry.held.length === 0 && !this.isFull()) {
+      this.sendProgress(entry, encoded, 0);
+      return true;
+    }
+    const newest = entry.held.at(-1);
+    if (newest && (entry.held.length >= HELD_PROGRESS_PER_REQUEST || this.heldProgressBytes + encoded.bytes > HELD_PROGRESS_BYTES)) {
+      this.heldProgressBytes += encoded.bytes - newest.payload.bytes;
+      newest.payload = encoded;
+      newest.skipped += 1;
+      return true;
+    }
+    // A request's first held payload is kept even past the byte bound: every request gets its newest through.
+    entry.held.push({ payload: encoded, skipped: 0 });
+    this.heldProgressBytes += encoded.bytes;
+    this.holding.add(entry);
+    return true;
+  }
+
+  /** Sends held progress in order while there is room (all of it with `force`). */
+  flushProgress(entry, force = false) {
+    while (entry.held.length > 0 && (force || !this.isFull())) {
+      const { payload, skipped } = entry.held.shift();
+      this.heldProgressBytes -= payload.bytes;
+      this.sendProgress(entry, payload, skipped);
+    }
+    if (entry.held.length === 0) this.holding.delete(entry);
+  }
+
+  dropProgress(entry) {
+    for (const { payload } of entry.held) this.heldProgressBytes -= payload.bytes;
+    entry.held = [];
+    this.holding.delete(entry);
+  }
+
+  /** `seq` counts what was actually sent, so it stays gapless whatever was coalesced. */
+  sendProgress(entry, payload, skipped) {
+    const seq = entry.seq + 1;
+    try {
+      this.sendFrames(encodeProgress(entry.id, seq, payload, skipped));
+      entry.seq = seq;
+      this.lastSent = Date.now();
+    } catch (error) {
+      this.log('warn', `could not send progress ${seq} of ${entry.id}: ${error.message}`);
+    }
+  }
+
+  // --- events from the host -----------------------------------------------------------------
+
+  /** Runs an event's listeners; events count toward `maxInFlight` with requests (SPEC 7.13). */
+  serveEvent({ action, payload }) {
+    if (this.inFlight >= this.maxInFlight) {
+      this.log('warn', `event ${action} not run: ${this.maxInFlight} requests and events already in flight`);
+      this.trySend(bodies.failure(null, {
+        code: 'overloaded',
+        message: `event ${JSON.stringify(action)} not run: this peer already runs ${this.maxInFlight} requests and events`,
+      }));
+      return;
+    }
+    const controller = new AbortController();
+    const running = this.onEvent(action, payload ?? null, { action, signal: controller.signal });
+    if (!running) return; // no listener, or every listener finished at once
+    const entry = { action, controller };
+    this.events.add(entry);
+    running.then(() => this.events.delete(entry));
+  }
+
+  /**
+   * Sends the one response of a served request, unless it was already answered or discarded. Progress
+   * still held goes first, whatever the outcome (all progress precedes the response, and none is dropped
+   * silently: SPEC 7.13); it is bounded, so this overshoots the queue's bound by little.
+   */
   finish(entry, result, error) {
     if (entry.done) return;
     entry.done = true;
-    clearTimeout(entry.timer);
+    entry.timer?.clear();
     this.served.delete(entry.id);
+    this.flushProgress(entry, true);
     let frames;
     try {
       frames = encode(error ? bodies.failure(entry.id, errorBody(error)) : bodies.result(entry.id, result));
@@ -333,14 +519,20 @@ export class Link {
 
   /**
    * The host is gone (silence, bye, broken connection, or we are closing): our calls fail with
-   * `error`, its requests are cancelled and their responses discarded.
+   * `error`, its requests and events are cancelled and their responses and progress discarded.
    */
   abandonAll(error) {
     for (const id of [...this.calls.keys()]) this.settle(id, error);
+    this.waiting = [];
     for (const entry of [...this.served.values()]) {
       entry.done = true;
-      clearTimeout(entry.timer);
+      entry.timer?.clear();
       this.served.delete(entry.id);
+      this.dropProgress(entry);
+      entry.controller.abort(error);
+    }
+    for (const entry of [...this.events]) {
+      this.events.delete(entry);
       entry.controller.abort(error);
     }
   }

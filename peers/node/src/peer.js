@@ -3,7 +3,7 @@
 
 import { debuglog } from 'node:util';
 import { ZmtpDealer, ZmtpError } from './zmtp.js';
-import { Link } from './link.js';
+import { Link, DEFAULT_MAX_IN_FLIGHT } from './link.js';
 import { BridgeError } from './errors.js';
 import { bodies, encode, readConnectionFile, isName } from './wire.js';
 
@@ -21,8 +21,15 @@ const NEW = 'new'; // connect() not called yet
 const CONNECTING = 'connecting'; // no ZMTP connection
 const GREETING = 'greeting'; // connected, hello sent, waiting for welcome
 const READY = 'ready'; // welcome received: a session is in force
-const LOST = 'lost'; // the host went silent or said bye; hello again once it is heard from
+const LOST = 'lost'; // the host went silent, said bye or the connection broke; a fresh connection is on its way
 const CLOSED = 'closed';
+
+/** A stream() that failed before anything was sent. */
+function failedStream(error) {
+  const result = Promise.reject(error);
+  result.catch(() => {});
+  return { progress: (async function* none() {})(), result, skipped: 0 };
+}
 
 /**
  * A ZeroBridge peer: a DEALER connected to a host's ROUTER. See index.d.ts for the documentation
@@ -34,8 +41,10 @@ export class Peer {
       throw new TypeError('connect() needs an endpoint (tcp://host:port, ipc:///path) or a connection file path');
     }
     const { name, actions, evaluate = false, heartbeatMs = DEFAULT_HEARTBEAT_MS, timeout = DEFAULT_TIMEOUT_MS, log = defaultLog } = options;
+    const { maxInFlight = DEFAULT_MAX_IN_FLIGHT } = options;
     if (!isName(name)) throw new TypeError('options.name (the peer name sent in hello) must be a string of 1..128 characters');
     if (!Number.isInteger(heartbeatMs) || heartbeatMs < 1) throw new TypeError('options.heartbeatMs must be a positive integer');
+    if (!Number.isInteger(maxInFlight) || maxInFlight < 1) throw new TypeError('options.maxInFlight must be a positive integer');
     if (timeout !== null && timeout !== Infinity && !(Number.isFinite(timeout) && timeout > 0)) {
       throw new TypeError('options.timeout must be a positive number of milliseconds, null or Infinity');
     }
@@ -67,6 +76,10 @@ export class Peer {
     this.helloScheduled = false;
     this.heartbeatTimer = null;
     this.firstWelcome = null;
+    this.lostBecause = null; // why the host was lost, until it welcomes us again (calls fail at once meanwhile)
+    this.redials = 0; // fresh connections since the last welcome, for the backoff
+    this.reconnectIvl = options.reconnectIvl ?? 100;
+    this.reconnectIvlMax = options.reconnectIvlMax ?? 5000;
 
     this.dealer = new ZmtpDealer(this.endpoint, {
       reconnectIvl: options.reconnectIvl,
@@ -75,9 +88,11 @@ export class Peer {
     });
     this.link = new Link({
       send: (frames) => this.sendFrames(frames),
+      isFull: () => this.dealer.full,
       handlers: this.handlers,
       evaluate: this.evaluate,
-      onEvent: (action, payload) => this.dispatchEvent(action, payload),
+      maxInFlight,
+      onEvent: (action, payload, context) => this.dispatchEvent(action, payload, context),
       onSession: (body) => this.onSessionMessage(body),
       onBadMessage: (problem) => this.onBadMessage(problem),
       maxMessageBytes: () => this.limits?.max_message_bytes ?? Infinity,
@@ -86,6 +101,7 @@ export class Peer {
     this.dealer.on('connect', () => this.onConnected());
     this.dealer.on('disconnect', () => this.onDisconnected());
     this.dealer.on('message', (frames) => this.onMessage(frames));
+    this.dealer.on('drain', () => this.link.onRoom());
     this.dealer.on('error', (error) => this.onTransportError(error));
   }
 
@@ -129,22 +145,30 @@ export class Peer {
     return options.timeout === undefined ? this.timeout : options.timeout;
   }
 
+  /** Why nothing can be sent now: closed, or the host lost and not back yet (SPEC 6: fail at once, queue nothing). */
+  refusal() {
+    if (this.state === CLOSED) return new BridgeError('cancelled', 'the peer is closed');
+    if (this.lostBecause !== null) {
+      return new BridgeError('peer_lost', `the host is lost (${this.lostBecause}); nothing is sent until it welcomes this peer again`);
+    }
+    return null;
+  }
+
   call(action, payload = null, options = {}) {
-    if (this.state === CLOSED) return Promise.reject(new BridgeError('cancelled', 'the peer is closed'));
+    const refused = this.refusal();
+    if (refused) return Promise.reject(refused);
     return this.link.call(action, payload, { timeout: this.callTimeout(options), signal: options.signal });
   }
 
   stream(action, payload = null, options = {}) {
-    if (this.state === CLOSED) {
-      const result = Promise.reject(new BridgeError('cancelled', 'the peer is closed'));
-      result.catch(() => {});
-      return { progress: (async function* none() {})(), result };
-    }
+    const refused = this.refusal();
+    if (refused) return failedStream(refused);
     return this.link.stream(action, payload, { timeout: this.callTimeout(options), signal: options.signal });
   }
 
   post(action, payload = null) {
-    if (this.state === CLOSED) throw new BridgeError('cancelled', 'the peer is closed');
+    const refused = this.refusal();
+    if (refused) throw refused;
     this.link.post(action, payload);
   }
 
@@ -243,24 +267,32 @@ export class Peer {
 
   onDisconnected() {
     if (this.state === CLOSED) return;
-    this.state = CONNECTING;
-    this.hostLost(`the connection to the host at ${this.endpoint} broke`);
+    // The dealer redials by itself; what was written to the broken connection is gone with it.
+    if (this.state === READY || this.state === GREETING) this.hostLost(`the connection to the host at ${this.endpoint} broke`, false);
   }
 
-  hostLost(why) {
+  /**
+   * The host is lost: our calls fail with `peer_lost`, its requests and events are cancelled, and
+   * (for silence and bye) the connection is dropped with everything still queued on it and a fresh
+   * one dialled, so nothing meant for the lost host arrives later (SPEC 7.3). Until the next welcome,
+   * new calls, streams and posts fail at once.
+   */
+  hostLost(why, redial) {
     this.log('warn', `lost the host: ${why}`);
+    this.state = LOST;
+    this.lostBecause = why;
     this.session = null;
-    this.helloScheduled = false; // the next hello is the fresh one sent when the host is back
+    this.helloScheduled = false; // the next hello is the fresh one sent on the new connection
     this.link.abandonAll(new BridgeError('peer_lost', `lost the host: ${why}`));
+    if (!redial) return;
+    this.redials += 1;
+    // The first redial is at once; a host that keeps refusing us (bye again, silence again) is retried with backoff.
+    const delay = this.redials === 1 ? 0 : Math.min(this.reconnectIvl * 2 ** (this.redials - 2), this.reconnectIvlMax);
+    this.dealer.reconnect(delay);
   }
 
   onMessage(frames) {
     if (this.state === CLOSED) return;
-    if (this.state === LOST) {
-      // The host is heard from again: start a fresh session before handling what it sent.
-      this.log('warn', 'the host is back; saying hello again');
-      this.sayHello();
-    }
     this.link.receive(frames);
   }
 
@@ -276,6 +308,8 @@ export class Peer {
           this.startHeartbeat();
         }
         this.state = READY;
+        this.lostBecause = null;
+        this.redials = 0;
         const waiter = this.firstWelcome;
         if (waiter && !waiter.settled) {
           waiter.settled = true;
@@ -285,10 +319,7 @@ export class Peer {
         return;
       }
       case 'bye':
-        if (this.state === READY || this.state === GREETING) {
-          this.state = LOST;
-          this.hostLost('the host said bye');
-        }
+        if (this.state === READY || this.state === GREETING) this.hostLost('the host said bye', true);
         return;
       case 'hello':
         // Only a peer says hello: from the host it is a bad message (SPEC 7.5, step 8), answered like any.
@@ -314,22 +345,27 @@ export class Peer {
     }
   }
 
-  dispatchEvent(action, payload) {
+  /** Runs an event's listeners; returns a promise (never rejecting) while async ones still run, else null. */
+  dispatchEvent(action, payload, context) {
     const listeners = this.listeners.get(action);
     if (!listeners || listeners.size === 0) {
       this.log('debug', `dropped event ${action}: no listener`);
-      return;
+      return null;
     }
+    const running = [];
     for (const listener of [...listeners]) {
       try {
-        const returned = listener(payload);
+        const returned = listener(payload, context);
         if (returned && typeof returned.then === 'function') {
-          returned.then(undefined, (error) => this.log('warn', `listener for event ${action} failed: ${error?.message ?? error}`));
+          running.push(Promise.resolve(returned).then(undefined, (error) => {
+            if (!context.signal.aborted) this.log('warn', `listener for event ${action} failed: ${error?.message ?? error}`);
+          }));
         }
       } catch (error) {
         this.log('warn', `listener for event ${action} threw: ${error?.message ?? error}`);
       }
     }
+    return running.length === 0 ? null : Promise.all(running);
   }
 
   startHeartbeat() {
@@ -343,8 +379,8 @@ export class Peer {
     if (!this.dealer.connected || this.state === CLOSED) return;
     const now = Date.now();
     if ((this.state === READY || this.state === GREETING) && now - this.link.lastHeard >= 3 * this.heartbeatMs) {
-      this.state = LOST;
-      this.hostLost(`nothing heard for ${now - this.link.lastHeard} ms (heartbeat ${this.heartbeatMs} ms)`);
+      this.hostLost(`nothing heard for ${now - this.link.lastHeard} ms (heartbeat ${this.heartbeatMs} ms)`, true);
+      return;
     }
     if (now - this.link.lastSent >= this.heartbeatMs) this.link.trySend(bodies.ping());
   }

@@ -23,6 +23,7 @@ export function isName(value) {
 }
 
 const isPositiveInteger = (value) => Number.isInteger(value) && value >= 1;
+const isNonNegativeInteger = (value) => Number.isInteger(value) && value >= 0;
 const isObject = (value) => typeof value === 'object' && value !== null && !Array.isArray(value);
 const isNameList = (value) => Array.isArray(value) && value.every(isName);
 const has = (body, field) => Object.prototype.hasOwnProperty.call(body, field);
@@ -54,6 +55,7 @@ const CHECKS = {
     if (!isName(body.id)) return 'request.id must be a string of 1..128 characters';
     if (!isName(body.action)) return 'request.action must be a string of 1..128 characters';
     if (has(body, 'timeout_ms') && !isPositiveInteger(body.timeout_ms)) return 'request.timeout_ms must be a positive integer';
+    if (has(body, 'deadline') && !isNonNegativeInteger(body.deadline)) return 'request.deadline must be a non-negative integer (Unix time in ms)';
     if (has(body, 'progress') && typeof body.progress !== 'boolean') return 'request.progress must be a boolean';
     return null;
   },
@@ -76,6 +78,7 @@ const CHECKS = {
   progress(body) {
     if (!isName(body.id)) return 'progress.id must be a string of 1..128 characters';
     if (!isPositiveInteger(body.seq)) return 'progress.seq must be a positive integer';
+    if (has(body, 'skipped') && !isPositiveInteger(body.skipped)) return 'progress.skipped must be a positive integer';
     return null;
   },
   event(body) {
@@ -127,6 +130,36 @@ function resolveAttachments(value, attachments) {
   return value;
 }
 
+// Text that may hold what JSON can write but a side cannot carry (SPEC 4): a number past the range of a double
+// (an exponent of three digits or more, or 309 digits in a row) or a surrogate escape. Only bodies that match are
+// walked, so ordinary ones cost one regex scan.
+const MAYBE_HUGE = /[eE][+-]?\d{3}|\d{309}/;
+const MAYBE_SURROGATE = /\\u[dD][89a-fA-F]/;
+
+/** Why a parsed body cannot be carried (a number that became infinite, an unpaired surrogate), or null. */
+function uncarriableValue(text, body) {
+  const huge = MAYBE_HUGE.test(text);
+  const surrogate = MAYBE_SURROGATE.test(text);
+  if (!huge && !surrogate) return null;
+  const stack = [body];
+  while (stack.length > 0) {
+    const value = stack.pop();
+    if (typeof value === 'number') {
+      if (huge && !Number.isFinite(value)) return 'a number is outside the range of a double';
+    } else if (typeof value === 'string') {
+      if (surrogate && !value.isWellFormed()) return 'a \\u escape leaves a surrogate unpaired';
+    } else if (Array.isArray(value)) {
+      stack.push(...value);
+    } else if (value !== null && typeof value === 'object') {
+      for (const [name, member] of Object.entries(value)) {
+        if (surrogate && !name.isWellFormed()) return 'a \\u escape leaves a surrogate unpaired';
+        stack.push(member);
+      }
+    }
+  }
+  return null;
+}
+
 /**
  * Decodes the frames a DEALER received: `[signature, body, ...attachments]`.
  * Returns `{ body }` (attachment references replaced by Buffers) or, for a message that cannot be
@@ -152,6 +185,8 @@ export function decode(frames) {
   } catch (error) {
     return fail('bad_message', `the body is not JSON: ${error.message}`);
   }
+  const uncarriable = uncarriableValue(text, body);
+  if (uncarriable) return fail('bad_message', `the body is not JSON a peer can carry: ${uncarriable}`);
   if (!isObject(body)) return fail('bad_message', 'the body is not a JSON object');
   const id = isName(body.id) ? body.id : null;
   const type = typeof body.type === 'string' ? body.type : null;
@@ -160,7 +195,8 @@ export function decode(frames) {
   if (!TYPES.has(type)) return fail('bad_message', `unknown message type ${JSON.stringify(body.type)}`, id, type);
   const problem = CHECKS[type](body);
   if (problem) return fail('bad_message', problem, id, type);
-  if (frames.length > 2 || text.includes('"$attachment"')) {
+  // Member names count as decoded: "\u0024attachment" is "$attachment" too (SPEC 3).
+  if (frames.length > 2 || text.includes('"$attachment"') || text.includes('\\u0024')) {
     try {
       resolveAttachments(body, frames.slice(2));
     } catch (error) {
@@ -170,25 +206,48 @@ export function decode(frames) {
   return { body };
 }
 
-/**
- * Encodes a body as frames `[signature (empty), JSON, ...attachments]`. Any Uint8Array/Buffer inside
- * the body travels as an attachment frame, referenced as `{"$attachment": i}`. Throws a TypeError
- * when the body cannot be written as JSON (cycles, BigInt).
- */
-export function encode(body) {
+/** JSON text of a value, with every Uint8Array/Buffer inside taken out as an attachment (`{"$attachment": i}`). */
+function toJson(value) {
   let attachments = null;
-  const json = JSON.stringify(body, function replace(key, value) {
+  const json = JSON.stringify(value, function replace(key, member) {
     const raw = this[key];
     if (raw instanceof Uint8Array) {
       attachments ??= [];
       attachments.push(Buffer.isBuffer(raw) ? raw : Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength));
       return { $attachment: attachments.length - 1 };
     }
-    return value;
+    return member;
   });
-  const frames = [EMPTY, Buffer.from(json, 'utf8')];
-  if (attachments) frames.push(...attachments);
-  return frames;
+  return { json, attachments: attachments ?? [] };
+}
+
+/**
+ * Encodes a body as frames `[signature (empty), JSON, ...attachments]`. Any Uint8Array/Buffer inside
+ * the body travels as an attachment frame, referenced as `{"$attachment": i}`. Throws a TypeError
+ * when the body cannot be written as JSON (cycles, BigInt).
+ */
+export function encode(body) {
+  const { json, attachments } = toJson(body);
+  return [EMPTY, Buffer.from(json, 'utf8'), ...attachments];
+}
+
+/**
+ * Encodes a progress payload once, when a handler reports it, so that progress held back for a slow
+ * reader (SPEC 7.13) keeps the value it had then. `bytes` is what it weighs against the held-progress
+ * bound. Throws a TypeError when the payload cannot be written as JSON.
+ */
+export function encodePayload(payload) {
+  const { json = 'null', attachments } = toJson(payload ?? null);
+  let bytes = Buffer.byteLength(json, 'utf8');
+  for (const attachment of attachments) bytes += attachment.length;
+  return { json, attachments, bytes };
+}
+
+/** The frames of a progress message around a payload from encodePayload(); `skipped` is left out when 0. */
+export function encodeProgress(id, seq, payload, skipped = 0) {
+  const extra = skipped > 0 ? `,"skipped":${skipped}` : '';
+  const json = `{"v":1,"type":"progress","id":${JSON.stringify(id)},"seq":${seq}${extra},"payload":${payload.json}}`;
+  return [EMPTY, Buffer.from(json, 'utf8'), ...payload.attachments];
 }
 
 /** Bytes that count against `max_message_bytes`: the body and the attachments (frames 1..n). */
@@ -201,12 +260,12 @@ export function messageBytes(frames) {
 // Body builders. `undefined` fields are left out by JSON.stringify, which is what the protocol's
 // defaults expect (payload/result default to null).
 export const bodies = {
-  request: (id, action, payload, timeoutMs, progress) => ({
-    v: 1, type: 'request', id, action, payload: payload ?? null, timeout_ms: timeoutMs, progress: progress || undefined,
+  request: (id, action, payload, timeoutMs, progress, deadline) => ({
+    v: 1, type: 'request', id, action, payload: payload ?? null, timeout_ms: timeoutMs, deadline, progress: progress || undefined,
   }),
   result: (id, result) => ({ v: 1, type: 'response', id, ok: true, result: result ?? null }),
   failure: (id, error) => ({ v: 1, type: 'response', id, ok: false, error }),
-  progress: (id, seq, payload) => ({ v: 1, type: 'progress', id, seq, payload: payload ?? null }),
+  progress: (id, seq, payload, skipped) => ({ v: 1, type: 'progress', id, seq, skipped: skipped || undefined, payload: payload ?? null }),
   event: (action, payload) => ({ v: 1, type: 'event', action, payload: payload ?? null }),
   cancel: (id) => ({ v: 1, type: 'cancel', id }),
   hello: (peer, actions, features, heartbeatMs, session) => ({

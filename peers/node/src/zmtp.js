@@ -15,6 +15,8 @@ const FLAG_COMMAND = 0x04;
 const FLAG_RESERVED = 0xf8;
 // Below this total size a message is copied into one buffer (one write); above, frames are written as they are.
 const COALESCE_LIMIT = 16 * 1024;
+// SPEC 7.13: the bytes a side lets wait for the other side (here: the socket's buffer plus the pre-handshake queue).
+const SEND_BUFFER_BYTES = 8 * 1024 * 1024;
 
 // RFC 37's table of legal socket type pairs, for the two socket types spoken here.
 const LEGAL_PEERS = {
@@ -181,9 +183,11 @@ const CLOSED = 'closed';
  *
  * Events: `connect` (handshake done; `{ socketType, identity }` of the other side), `disconnect`
  * (a ready connection was lost), `message` (an array of Buffers), `error` (a ZmtpError: the other
- * side broke the protocol; the connection is dropped and retried), `close` (after close()).
+ * side broke the protocol; the connection is dropped and retried), `drain` (the bytes waiting to be
+ * sent may have fallen below `sendBufferBytes`: see `full`), `close` (after close()).
  * Messages sent while not connected are queued (up to `sendQueueLimit`) and sent in order once the
  * handshake is done; messages written to a connection that then breaks are lost, as with libzmq.
+ * send() itself never refuses for size: callers that must bound what waits check `full` first.
  */
 export class ZmtpDealer extends EventEmitter {
   constructor(endpoint, options = {}) {
@@ -198,6 +202,7 @@ export class ZmtpDealer extends EventEmitter {
     this.reconnectIvlMax = options.reconnectIvlMax ?? 5000;
     this.handshakeTimeout = options.handshakeTimeout ?? 10_000;
     this.sendQueueLimit = options.sendQueueLimit ?? 1000;
+    this.sendBufferBytes = options.sendBufferBytes ?? SEND_BUFFER_BYTES;
     this.maxMessageBytes = options.maxMessageBytes ?? 256 * 1024 * 1024;
     // 'ROUTER' only for connections a ZmtpRouter accepted (see adopt()).
     this.socketType = options.socketType ?? 'DEALER';
@@ -208,6 +213,7 @@ export class ZmtpDealer extends EventEmitter {
     this.socket = null;
     this.input = new ByteQueue();
     this.pending = []; // messages (lists of buffers to write) waiting for a connection
+    this.pendingBytes = 0;
     this.partial = []; // frames of the message being received
     this.partialBytes = 0;
     this.frameFlags = 0;
@@ -222,6 +228,16 @@ export class ZmtpDealer extends EventEmitter {
   /** True once the handshake with the other side is complete and until the connection breaks. */
   get connected() {
     return this.state === READY;
+  }
+
+  /** Bytes handed to send() and not yet passed to the kernel: the socket's buffer and the pre-handshake queue. */
+  get queuedBytes() {
+    return this.pendingBytes + (this.socket?.writableLength ?? 0);
+  }
+
+  /** True while `queuedBytes` is at or over `sendBufferBytes`; a `drain` event follows when it may no longer be. */
+  get full() {
+    return this.queuedBytes >= this.sendBufferBytes;
   }
 
   /** Starts connecting (and reconnecting when the connection breaks) until close(). */
@@ -247,6 +263,39 @@ export class ZmtpDealer extends EventEmitter {
       throw new ZmtpError(`not connected to ${this.endpoint} and ${this.pending.length} messages are already queued`, 'EAGAIN');
     }
     this.pending.push(parts);
+    for (const part of parts) this.pendingBytes += part.length;
+  }
+
+  /**
+   * Gives up on the current connection: drops it at once with everything not yet sent (no linger; a
+   * tcp connection is reset, so not even the kernel delivers what it still held) and dials a fresh
+   * one after `delayMs`. No `disconnect` is emitted: the caller asked for this. Used when the other
+   * side is considered lost, so that nothing queued for it arrives later (SPEC 7.3).
+   */
+  reconnect(delayMs = 0) {
+    if (this.state === CLOSED || this.accepted) return;
+    const socket = this.socket;
+    this.socket = null;
+    this.dropPending();
+    clearTimeout(this.handshakeTimer);
+    clearTimeout(this.reconnectTimer);
+    if (socket && !socket.destroyed) {
+      if (typeof socket.resetAndDestroy === 'function' && this.address.transport === 'tcp' && socket.readyState === 'open') {
+        socket.resetAndDestroy();
+      } else {
+        socket.destroy();
+      }
+    }
+    this.state = CONNECTING; // not IDLE: connect() stays a no-op while the timer runs
+    this.reconnectTimer = setTimeout(() => {
+      if (this.state === CONNECTING && this.socket === null) this.attempt();
+    }, delayMs);
+    this.emitSafely('drain');
+  }
+
+  dropPending() {
+    this.pending = [];
+    this.pendingBytes = 0;
   }
 
   /**
@@ -256,7 +305,7 @@ export class ZmtpDealer extends EventEmitter {
   close(lingerMs = 1000) {
     if (this.closedPromise) return this.closedPromise;
     this.state = CLOSED;
-    this.pending = [];
+    this.dropPending();
     clearTimeout(this.reconnectTimer);
     clearTimeout(this.handshakeTimer);
     const socket = this.socket;
@@ -328,6 +377,9 @@ export class ZmtpDealer extends EventEmitter {
       // Refused/absent endpoints are routine while the other side is not up yet.
       debug('socket error on %s: %s', this.endpoint, error.message);
     });
+    socket.on('drain', () => {
+      if (this.socket === socket) this.emitSafely('drain');
+    });
     socket.on('close', () => this.onSocketClose(socket));
   }
 
@@ -349,7 +401,8 @@ export class ZmtpDealer extends EventEmitter {
     } else {
       this.failures += 1;
     }
-    if (this.state !== IDLE) return; // a 'disconnect' listener closed us
+    this.emitSafely('drain'); // what the socket held is gone with it
+    if (this.state !== IDLE) return; // a 'disconnect' or 'drain' listener closed or redialled us
     const delay = Math.min(this.reconnectIvl * 2 ** Math.max(0, this.failures - 1), this.reconnectIvlMax);
     this.state = CONNECTING; // not IDLE, so connect() stays a no-op while we wait
     this.reconnectTimer = setTimeout(() => {
@@ -501,8 +554,9 @@ export class ZmtpDealer extends EventEmitter {
     this.emitSafely('connect', { socketType, identity: properties.get('identity'), version: this.peerVersion });
     if (this.state !== READY) return;
     const queued = this.pending;
-    this.pending = [];
+    this.dropPending();
     for (const parts of queued) this.write(parts);
+    if (queued.length > 0) this.emitSafely('drain');
   }
 
   onErrorCommand(data) {

@@ -60,11 +60,22 @@ export class FakeHost {
     };
   }
 
-  /** Waits for a hello and answers it with a welcome; returns the hello body. */
+  /**
+   * Waits for a hello and answers it with a welcome; returns the hello body once the peer has taken
+   * the welcome (a ping sent after it is answered), since a peer that lost its host refuses calls until
+   * it is welcomed again. A peer that meanwhile says hello on a fresh connection is welcomed there.
+   */
   async welcome(overrides = {}) {
-    const { body } = await this.nextOfType('hello');
-    this.send(this.welcomeBody(overrides));
-    return body;
+    let hello = await this.nextOfType('hello');
+    for (;;) {
+      this.send(this.welcomeBody(overrides));
+      this.send({ v: 1, type: 'ping' });
+      const { routingId } = hello;
+      const reply = await this.next((body, message) => body?.type === 'hello' || (body?.type === 'pong' && message.routingId.equals(routingId)),
+        10_000, 'the pong that shows the welcome was taken');
+      if (reply.body.type === 'pong') return hello.body;
+      hello = reply;
+    }
   }
 
   stop() {

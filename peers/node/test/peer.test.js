@@ -315,10 +315,13 @@ describe('peer: serving the host', () => {
 
   test('cancel aborts the handler\'s signal and answers cancelled exactly once', async (t) => {
     let aborted;
+    let started;
+    const running = new Promise((resolve) => { started = resolve; });
     const { host } = await setup(t, {
       peer: {
         actions: {
           wait: (payload, ctx) => new Promise((resolve) => {
+            started(); // a cancel read before the handler starts means it never starts (SPEC 7.3): this one is running
             ctx.signal.addEventListener('abort', () => {
               aborted = ctx.signal.reason;
               setTimeout(() => resolve('finished anyway'), 20); // a late result: must be discarded
@@ -328,6 +331,7 @@ describe('peer: serving the host', () => {
       },
     });
     host.send(request('c1', 'wait', null));
+    await within(running, 10_000, 'the handler to start');
     host.send({ v: 1, type: 'cancel', id: 'c1' });
     assert.equal((await responseTo(host, 'c1')).body.error.code, 'cancelled');
     host.send({ v: 1, type: 'cancel', id: 'c1' }); // finished: ignored

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { readdirSync, readFileSync, writeFileSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { decode, encode, messageBytes, connectionFileProblem, readConnectionFile, isName } from '../src/wire.js';
+import { decode, encode, encodePayload, encodeProgress, bodies, messageBytes, connectionFileProblem, readConnectionFile, isName } from '../src/wire.js';
 import { repoRoot } from '../test-helpers/processes.js';
 
 const fixtures = path.join(repoRoot, 'protocol/fixtures');
@@ -111,10 +111,48 @@ describe('wire: byte-level rules', () => {
     assert.equal(decoded.id, 'r9');
   });
 
+  test('an escaped "$attachment" key is an attachment reference too', () => {
+    const decoded = decode([...frames('{"v":1,"type":"request","id":"r8","action":"a","payload":{"\\u0024attachment":0}}'), Buffer.from([7])]);
+    assert.ok(Buffer.isBuffer(decoded.body.payload), JSON.stringify(decoded));
+    assert.deepEqual([...decoded.body.payload], [7]);
+    const missing = decode(frames('{"v":1,"type":"request","id":"r7","action":"a","payload":{"\\u0024attachment":0}}'));
+    assert.equal(missing.error.code, 'bad_message');
+  });
+
   test('bodies that cannot be JSON make encode throw', () => {
     const cyclic = { v: 1 };
     cyclic.self = cyclic;
     assert.throws(() => encode(cyclic), TypeError);
     assert.throws(() => encode({ big: 1n }), TypeError);
+  });
+
+  test('a request carries deadline beside timeout_ms only when set; both are checked like other integers', () => {
+    const request = (extra) => decode(frames(JSON.stringify({ v: 1, type: 'request', id: 'd1', action: 'a', ...extra })));
+    assert.equal(request({ timeout_ms: 100, deadline: 0 }).body.deadline, 0);
+    for (const deadline of [-1, 1.5, '1', null]) {
+      const decoded = request({ deadline });
+      assert.equal(decoded.error?.code, 'bad_message', JSON.stringify(deadline));
+      assert.equal(decoded.id, 'd1');
+    }
+    const sent = JSON.parse(encode(bodies.request('r', 'a', null, 500, false, 1_700_000_000_500))[1]);
+    assert.deepEqual(sent, { v: 1, type: 'request', id: 'r', action: 'a', payload: null, timeout_ms: 500, deadline: 1_700_000_000_500 });
+    assert.equal('deadline' in JSON.parse(encode(bodies.request('r', 'a', null))[1]), false);
+  });
+
+  test('progress is encoded around a payload encoded once, with skipped only when some were', () => {
+    const payload = { i: 1, data: Buffer.from([7]) };
+    const encoded = encodePayload(payload);
+    payload.i = 2; // reported progress keeps the value it had when reported
+    const plain = encodeProgress('p1', 3, encoded);
+    assert.deepEqual(JSON.parse(plain[1]), { v: 1, type: 'progress', id: 'p1', seq: 3, payload: { i: 1, data: { $attachment: 0 } } });
+    assert.deepEqual([...plain[2]], [7]);
+    const { body } = decode(encodeProgress('p1', 4, encoded, 5));
+    assert.equal(body.skipped, 5);
+    assert.equal(body.payload.i, 1);
+    assert.equal(encoded.bytes, plain[1].length - '{"v":1,"type":"progress","id":"p1","seq":3,"payload":}'.length + 1);
+    assert.equal(JSON.parse(encodeProgress('p2', 1, encodePayload(undefined))[1]).payload, null);
+    for (const skipped of [0, 1.5, '2']) {
+      assert.equal(decode(frames(JSON.stringify({ v: 1, type: 'progress', id: 'p', seq: 1, skipped }))).error?.code, 'bad_message');
+    }
   });
 });

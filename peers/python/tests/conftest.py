@@ -135,9 +135,11 @@ class FakeHost:
     """A pyzmq ROUTER playing the host: it answers hello (welcome) and ping (pong) unless `silent`,
     records every body it receives, and sends whatever a test tells it to."""
 
-    def __init__(self, *, heartbeat_ms: int = 5000, max_message_bytes: int = 1 << 20, endpoint: str | None = None):
+    def __init__(self, *, heartbeat_ms: int = 5000, max_message_bytes: int = 1 << 20, endpoint: str | None = None,
+                 rcvhwm: int | None = None):
         self.heartbeat_ms = heartbeat_ms
         self.max_message_bytes = max_message_bytes
+        self.rcvhwm = rcvhwm
         self.silent = False
         self.sessions = 0
         self.known_sessions: set[str] = set()
@@ -151,12 +153,17 @@ class FakeHost:
         self.context = zmq.asyncio.Context()
         self.socket = self.context.socket(zmq.ROUTER)
         self.socket.setsockopt(zmq.LINGER, 0)
+        if self.rcvhwm is not None:  # a small receive queue: a host that stops reading soon stops the peer's sends
+            self.socket.setsockopt(zmq.RCVHWM, self.rcvhwm)
+            self.socket.setsockopt(zmq.RCVBUF, 4096)
         if self._endpoint is None:
             port = self.socket.bind_to_random_port("tcp://127.0.0.1")
             self.endpoint = f"tcp://127.0.0.1:{port}"
         else:
             self.socket.bind(self._endpoint)
             self.endpoint = self._endpoint
+        self._reading = asyncio.Event()
+        self._reading.set()
         self._reader = asyncio.ensure_future(self._read())
         return self
 
@@ -166,8 +173,16 @@ class FakeHost:
         self.socket.close(0)
         self.context.term()
 
+    def stop_reading(self) -> None:
+        """Read nothing more after the message being waited for (what the peer sends piles up in its queues)."""
+        self._reading.clear()
+
+    def resume_reading(self) -> None:
+        self._reading.set()
+
     async def _read(self) -> None:
         while True:
+            await self._reading.wait()
             routing, *frames = await self.socket.recv_multipart()
             try:
                 body = json.loads(frames[1])

@@ -24,10 +24,13 @@ def rejected(frames: list[bytes]) -> wire.WireError:
 ROUND_TRIPS = [
     wire.Request("r1", "add", {"a": 1, "b": 2}, timeout_ms=250, progress=True),
     wire.Request("r2", "echo", None),
+    wire.Request("r3", "echo", 1, timeout_ms=30000, deadline=1795430400000),
+    wire.Request("r4", "echo", deadline=0),
     wire.Response.success("r1", 3),
     wire.Response.success("r3", None),
     wire.Response.failure("r1", errors.BridgeError("invalid_payload", "need a and b", {"got": [1]})),
     wire.Progress("r1", 2, {"i": 2, "n": 5}),
+    wire.Progress("r1", 3, {"i": 900, "n": 1000}, skipped=893),
     wire.Event("log", ["line"]),
     wire.Cancel("r1"),
     wire.Hello("etl", ("render",), ("evaluate",), session="s1", heartbeat_ms=100),
@@ -172,3 +175,25 @@ def test_payloads_that_are_not_json_are_refused_when_encoding() -> None:
         wire.encode(wire.Request("1", "a", {"when": object()}))
     with pytest.raises(TypeError, match="JSON"):
         wire.encode(wire.Request("1", "a", float("nan")))
+
+
+def test_deadline_and_skipped_are_encoded_only_when_set() -> None:
+    _, body = wire.encode(wire.Request("7", "add", None, timeout_ms=5, deadline=1795430400000))
+    assert json.loads(body) == {"v": 1, "type": "request", "id": "7", "action": "add", "payload": None,
+                                "timeout_ms": 5, "deadline": 1795430400000}
+    assert "deadline" not in json.loads(wire.encode(wire.Request("7", "add"))[1])
+    _, body = wire.encode(wire.Progress("7", 4, "p", skipped=2))
+    assert json.loads(body) == {"v": 1, "type": "progress", "id": "7", "seq": 4, "payload": "p", "skipped": 2}
+    assert "skipped" not in json.loads(wire.encode(wire.Progress("7", 4, "p"))[1])
+
+
+@pytest.mark.parametrize("deadline", [-1, 1.5, 1795430400000.5, "1795430400000", None, True])
+def test_a_deadline_that_is_not_an_integer_from_0_is_bad_message(deadline: Any) -> None:
+    error = rejected(frames_of({"v": 1, "type": "request", "id": "d", "action": "echo", "deadline": deadline}))
+    assert (error.code, error.id) == ("bad_message", "d")
+
+
+@pytest.mark.parametrize("skipped", [0, -3, 2.5, "3", None, False])
+def test_skipped_that_is_not_an_integer_from_1_is_bad_message(skipped: Any) -> None:
+    error = rejected(frames_of({"v": 1, "type": "progress", "id": "c", "seq": 2, "skipped": skipped}))
+    assert (error.code, error.id) == ("bad_message", "c")

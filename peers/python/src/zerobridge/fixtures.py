@@ -65,7 +65,7 @@ __all__ = [
     "run_peer_conversation",
 ]
 
-DEFAULT_WITHIN_MS = 5000
+DEFAULT_WITHIN_MS = 30000
 _CLIENT_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
 _VARIABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 _BASE64 = re.compile(r"^[A-Za-z0-9+/]*={0,2}$")
@@ -617,9 +617,10 @@ def _encode_json(value: Any) -> bytes:
 # The fields each type defines, with their defaults (absent: no default). Unknown fields are ignored on decode.
 _NO_DEFAULT: Any = object()
 _FIELDS: dict[str, dict[str, Any]] = {
-    "request": {"id": _NO_DEFAULT, "action": _NO_DEFAULT, "payload": None, "timeout_ms": _NO_DEFAULT, "progress": False},
+    "request": {"id": _NO_DEFAULT, "action": _NO_DEFAULT, "payload": None, "timeout_ms": _NO_DEFAULT, "deadline": _NO_DEFAULT,
+                "progress": False},
     "response": {"id": _NO_DEFAULT, "ok": _NO_DEFAULT, "result": _NO_DEFAULT, "error": _NO_DEFAULT},
-    "progress": {"id": _NO_DEFAULT, "seq": _NO_DEFAULT, "payload": None},
+    "progress": {"id": _NO_DEFAULT, "seq": _NO_DEFAULT, "payload": None, "skipped": _NO_DEFAULT},
     "event": {"action": _NO_DEFAULT, "payload": None},
     "cancel": {"id": _NO_DEFAULT},
     "hello": {"peer": _NO_DEFAULT, "actions": [], "features": [], "session": _NO_DEFAULT, "heartbeat_ms": _NO_DEFAULT},

@@ -3,7 +3,18 @@
 It keeps the calls we made (id, one monotonic deadline each, progress) and the requests the other
 side made of us (a handler task each, answered exactly once), answers ``ping``, sends ``cancel``,
 and watches the other side's liveness. The owner gives it a ``send(frames)`` function, feeds it
-every received message with :meth:`Link.receive`, and serves requests through ``serve``.
+every received message with :meth:`Link.receive`, and serves requests through ``serve`` (and
+events through ``serve_event``).
+
+Flow control (SPEC 7.13). ``send(frames)`` hands a message to the transport without waiting and
+returns False when the transport takes no more for now (its high-water mark is reached); the owner
+then calls :meth:`Link.writable` once it has room again. Until then messages wait in the link's own
+queue, in order. Responses, cancels, pings and session messages always join that queue; events are
+refused with ``overloaded`` while it holds more than :data:`QUEUE_LIMIT_BYTES`, and calls wait for
+room up to their deadline. Progress never joins it while the transport is full: each request keeps
+its unsent progress (at most :data:`PROGRESS_PER_REQUEST` payloads, :data:`PROGRESS_LIMIT_BYTES` in
+all), a payload past those bounds replaces the newest unsent one, and the message that finally
+carries it says how many it replaced (``skipped``).
 
 Everything here runs on one asyncio event loop; only :meth:`RequestContext.progress` may be called
 from another thread (sync handlers run in worker threads).
@@ -14,9 +25,11 @@ from __future__ import annotations
 import asyncio
 import collections
 import itertools
+import json
 import logging
 import math
 import threading
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator
 from typing import Any
 
@@ -25,9 +38,30 @@ from .errors import BridgeCancelled, BridgeError, BridgeTimeout
 
 log = logging.getLogger("zerobridge")
 
-Send = Callable[[list[bytes]], None]
+Send = Callable[[list[bytes]], bool]
 Serve = Callable[[wire.Request, "RequestContext"], Awaitable[Any]]
+ServeEvent = Callable[[wire.Event], Awaitable[None]]
 OnMessage = Callable[[wire.Message], None]
+
+# Flow control (SPEC 7.13): the bound of the link's own outgoing queue, and of unsent progress.
+QUEUE_LIMIT_BYTES = 8 << 20
+PROGRESS_PER_REQUEST = 64
+PROGRESS_LIMIT_BYTES = 1 << 20
+# How many requests and events from the other side run at once (SPEC 7.11, 7.13).
+DEFAULT_MAX_IN_FLIGHT = 4096  # as the Swift and Node peers (SPEC 7.13)
+
+
+def now_ms() -> int:
+    """The wall clock as Unix time in milliseconds, the unit of ``request.deadline``."""
+    return time.time_ns() // 1_000_000
+
+
+def _size(frames: list[bytes]) -> int:
+    return sum(len(frame) for frame in frames[1:])
+
+
+# A progress body without its id and payload: {"v":1,"type":"progress","id":"","seq":N,"payload":,"skipped":M}.
+_PROGRESS_OVERHEAD = 80
 
 
 class OutgoingCall:
@@ -38,7 +72,10 @@ class OutgoingCall:
         self.action = request.action
         self.deadline = deadline
         self.future: asyncio.Future[Any] = link.loop.create_future()
+        self.skipped = 0  # progress payloads the other side coalesced away (SPEC 7.13)
+        self.sent = False
         self._link = link
+        self._request = request
         self._wants_progress = request.progress
         self._items: collections.deque[Any] = collections.deque()
         self._waiter: asyncio.Future[None] | None = None
@@ -82,6 +119,8 @@ class OutgoingCall:
             log.warning("dropped progress seq %d of %s: not after seq %d", message.seq, self.id, self._last_seq)
             return
         self._last_seq = message.seq
+        if message.skipped is not None:
+            self.skipped += message.skipped
         self._items.append(message.payload)
         self._wake()
 
@@ -106,9 +145,11 @@ class RequestContext:
     """What a handler knows about the request it serves (its optional second argument).
 
     ``id``: the request id. ``action``: its action. ``deadline``: ``time.monotonic()`` value when the
-    caller gives up, or None. ``cancelled``: True once the caller cancelled or the deadline passed
-    (the asyncio task of an async handler is cancelled too; a sync handler can poll this).
-    ``progress(payload)`` sends a progress event when the caller asked for progress.
+    caller gives up (the earlier of receipt + ``timeout_ms`` and the request's ``deadline``), or None.
+    ``cancelled``: True once the caller cancelled or the deadline passed (the asyncio task of an async
+    handler is cancelled too; a sync handler can poll this). ``progress(payload)`` reports progress
+    when the caller asked for it; it never blocks: while the host reads slowly, payloads wait (and
+    the oldest unsent ones are kept, the newest replaced and counted) instead of the handler.
     """
 
     def __init__(self, link: Link, request: wire.Request, deadline: float | None) -> None:
@@ -120,23 +161,36 @@ class RequestContext:
         self._wants_progress = request.progress
         self._seq = 0
         self._answered = False
+        # Unsent progress, oldest first: [payload, encoded size, payloads it replaced].
+        self._pending: collections.deque[list[Any]] = collections.deque()
+        # Progress reported from other threads, not yet seen by the loop (coalesced the same way).
+        self._incoming: list[tuple[Any, int]] = []
+        self._incoming_lock = threading.Lock()
+        self._drain_scheduled = False
 
     def progress(self, payload: Any = None) -> _Sent:
-        """Send ``payload`` as the next progress event. Works with and without ``await``, from any thread."""
+        """Report ``payload`` as the next progress. Works with and without ``await``, from any thread."""
         if threading.get_ident() == self._link.loop_thread:
-            self._send_progress(payload)
-        else:
-            self._link.loop.call_soon_threadsafe(self._send_progress, payload)
+            self._link._add_progress(self, payload, 0)
+            return _Sent()
+        with self._incoming_lock:
+            if len(self._incoming) >= PROGRESS_PER_REQUEST:
+                _, replaced = self._incoming[-1]
+                self._incoming[-1] = (payload, replaced + 1)
+            else:
+                self._incoming.append((payload, 0))
+            schedule = not self._drain_scheduled
+            self._drain_scheduled = True
+        if schedule:
+            self._link.loop.call_soon_threadsafe(self._drain_incoming)
         return _Sent()
 
-    def _send_progress(self, payload: Any) -> None:
-        if self._answered or not self._wants_progress:
-            return
-        self._seq += 1
-        try:
-            self._link.send(wire.Progress(id=self.id, seq=self._seq, payload=payload))
-        except TypeError as error:
-            log.warning("progress of %s not sent: %s", self.id, error)
+    def _drain_incoming(self) -> None:
+        with self._incoming_lock:
+            incoming, self._incoming = self._incoming, []
+            self._drain_scheduled = False
+        for payload, replaced in incoming:
+            self._link._add_progress(self, payload, replaced)
 
 
 class _Sent:
@@ -166,22 +220,38 @@ class Link:
         send: Send,
         serve: Serve,
         on_message: OnMessage,
+        serve_event: ServeEvent | None = None,
         key: bytes = b"",
+        max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
         loop: asyncio.AbstractEventLoop | None = None,
     ) -> None:
         self.loop = loop or asyncio.get_running_loop()
         self.loop_thread = threading.get_ident()
         self.max_message_bytes: int | None = None
+        self.max_in_flight = max_in_flight
         self._send_frames = send
         self._serve = serve
+        self._serve_event = serve_event
         self._on_message = on_message
         self._key = key
         self._ids = itertools.count(1)
         self._calls: dict[str, OutgoingCall] = {}
         self._served: dict[str, _Served] = {}
+        # Outgoing: messages not yet taken by the transport, in order; calls waiting for room.
+        self._queue: collections.deque[list[bytes]] = collections.deque()
+        self.queued_bytes = 0
+        self._blocked = False  # the transport refused; the owner calls writable() when it has room
+        self._waiting_calls: dict[str, OutgoingCall] = {}
+        # Requests with unsent progress (their contexts hold it), and its size in all.
+        self._progress_waiting: dict[str, RequestContext] = {}
+        self.pending_progress_bytes = 0
+        # Events from the other side: queued or running, delivered one at a time in order.
+        self._events: collections.deque[wire.Event] = collections.deque()
+        self._event_task: asyncio.Task[None] | None = None
         now = self.loop.time()
         self.last_sent = now
         self.last_heard = now
+        self.retired = False
 
     @property
     def calls_in_flight(self) -> int:
@@ -191,44 +261,120 @@ class Link:
     def requests_in_flight(self) -> int:
         return len(self._served)
 
+    @property
+    def events_in_flight(self) -> int:
+        return len(self._events)
+
+    @property
+    def in_flight(self) -> int:
+        """The other side's requests and events being run or waiting to run (bounded by ``max_in_flight``)."""
+        return len(self._served) + len(self._events)
+
+    @property
+    def pending_progress(self) -> int:
+        """How many progress payloads wait for the transport to take more."""
+        return sum(len(context._pending) for context in self._progress_waiting.values())
+
+    @property
+    def over_limit(self) -> bool:
+        """True while the outgoing queue holds more than :data:`QUEUE_LIMIT_BYTES`."""
+        return self.queued_bytes > QUEUE_LIMIT_BYTES
+
     # --- sending -------------------------------------------------------------------------
 
     def send(self, message: wire.Message) -> None:
-        """Encode and send ``message``. TypeError when its payload is not JSON."""
-        self._send_frames(wire.encode(message, key=self._key))
+        """Encode ``message`` and queue it for sending, whatever the queue holds. TypeError when its payload is not JSON."""
+        self._enqueue(wire.encode(message, key=self._key))
+
+    def writable(self) -> None:
+        """The transport has room again: send what waits, in order."""
+        self._blocked = False
+        self._pump()
+
+    def _enqueue(self, frames: list[bytes]) -> None:
+        if self.retired:
+            return
+        self._queue.append(frames)
+        self.queued_bytes += _size(frames)
         self.last_sent = self.loop.time()
+        self._pump()
+
+    def _pump(self) -> None:
+        """Hand queued messages, then released calls and unsent progress, to the transport until it refuses."""
+        queue = self._queue
+        while not self._blocked:
+            if self._waiting_calls and not self.over_limit:
+                self._release_calls()
+            if not queue:
+                self._flush_progress()
+                return
+            frames = queue[0]
+            if self._send_frames(frames) is False:
+                self._blocked = True
+                return
+            queue.popleft()
+            self.queued_bytes -= _size(frames)
 
     def call(
         self, action: str, payload: Any = None, *, timeout: float | None = None, progress: bool = False
     ) -> OutgoingCall:
-        """Send a request; the returned call completes with its response or its deadline."""
+        """Send a request; the returned call completes with its response or its deadline.
+
+        While the outgoing queue is over its bound the request waits for room, up to its deadline.
+        """
         _check_action(action)
         if timeout is not None and not (timeout > 0 and math.isfinite(timeout)):
             raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
         request_id = str(next(self._ids))
         timeout_ms = None if timeout is None else max(1, math.ceil(timeout * 1000))
-        request = wire.Request(request_id, action, payload, timeout_ms, progress)
+        wall_deadline = None if timeout_ms is None else now_ms() + timeout_ms
+        request = wire.Request(request_id, action, payload, timeout_ms, progress, wall_deadline)
         frames = wire.encode(request, key=self._key)
         self._check_size(frames)
         deadline = None if timeout is None else self.loop.time() + timeout
         outgoing = OutgoingCall(self, request, deadline)
         self._calls[request_id] = outgoing
-        self._send_frames(frames)
-        self.last_sent = self.loop.time()
+        if self._waiting_calls or self.over_limit:
+            self._waiting_calls[request_id] = outgoing  # sent by _release_calls, or expires waiting
+        else:
+            outgoing.sent = True
+            self._enqueue(frames)
         return outgoing
 
+    def _release_calls(self) -> None:
+        """Queue the calls that waited for room, while the queue is under its bound."""
+        while self._waiting_calls and not self.over_limit:
+            request_id = next(iter(self._waiting_calls))
+            outgoing = self._waiting_calls.pop(request_id)
+            if self._calls.get(request_id) is not outgoing or outgoing.future.done():
+                continue
+            request = outgoing._request
+            if outgoing.deadline is not None:  # timeout_ms counts from receipt: only what is left of it
+                left = max(1, math.ceil((outgoing.deadline - self.loop.time()) * 1000))
+                request = wire.Request(request.id, request.action, request.payload, left, request.progress, request.deadline)
+            outgoing.sent = True
+            frames = wire.encode(request, key=self._key)
+            self._queue.append(frames)
+            self.queued_bytes += _size(frames)
+            self.last_sent = self.loop.time()
+
     def post(self, action: str, payload: Any = None) -> None:
-        """Send an event (never answered)."""
+        """Send an event (never answered). BridgeError ``overloaded`` while the outgoing queue is over its bound."""
         _check_action(action)
         frames = wire.encode(wire.Event(action, payload), key=self._key)
         self._check_size(frames)
-        self._send_frames(frames)
-        self.last_sent = self.loop.time()
+        if self.over_limit or self._waiting_calls:
+            raise BridgeError(
+                errors.OVERLOADED,
+                f"event {action!r} not sent: {self.queued_bytes} bytes wait for the other side to read"
+                f" (the limit is {QUEUE_LIMIT_BYTES})",
+            )
+        self._enqueue(frames)
 
     def _check_size(self, frames: list[bytes]) -> None:
         if self.max_message_bytes is None:
             return
-        size = sum(len(f) for f in frames[1:])
+        size = _size(frames)
         if size > self.max_message_bytes:
             raise BridgeError(
                 errors.TOO_LARGE, f"message of {size} bytes is over the host's limit of {self.max_message_bytes}"
@@ -237,13 +383,102 @@ class Link:
     def _forget(self, call: OutgoingCall, *, send_cancel: bool) -> None:
         if self._calls.get(call.id) is call:
             del self._calls[call.id]
-            if send_cancel:
+            self._waiting_calls.pop(call.id, None)
+            if send_cancel and call.sent:
                 self.send(wire.Cancel(call.id))
+
+    # --- progress (SPEC 7.13) ------------------------------------------------------------
+
+    def _add_progress(self, context: RequestContext, payload: Any, replaced: int) -> None:
+        """Send ``payload`` (which stands for ``replaced`` earlier payloads too) as the next progress of
+        ``context``, or keep it until the transport has room; never waits, never fails for flow reasons."""
+        if context._answered or not context._wants_progress:
+            return
+        pending = context._pending
+        if not pending and not self._blocked and not self._queue:
+            try:
+                frames = self._encode_progress(context, payload, replaced)
+            except TypeError as error:
+                log.warning("progress of %s not sent: %s", context.id, error)
+                return
+            if self._send_frames(frames) is not False:
+                context._seq += 1
+                self.last_sent = self.loop.time()
+                return
+            self._blocked = True
+            pending.append([payload, _size(frames), replaced])
+            self.pending_progress_bytes += _size(frames)
+            self._progress_waiting[context.id] = context
+            return
+        try:
+            size = self._progress_size(context, payload, replaced)
+        except TypeError as error:
+            log.warning("progress of %s not sent: %s", context.id, error)
+            return
+        if pending and (
+            len(pending) >= PROGRESS_PER_REQUEST or self.pending_progress_bytes + size > PROGRESS_LIMIT_BYTES
+        ):
+            newest = pending[-1]  # replaced by the new payload, and counted
+            self.pending_progress_bytes += size - newest[1]
+            newest[0], newest[1], newest[2] = payload, size, newest[2] + 1 + replaced
+        else:
+            pending.append([payload, size, replaced])
+            self.pending_progress_bytes += size
+            self._progress_waiting[context.id] = context
+        if not self._blocked and not self._queue:
+            self._flush_progress()
+
+    def _progress_size(self, context: RequestContext, payload: Any, replaced: int) -> int:
+        """About the size of ``payload`` as a progress message (cheaper than encoding it); TypeError if not JSON."""
+        try:
+            return len(json.dumps(payload, separators=(",", ":"), allow_nan=False)) + _PROGRESS_OVERHEAD + len(context.id)
+        except (TypeError, ValueError):  # attachments (bytes), or not JSON at all: encode it to know
+            return _size(self._encode_progress(context, payload, replaced))
+
+    def _encode_progress(self, context: RequestContext, payload: Any, replaced: int) -> list[bytes]:
+        message = wire.Progress(context.id, context._seq + 1, payload, replaced or None)
+        return wire.encode(message, key=self._key)
+
+    def _flush_progress(self) -> None:
+        """Send unsent progress, oldest first within each request, one request after another."""
+        while self._progress_waiting:
+            for context in list(self._progress_waiting.values()):
+                payload, size, replaced = context._pending[0]
+                frames = self._encode_progress(context, payload, replaced)
+                if self._send_frames(frames) is False:
+                    self._blocked = True
+                    return
+                self._sent_pending(context, size)
+                self.last_sent = self.loop.time()
+
+    def _sent_pending(self, context: RequestContext, size: int) -> None:
+        context._pending.popleft()
+        context._seq += 1
+        self.pending_progress_bytes -= size
+        if not context._pending:
+            del self._progress_waiting[context.id]
+
+    def _queue_pending_progress(self, context: RequestContext) -> None:
+        """Before ``context``'s response: its unsent progress joins the queue, so that it precedes the response."""
+        context._drain_incoming()
+        while context._pending:
+            payload, size, replaced = context._pending[0]
+            frames = self._encode_progress(context, payload, replaced)
+            self._queue.append(frames)
+            self.queued_bytes += _size(frames)
+            self._sent_pending(context, size)
+
+    def _drop_pending_progress(self, context: RequestContext) -> None:
+        self.pending_progress_bytes -= sum(entry[1] for entry in context._pending)
+        context._pending.clear()
+        self._progress_waiting.pop(context.id, None)
 
     # --- receiving -----------------------------------------------------------------------
 
     def receive(self, frames: list[bytes]) -> None:
         """Handle one received message. Never raises: bad input is answered or logged."""
+        if self.retired:
+            return  # the other side was given up: what it sent still is not processed (SPEC 7.3)
         self.last_heard = self.loop.time()
         try:
             message = wire.decode(frames, key=self._key)
@@ -267,6 +502,8 @@ class Link:
                     call._on_progress(message)
             case wire.Request():
                 self._on_request(message)
+            case wire.Event() if self._serve_event is not None:
+                self._on_event(message)
             case wire.Cancel():
                 self._end_served(message.id, errors.CANCELLED, "cancelled by the caller")
             case wire.Ping():
@@ -303,22 +540,42 @@ class Link:
 
     def _on_request(self, request: wire.Request) -> None:
         if request.id in self._served:
-            self._respond_raw(
-                wire.Response.failure(request.id, BridgeError(errors.DUPLICATE_ID, f"id {request.id!r} is in flight"))
+            self._refuse(request, errors.DUPLICATE_ID, f"id {request.id!r} is in flight")
+            return
+        received = self.loop.time()
+        deadline = None if request.timeout_ms is None else received + request.timeout_ms / 1000
+        reason = f"timed out after {request.timeout_ms} ms"
+        if request.deadline is not None:
+            left_ms = request.deadline - now_ms()
+            if left_ms <= 0:  # expired on arrival: never started (SPEC 7.3)
+                if request.timeout_ms is not None and -left_ms > request.timeout_ms:
+                    log.warning(
+                        "request %s (%r) arrived %d ms after its deadline, more than its whole timeout of %d ms:"
+                        " the two sides' clocks likely disagree (clock skew; keep them synchronized, e.g. NTP)",
+                        request.id, request.action, -left_ms, request.timeout_ms,
+                    )
+                self._refuse(request, errors.TIMEOUT, f"the request's deadline passed {-left_ms} ms before it arrived")
+                return
+            by_deadline = received + left_ms / 1000
+            if deadline is None or by_deadline < deadline:
+                deadline, reason = by_deadline, f"timed out at the request's deadline {request.deadline}"
+        if self.in_flight >= self.max_in_flight:
+            self._refuse(
+                request, errors.OVERLOADED, f"{self.in_flight} requests and events are in flight (max_in_flight {self.max_in_flight})"
             )
             return
-        deadline = None
-        if request.timeout_ms is not None:
-            deadline = self.loop.time() + request.timeout_ms / 1000
         served = _Served(request, RequestContext(self, request, deadline))
         self._served[request.id] = served
         if deadline is not None:
-            served.timer = self.loop.call_at(
-                deadline, self._end_served, request.id, errors.TIMEOUT, f"timed out after {request.timeout_ms} ms"
-            )
+            served.timer = self.loop.call_at(deadline, self._end_served, request.id, errors.TIMEOUT, reason)
         served.task = self.loop.create_task(self._run(served))
 
+    def _refuse(self, request: wire.Request, code: str, message: str) -> None:
+        self._respond_raw(wire.Response.failure(request.id, errors.error_from_code(code, message)))
+
     async def _run(self, served: _Served) -> None:
+        if served.context.cancelled or served.context._answered:
+            return  # cancelled (or timed out) before it began: it never begins (SPEC 7.3)
         try:
             result = await self._serve(served.request, served.context)
         except asyncio.CancelledError:
@@ -340,15 +597,16 @@ class Link:
         served = self._served.get(request_id)
         if served is None:
             return  # unknown or finished: ignored
-        self._answer(served, wire.Response.failure(request_id, errors.error_from_code(code, message)))
         served.context.cancelled = True
+        self._answer(served, wire.Response.failure(request_id, errors.error_from_code(code, message)))
         if served.task is not None:
             served.task.cancel()
 
     def _answer(self, served: _Served, response: wire.Response) -> None:
-        """Send the one response of ``served`` (later answers are discarded)."""
+        """Send the one response of ``served`` (later answers are discarded), after its unsent progress."""
         if served.context._answered:
             return
+        self._queue_pending_progress(served.context)
         served.context._answered = True
         if self._served.get(served.request.id) is served:
             del self._served[served.request.id]
@@ -365,14 +623,49 @@ class Link:
             frames = wire.encode(response, key=self._key)
         except BridgeError as error:
             frames = wire.encode(wire.Response.failure(response.id, error), key=self._key)
-        self._send_frames(frames)
-        self.last_sent = self.loop.time()
+        self._enqueue(frames)
+
+    # --- events from the other side --------------------------------------------------------
+
+    def _on_event(self, event: wire.Event) -> None:
+        """Run ``event`` after those before it; over ``max_in_flight`` it is not run but answered ``overloaded``."""
+        if self.in_flight >= self.max_in_flight:
+            log.warning("event %r not run: %d requests and events in flight", event.action, self.in_flight)
+            self._respond_raw(
+                wire.Response.failure(
+                    None,
+                    BridgeError(
+                        errors.OVERLOADED,
+                        f"event {event.action!r} not run: {self.in_flight} requests and events are in flight"
+                        f" (max_in_flight {self.max_in_flight})",
+                    ),
+                )
+            )
+            return
+        self._events.append(event)
+        if self._event_task is None or self._event_task.done():
+            self._event_task = self.loop.create_task(self._deliver_events())
+
+    async def _deliver_events(self) -> None:
+        assert self._serve_event is not None
+        events = self._events
+        while events:
+            event = events[0]
+            try:
+                await self._serve_event(event)
+            except Exception:
+                log.exception("event handler for %r failed", event.action)
+            finally:
+                if events and events[0] is event:
+                    events.popleft()
 
     # --- ending --------------------------------------------------------------------------
 
     def fail_all(self, error: BridgeError) -> None:
-        """The other side is gone: fail our calls with ``error``, cancel its requests unanswered."""
+        """The other side is gone: fail our calls with ``error``, cancel its requests and events unanswered,
+        and drop everything queued for it."""
         calls, self._calls = self._calls, {}
+        self._waiting_calls = {}
         for call in calls.values():
             if not call.future.done():
                 call.future.set_exception(errors.error_from_code(error.code, error.message, error.data))
@@ -380,10 +673,22 @@ class Link:
         for item in served.values():
             item.context._answered = True  # their responses are discarded
             item.context.cancelled = True
+            self._drop_pending_progress(item.context)
             if item.timer is not None:
                 item.timer.cancel()
             if item.task is not None:
                 item.task.cancel()
+        self._events.clear()
+        if self._event_task is not None:
+            self._event_task.cancel()
+            self._event_task = None
+        self._queue.clear()
+        self.queued_bytes = 0
+
+    def retire(self, error: BridgeError) -> None:
+        """Give the other side up for good: :meth:`fail_all`, then neither process nor send anything more."""
+        self.fail_all(error)
+        self.retired = True
 
     async def watch(self, heartbeat_ms: int, on_lost: Callable[[str], None]) -> None:
         """Ping after ``heartbeat_ms`` of sending nothing; call ``on_lost`` after 3 x of hearing nothing."""
@@ -404,4 +709,13 @@ def _check_action(action: str) -> None:
         raise ValueError(f"action must be a string of 1..128 characters, not {action!r}")
 
 
-__all__ = ["Link", "OutgoingCall", "RequestContext"]
+__all__ = [
+    "DEFAULT_MAX_IN_FLIGHT",
+    "PROGRESS_LIMIT_BYTES",
+    "PROGRESS_PER_REQUEST",
+    "QUEUE_LIMIT_BYTES",
+    "Link",
+    "OutgoingCall",
+    "RequestContext",
+    "now_ms",
+]

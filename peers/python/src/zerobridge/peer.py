@@ -27,7 +27,7 @@ from zmq.utils.monitor import parse_monitor_message
 from . import errors, wire
 from .errors import BridgeError, BridgeTimeout, NotAllowed, PeerLost, UnknownAction
 from .evaluate import evaluate as run_script
-from .link import Link, OutgoingCall, RequestContext
+from .link import DEFAULT_MAX_IN_FLIGHT, Link, OutgoingCall, RequestContext
 
 log = logging.getLogger("zerobridge")
 
@@ -124,11 +124,20 @@ def _is_async(function: Handler) -> bool:
 
 
 async def _invoke(registered: _Registered, payload: Any, context: RequestContext | None) -> Any:
-    """Run a handler: async ones on the loop, sync ones in a worker thread (they may block)."""
+    """Run a handler: async ones on the loop, sync ones in a worker thread (they may block).
+
+    A request cancelled (or timed out) before its sync handler got a thread never starts it (SPEC 7.3).
+    """
     args = (payload, context)[: registered.arity]
     if registered.is_async:
         return await registered.function(*args)
-    result = await asyncio.to_thread(registered.function, *args)
+
+    def start() -> Any:
+        if context is not None and context.cancelled:
+            raise asyncio.CancelledError()
+        return registered.function(*args)
+
+    result = await asyncio.to_thread(start)
     if inspect.isawaitable(result):
         result = await result
     return result
@@ -139,7 +148,8 @@ class Stream:
 
     ``call.progress`` yields progress payloads in order and ends when the call does (raising its
     error if it failed); ``await call.result`` gives the result. Leaving the block before the call
-    finished cancels it.
+    finished cancels it. ``call.skipped`` counts the payloads the host coalesced away because this
+    peer read them too slowly (SPEC 7.13); the newest always arrives.
     """
 
     def __init__(self, peer: Peer, action: str, payload: Any, timeout: float | None) -> None:
@@ -175,6 +185,11 @@ class Stream:
         return self._started().progress()
 
     @property
+    def skipped(self) -> int:
+        """How many progress payloads the host left out (coalesced) so far."""
+        return self._started().skipped
+
+    @property
     def result(self) -> Awaitable[Any]:
         return _await_future(self._started().future)
 
@@ -200,16 +215,20 @@ class Peer:
         evaluate: bool = False,
         heartbeat_ms: int | None = None,
         connect_timeout: float = 10.0,
+        max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
     ) -> None:
         if not (isinstance(name, str) and 1 <= len(name) <= wire.MAX_ID_LENGTH):
             raise ValueError(f"name must be a string of 1..128 characters, not {name!r}")
         if heartbeat_ms is not None and not (type(heartbeat_ms) is int and heartbeat_ms > 0):
             raise ValueError(f"heartbeat_ms must be a positive integer, not {heartbeat_ms!r}")
+        if not (type(max_in_flight) is int and max_in_flight > 0):
+            raise ValueError(f"max_in_flight must be a positive integer, not {max_in_flight!r}")
         self.info = resolve_target(target)
         self.name = name
         self.evaluate_enabled = evaluate
         self._heartbeat_wish = heartbeat_ms
         self._connect_timeout = connect_timeout
+        self.max_in_flight = max_in_flight
         self._handlers: dict[str, _Registered] = {}
         for mapping in (actions, handlers):
             for action, function in (mapping or {}).items():
@@ -228,8 +247,8 @@ class Peer:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._socket_tasks: list[asyncio.Task[Any]] = []
         self._heartbeat_task: asyncio.Task[None] | None = None
+        self._room_task: asyncio.Task[None] | None = None
         self._connected = asyncio.Event()
-        self._events: asyncio.Queue[wire.Event] | None = None
         self._hello_scheduled = False
 
         self.session: str | None = None
@@ -272,8 +291,6 @@ class Peer:
         self._state = "connecting"
         self._loop = asyncio.get_running_loop()
         self._context = zmq.asyncio.Context()
-        self._events = asyncio.Queue()
-        self._spawn(self._deliver_events())
         self._open_socket()
         try:
             await asyncio.wait_for(self._connected.wait(), self._connect_timeout)
@@ -318,8 +335,11 @@ class Peer:
     async def call(self, action: str, payload: Any = None, *, timeout: float | None = None) -> Any:
         """Call ``action`` on the host and return its result; raise BridgeError (or a subclass) if it fails.
 
-        ``timeout`` (seconds) is sent as ``timeout_ms`` and the call fails with BridgeTimeout at that
-        deadline whatever the host does. Cancelling the awaiting task sends ``cancel``.
+        ``timeout`` (seconds) is sent as ``timeout_ms`` and as the absolute ``deadline``, and the call
+        fails with BridgeTimeout at that deadline whatever the host does (also while it waits for the
+        host to read what was sent before it). Cancelling the awaiting task sends ``cancel``. While
+        there is no session with the host (it was lost, a reconnect is under way) it fails at once
+        with PeerLost.
         """
         return await self._start_call(action, payload, timeout=timeout, progress=False).future
 
@@ -328,7 +348,11 @@ class Peer:
         return Stream(self, action, payload, timeout)
 
     async def post(self, action: str, payload: Any = None) -> None:
-        """Send an event to the host's ``action`` (never answered)."""
+        """Send an event to the host's ``action`` (never answered).
+
+        Raises BridgeError ``overloaded`` while more than 8 MiB wait for the host to read them, and
+        PeerLost while there is no session with the host.
+        """
         self._live_link().post(action, payload)
 
     def _start_call(self, action: str, payload: Any, *, timeout: float | None, progress: bool) -> OutgoingCall:
@@ -379,7 +403,10 @@ class Peer:
     def on_event(self, name: str) -> Callable[[F], F]:
         """Decorator: call this function with the payload of each ``event`` the host sends to ``name``.
 
-        Events are delivered one at a time, in order; sync functions run in a worker thread.
+        Events are delivered one at a time, in order; sync functions run in a worker thread. Events
+        waiting or running count toward ``max_in_flight`` with the host's requests (one over it is not
+        run: the host is answered ``overloaded``); a handler still running when the session ends is
+        cancelled.
         """
 
         def register(function: F) -> F:
@@ -403,18 +430,12 @@ class Peer:
             raise UnknownAction(f"this peer serves no action {request.action!r}")
         return await _invoke(registered, request.payload, context)
 
-    async def _deliver_events(self) -> None:
-        assert self._events is not None
-        while True:
-            event = await self._events.get()
-            registered = self._event_handlers.get(event.action)
-            if registered is None:
-                log.info("dropped event %r: no handler", event.action)
-                continue
-            try:
-                await _invoke(registered, event.payload, None)
-            except Exception:
-                log.exception("event handler for %r failed", event.action)
+    async def _serve_event(self, event: wire.Event) -> None:
+        registered = self._event_handlers.get(event.action)
+        if registered is None:
+            log.info("dropped event %r: no handler", event.action)
+            return
+        await _invoke(registered, event.payload, None)  # the link logs a failure
 
     # --- the session ---------------------------------------------------------------------
 
@@ -422,9 +443,6 @@ class Peer:
         match message:
             case wire.Welcome():
                 self._on_welcome(message)
-            case wire.Event():
-                assert self._events is not None
-                self._events.put_nowait(message)
             case wire.Bye():
                 self._on_host_lost("the host said bye")
             case wire.Hello():  # only a peer says hello (SPEC 7.5, step 8)
@@ -481,14 +499,19 @@ class Peer:
         self._heartbeat_task = self._spawn(self._link.watch(self.heartbeat_ms, self._on_host_lost))
 
     def _on_host_lost(self, reason: str) -> None:
-        """Fail everything in flight, then start over on a fresh socket with a fresh hello."""
+        """Fail everything in flight, then start over on a fresh socket with a fresh hello.
+
+        What was queued for the lost host is discarded with the old socket (closed without lingering),
+        so nothing sent before the loss arrives later (SPEC 7.3); until the new welcome, calls and
+        events fail at once with PeerLost.
+        """
         if self._state in ("closed", "new"):
             return
         log.log(logging.INFO if reason.endswith("bye") else logging.WARNING, "lost the host at %s: %s", self.endpoint, reason)
         self._state = "lost"
         self._connected.clear()
         if self._link is not None:
-            self._link.fail_all(PeerLost(f"lost the host: {reason}"))
+            self._link.retire(PeerLost(f"lost the host: {reason}"))
         self._spawn(self._reopen())
 
     async def _reopen(self) -> None:
@@ -503,11 +526,26 @@ class Peer:
         assert self._context is not None
         socket = self._context.socket(zmq.DEALER)
         socket.setsockopt(zmq.LINGER, 0)
+        socket.setsockopt(zmq.SNDHWM, SEND_HWM)
+        # A frame from the host past this is refused by libzmq as its header arrives (the connection is dropped and
+        # made again), so a hostile host cannot make this peer allocate without bound (SPEC 7.10).
+        socket.setsockopt(zmq.MAXMSGSIZE, RECEIVE_LIMIT)
         socket.connect(self.endpoint)
         monitor = socket.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED)
         self._socket = socket
         self._monitor = monitor
-        link = Link(send=self._send_frames, serve=self._serve, on_message=self._on_message, key=self.info.key)
+
+        def send(frames: list[bytes]) -> bool:  # this link only ever sends on this socket
+            return self._send_frames(socket, link, frames)
+
+        link = Link(
+            send=send,
+            serve=self._serve,
+            serve_event=self._serve_event,
+            on_message=self._on_message,
+            key=self.info.key,
+            max_in_flight=self.max_in_flight,
+        )
         self._link = link
         self._heartbeat_task = None
         self._socket_tasks = [self._spawn(self._read(socket, link)), self._spawn(self._watch_transport(monitor))]
@@ -518,37 +556,64 @@ class Peer:
         if self._heartbeat_task is not None:
             tasks = [*tasks, self._heartbeat_task]
             self._heartbeat_task = None
+        if self._room_task is not None:
+            tasks = [*tasks, self._room_task]
+            self._room_task = None
         self._socket_tasks = []
         current = asyncio.current_task()
         for task in tasks:
             if task is not current:
                 task.cancel()
         await asyncio.gather(*(t for t in tasks if t is not current), return_exceptions=True)
+        # The monitor is stopped before its socket closes: libzmq says "monitor stopped" with a blocking send, which
+        # never returns once the receiving end is gone (seen as a hang at close, one run in several under load).
+        if self._socket is not None:
+            with contextlib.suppress(zmq.ZMQError):
+                self._socket.disable_monitor()
         if self._monitor is not None:
             monitor, self._monitor = self._monitor, None
             monitor.close(linger=0)
         if self._socket is not None:
             socket, self._socket = self._socket, None
-            with contextlib.suppress(zmq.ZMQError):
-                socket.disable_monitor()
             socket.close(linger=linger_ms)
 
-    def _send_frames(self, frames: list[bytes]) -> None:
-        socket = self._socket
-        if socket is None or socket.closed:
-            log.debug("not sent (no socket): %r", frames[1][:80])
-            return
-        future = cast("asyncio.Future[Any]", socket.send_multipart(frames))
-        if future.done():
-            if future.exception() is not None:
-                log.warning("send failed: %s", future.exception())
-        else:
+    def _send_frames(self, socket: zmq.asyncio.Socket, link: Link, frames: list[bytes]) -> bool:
+        """Hand ``frames`` to libzmq without waiting; False when its queue is full (the link then waits
+        for :meth:`_wait_for_room`). Messages for a closed socket are dropped."""
+        if socket.closed:
+            log.debug("not sent (socket closed): %r", frames[1][:80])
+            return True
+        future = cast("asyncio.Future[Any]", socket.send_multipart(frames, flags=zmq.DONTWAIT))
+        if not future.done():  # pyzmq queued it behind its own waiters: it goes out in order
             future.add_done_callback(_log_send_failure)
+            return True
+        error = future.exception()
+        if isinstance(error, zmq.Again):
+            self._wait_for_room(socket, link)
+            return False
+        if error is not None:
+            log.warning("send failed: %s", error)
+        return True
+
+    def _wait_for_room(self, socket: zmq.asyncio.Socket, link: Link) -> None:
+        if socket is self._socket and (self._room_task is None or self._room_task.done()):
+            self._room_task = self._spawn(self._writable(socket, link))
+
+    async def _writable(self, socket: zmq.asyncio.Socket, link: Link) -> None:
+        poller = zmq.asyncio.Poller()
+        poller.register(socket, zmq.POLLOUT)
+        try:
+            await poller.poll()
+        except zmq.ZMQError:
+            return  # closed meanwhile
+        if socket is self._socket:
+            self._room_task = None
+            link.writable()
 
     async def _read(self, socket: zmq.asyncio.Socket, link: Link) -> None:
         # Messages already queued are taken with plain non-blocking receives on a shadow of the same socket: one
         # asyncio Future per message (pyzmq's awaitable receive) costs more than decoding the message.
-        ready = zmq.Socket.shadow(socket.underlying)
+        ready: zmq.Socket[Any] = zmq.Socket.shadow(socket.underlying)
         while True:
             try:
                 frames = await socket.recv_multipart()
@@ -595,6 +660,10 @@ class Peer:
 
 # How many already-queued messages one wake-up handles before letting other tasks run.
 _DRAIN_BATCH = 256
+# libzmq's send high-water mark (messages): past it, sends wait in the link's own bounded queue.
+SEND_HWM = 1000
+# The largest frame taken from the host: 64 MiB and the 64 KiB slack of SPEC 7.10, as the Swift peer.
+RECEIVE_LIMIT = (64 << 20) + (64 << 10)
 
 
 def _log_send_failure(future: asyncio.Future[Any]) -> None:
@@ -611,6 +680,7 @@ def connect(
     evaluate: bool = False,
     heartbeat_ms: int | None = None,
     connect_timeout: float = 10.0,
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
 ) -> Peer:
     """A peer for the host at ``target`` (an endpoint, or the path of a connection file).
 
@@ -620,7 +690,8 @@ def connect(
 
     ``evaluate=True`` lets the host run arbitrary Python in this process through ``$evaluate``:
     only turn it on for a host you trust. ``heartbeat_ms`` is this peer's wish; the host's welcome
-    says the value in force.
+    says the value in force. ``max_in_flight`` bounds how many of the host's requests and events run
+    at once; more are answered ``overloaded``.
     """
     return Peer(
         target,
@@ -630,6 +701,7 @@ def connect(
         evaluate=evaluate,
         heartbeat_ms=heartbeat_ms,
         connect_timeout=connect_timeout,
+        max_in_flight=max_in_flight,
     )
 
 

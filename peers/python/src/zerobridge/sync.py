@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import concurrent.futures
 import contextlib
 import os
 import weakref
@@ -23,6 +24,7 @@ from collections.abc import Callable, Coroutine, Iterator, Mapping
 from types import TracebackType
 from typing import Any, TypeVar
 
+from .link import DEFAULT_MAX_IN_FLIGHT
 from .peer import Handler, Peer, Stream
 
 T = TypeVar("T")
@@ -38,15 +40,20 @@ class _LoopThread:
         self._thread.start()
 
     def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
-        future = asyncio.run_coroutine_threadsafe(coroutine, self.loop)
+        # The future exists before the work is handed over, so a Ctrl-C that lands at any point after
+        # this line can cancel it; asyncio.run_coroutine_threadsafe returns its future only once the
+        # work is scheduled, and a KeyboardInterrupt in between (seen under load) left the call running.
+        future: concurrent.futures.Future[T] = concurrent.futures.Future()
         try:
+            self.loop.call_soon_threadsafe(_start, coroutine, future)
             return future.result()
         except BaseException:
             # KeyboardInterrupt and friends: cancel the work in the loop too (a call sends `cancel`),
-            # and give the loop a moment to do so before the exception goes up.
+            # and wait until the loop has run the cancellation before the exception goes up. The wait is
+            # bounded, but not short: a loaded machine can keep the loop's thread off a core for seconds.
             if future.cancel():
                 with contextlib.suppress(Exception):
-                    asyncio.run_coroutine_threadsafe(_settle(), self.loop).result(timeout=1)
+                    asyncio.run_coroutine_threadsafe(_settle(), self.loop).result(timeout=30)
             raise
 
     def stop(self) -> None:
@@ -55,6 +62,32 @@ class _LoopThread:
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join()
         self.loop.close()
+
+
+def _start(coroutine: Coroutine[Any, Any, T], future: concurrent.futures.Future[T]) -> None:
+    """On the loop: run ``coroutine`` as a task whose outcome is ``future``'s, and which cancelling
+    ``future`` cancels. Work cancelled before it starts never starts."""
+    if future.cancelled():
+        coroutine.close()
+        return
+    loop = asyncio.get_running_loop()
+    task = loop.create_task(coroutine)
+
+    def task_done(task: asyncio.Task[T]) -> None:
+        with contextlib.suppress(concurrent.futures.InvalidStateError):  # the caller cancelled meanwhile
+            if task.cancelled():
+                future.cancel()
+            elif (error := task.exception()) is not None:
+                future.set_exception(error)
+            else:
+                future.set_result(task.result())
+
+    def future_done(future: concurrent.futures.Future[T]) -> None:
+        if future.cancelled():
+            loop.call_soon_threadsafe(task.cancel)
+
+    task.add_done_callback(task_done)
+    future.add_done_callback(future_done)
 
 
 async def _settle() -> None:
@@ -101,6 +134,11 @@ class SyncStream:
     @property
     def result(self) -> Any:
         return self._runner.run(_await(self._stream.result))
+
+    @property
+    def skipped(self) -> int:
+        """How many progress payloads the host coalesced away so far."""
+        return self._stream.skipped
 
     def cancel(self) -> None:
         self._runner.run(_apply(self._stream.cancel))
@@ -197,6 +235,7 @@ def connect(
     evaluate: bool = False,
     heartbeat_ms: int | None = None,
     connect_timeout: float = 10.0,
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
 ) -> SyncPeer:
     """Connect now (blocking until the host's welcome) and return the blocking peer.
 
@@ -214,6 +253,7 @@ def connect(
                 evaluate=evaluate,
                 heartbeat_ms=heartbeat_ms,
                 connect_timeout=connect_timeout,
+                max_in_flight=max_in_flight,
             )
             await peer.start()
             return peer

@@ -18,6 +18,9 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import math
+import re
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypeGuard, Union
@@ -50,6 +53,7 @@ class Request:
     payload: Any = None
     timeout_ms: int | None = None
     progress: bool = False
+    deadline: int | None = None  # Unix time in ms on the caller's clock (SPEC 7.3)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +77,7 @@ class Progress:
     id: str
     seq: int
     payload: Any = None
+    skipped: int | None = None  # payloads coalesced away since the previous progress (SPEC 7.13)
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,6 +183,8 @@ def _body_of(message: Message, attachments: list[bytes]) -> dict[str, Any]:
             body["payload"] = _extract_attachments(message.payload, attachments)
             if message.timeout_ms is not None:
                 body["timeout_ms"] = message.timeout_ms
+            if message.deadline is not None:
+                body["deadline"] = message.deadline
             if message.progress:
                 body["progress"] = True
         case Response():
@@ -195,6 +202,8 @@ def _body_of(message: Message, attachments: list[bytes]) -> dict[str, Any]:
             body["id"] = message.id
             body["seq"] = message.seq
             body["payload"] = _extract_attachments(message.payload, attachments)
+            if message.skipped is not None:
+                body["skipped"] = message.skipped
         case Event():
             body["action"] = message.action
             body["payload"] = _extract_attachments(message.payload, attachments)
@@ -248,6 +257,44 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+# Text that may hold what JSON can write but a side cannot carry (SPEC 4): a number past the range of a double
+# (an exponent of three digits or more, or 309 digits in a row) or a surrogate escape. Only bodies that match
+# are walked, so ordinary ones cost one regex scan.
+_MAYBE_HUGE = re.compile(r"[eE][+-]?\d{3}|\d{309}")
+_MAYBE_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _check_carriable(text: str, body: Any) -> None:
+    """ValueError for a number that becomes infinite (`1e400`) or a string with an unpaired surrogate."""
+    huge, surrogate = _MAYBE_HUGE.search(text) is not None, _MAYBE_SURROGATE.search(text) is not None
+    if not (huge or surrogate):
+        return
+    stack = [body]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            if surrogate:
+                for name in value:
+                    _check_text(name)
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+        elif isinstance(value, str):
+            if surrogate:
+                _check_text(value)
+        elif isinstance(value, float) and huge and not math.isfinite(value):
+            raise ValueError("a number is outside the range of a double")
+        elif isinstance(value, int) and not isinstance(value, bool) and huge and abs(value) > sys.float_info.max:
+            raise ValueError("a number is outside the range of a double")
+
+
+def _check_text(text: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("a \\u escape leaves a surrogate unpaired") from None
+
+
 def decode(frames: Sequence[bytes], *, key: bytes = b"") -> Message:
     """The message carried by ``frames`` (as a DEALER receives them), or raise WireError."""
     if len(frames) < 2:
@@ -260,6 +307,7 @@ def decode(frames: Sequence[bytes], *, key: bytes = b"") -> Message:
         raise WireError(BAD_MESSAGE, "body is not UTF-8") from None
     try:
         body = json.loads(text, parse_constant=_reject_constant)
+        _check_carriable(text, body)
     except (ValueError, RecursionError) as error:
         raise WireError(BAD_MESSAGE, f"body is not JSON: {error}") from None
     if not isinstance(body, dict):
@@ -294,6 +342,9 @@ def decode(frames: Sequence[bytes], *, key: bytes = b"") -> Message:
                 timeout_ms = body.get("timeout_ms", _MISSING)
                 if timeout_ms is not _MISSING and not (_is_int(timeout_ms) and timeout_ms > 0):
                     raise ValueError('"timeout_ms" must be a positive integer')
+                deadline = body.get("deadline", _MISSING)
+                if deadline is not _MISSING and not (_is_int(deadline) and deadline >= 0):
+                    raise ValueError('"deadline" must be an integer >= 0 (Unix time in ms)')
                 progress = body.get("progress", False)
                 if not isinstance(progress, bool):
                     raise ValueError('"progress" must be a boolean')
@@ -303,6 +354,7 @@ def decode(frames: Sequence[bytes], *, key: bytes = b"") -> Message:
                     payload=body.get("payload"),
                     timeout_ms=None if timeout_ms is _MISSING else timeout_ms,
                     progress=progress,
+                    deadline=None if deadline is _MISSING else deadline,
                 )
             case "response":
                 ok = body.get("ok")
@@ -323,7 +375,15 @@ def decode(frames: Sequence[bytes], *, key: bytes = b"") -> Message:
                 seq = body.get("seq")
                 if not (_is_int(seq) and seq >= 1):
                     raise ValueError('"seq" must be an integer >= 1')
-                return Progress(id=_required_id(body), seq=seq, payload=body.get("payload"))
+                skipped = body.get("skipped", _MISSING)
+                if skipped is not _MISSING and not (_is_int(skipped) and skipped >= 1):
+                    raise ValueError('"skipped" must be an integer >= 1')
+                return Progress(
+                    id=_required_id(body),
+                    seq=seq,
+                    payload=body.get("payload"),
+                    skipped=None if skipped is _MISSING else skipped,
+                )
             case "event":
                 return Event(action=_name(body, "action"), payload=body.get("payload"))
             case "cancel":

@@ -1,0 +1,108 @@
+import Synchronization
+
+/// What one conversation (a host session, or a peer's link to its host) has queued for its socket and the socket
+/// has not taken yet, with the bound that SPEC 7.13 states.
+///
+/// The socket thread owns the messages. When libzmq refuses a message (the connection's send high-water mark is
+/// reached), the outbox is *blocked*: the thread tries again on a timer that backs off, and meanwhile the link
+/// holds back what can wait (progress, new calls) instead of queueing it here. Other conversations are not held up:
+/// each has an outbox of its own.
+final class Outbox: @unchecked Sendable {
+    /// Bytes a conversation may have queued here before it counts as congested (SPEC 7.13: 8 MiB).
+    static let maxQueuedBytes = 8 << 20
+
+    /// Readable from any thread (a `post` checks it); written on the socket thread.
+    private let queued = Atomic<Int>(0)
+
+    /// How long the other side may take nothing before its progress is coalesced rather than waited for.
+    static let stallBeforeCoalescing: Duration = .seconds(1)
+
+    /// Since when libzmq refuses this conversation's messages (nanoseconds on the continuous clock; 0: it does not),
+    /// for handlers on other threads.
+    private let blockedSince = Atomic<Int64>(0)
+
+    // Confined to the socket thread.
+    var messages = OutboundQueue()
+    /// Set while libzmq refuses this conversation's messages: when to try again.
+    var retryAt: ContinuousClock.Instant? {
+        didSet {
+            guard (retryAt == nil) != (oldValue == nil) else { return }
+            blockedSince.store(retryAt == nil ? 0 : Self.nanoseconds(.now), ordering: .relaxed)
+        }
+    }
+    /// Runs on the thread each time libzmq refuses again: handlers waiting for room look again.
+    var onRefused: (() -> Void)?
+    var backoff: Duration = .milliseconds(1)
+    /// Whether the socket thread has it in its list of outboxes with something to send.
+    var isListed = false
+    /// Runs on the thread when a blocked outbox has sent everything.
+    var onDrained: (() -> Void)?
+    /// Runs on the thread when the socket says the other side is not there (EHOSTUNREACH); what was queued for
+    /// it has been dropped.
+    var onUnreachable: (() -> Void)?
+
+    /// The bytes queued and not yet taken by libzmq.
+    var queuedBytes: Int { queued.load(ordering: .relaxed) }
+
+    /// The transport refuses more, or too much is queued: progress and new calls wait (SPEC 7.13). On the thread.
+    var isCongested: Bool { retryAt != nil || queuedBytes > Self.maxQueuedBytes }
+
+    /// The other side has taken nothing for ``stallBeforeCoalescing``, or too much is queued: progress is coalesced
+    /// instead of waited for. Readable from any thread (a handler offering progress).
+    var isStalled: Bool {
+        if queuedBytes > Self.maxQueuedBytes { return true }
+        let since = blockedSince.load(ordering: .relaxed)
+        return since != 0 && Self.nanoseconds(.now) - since >= Self.nanoseconds(Self.stallBeforeCoalescing)
+    }
+
+    private static let origin = ContinuousClock.now
+    private static func nanoseconds(_ instant: ContinuousClock.Instant) -> Int64 { nanoseconds(instant - origin) }
+    private static func nanoseconds(_ duration: Duration) -> Int64 {
+        duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000
+    }
+
+    func append(_ message: OutboundMessage) {
+        messages.append(message)
+        queued.add(message.size, ordering: .relaxed)
+    }
+
+    func removeFirst() {
+        if let first = messages.first { queued.subtract(first.size, ordering: .relaxed) }
+        messages.removeFirst()
+    }
+
+    /// Forgets everything queued (the other side is gone: SPEC 7.3, nothing queued for a lost side arrives later).
+    func discard() {
+        messages = OutboundQueue()
+        queued.store(0, ordering: .relaxed)
+        retryAt = nil
+    }
+}
+
+/// One multipart message waiting for the socket: the parts in front (routing id, signature), then the rest.
+struct OutboundMessage {
+    var envelope: [[UInt8]]
+    var frames: [[UInt8]]
+
+    var size: Int { frames.reduce(0) { $0 + $1.count } }
+}
+
+/// A FIFO of outbound messages that does not shift elements on removal.
+struct OutboundQueue {
+    private var items: [OutboundMessage] = []
+    private var head = 0
+
+    var isEmpty: Bool { head == items.count }
+    var count: Int { items.count - head }
+    var first: OutboundMessage? { isEmpty ? nil : items[head] }
+
+    mutating func append(_ message: OutboundMessage) { items.append(message) }
+
+    mutating func removeFirst() {
+        head += 1
+        if head == items.count {
+            items.removeAll(keepingCapacity: true)
+            head = 0
+        }
+    }
+}

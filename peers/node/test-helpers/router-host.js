@@ -1,0 +1,111 @@
+// A scripted host in this very process, on src/zmtp-router.js: FakeHost's moves, plus what a host in a
+// child process cannot do on cue: stop reading (so that what the peer sends piles up in its own queue),
+// write several messages in one turn (so that the peer reads them together), and tell connections apart.
+
+import { ZmtpRouter } from '../src/zmtp-router.js';
+import { FakeHost } from './fake-host.js';
+import { within } from './processes.js';
+
+export class RouterHost extends FakeHost {
+  static async start(bindEndpoint) {
+    const router = new ZmtpRouter();
+    await router.bind(bindEndpoint);
+    return new RouterHost(router);
+  }
+
+  constructor(router) {
+    super(router);
+    this.messages = []; // everything received and not taken by next(), in arrival order
+    this.connected = []; // routing ids (hex) in the order their connections completed the handshake
+    this.disconnected = new Set(); // routing ids (hex) whose connections closed
+    this.wakers = new Set();
+    router.on('message', (routingId, frames) => {
+      let body = null;
+      try {
+        body = JSON.parse(frames[1].toString('utf8'));
+      } catch {
+        // not JSON: only a predicate that looks at the raw frames can match it
+      }
+      this.messages.push({ routingId, signature: frames[0], body, frames });
+      this.wake();
+    });
+    router.on('connect', (routingId) => {
+      this.connected.push(routingId.toString('hex'));
+      this.wake();
+    });
+    router.on('disconnect', (routingId) => {
+      this.disconnected.add(routingId.toString('hex'));
+      this.wake();
+    });
+  }
+
+  // Once per turn, not per message: a flood of messages must not make every waiter rescan for each one.
+  wake() {
+    if (this.waking) return;
+    this.waking = true;
+    setImmediate(() => {
+      this.waking = false;
+      for (const waker of [...this.wakers]) waker();
+    });
+  }
+
+  /** Resolves with `condition()`'s first truthy value, checked on every arrival (and every 20 ms); rejects after `ms`. */
+  waitFor(condition, ms = 30_000, what = 'a condition') {
+    let waker;
+    let timer;
+    return within(new Promise((resolve) => {
+      waker = () => {
+        const value = condition();
+        if (value) resolve(value);
+      };
+      this.wakers.add(waker);
+      timer = setInterval(waker, 20);
+      waker();
+    }), ms, what).finally(() => {
+      this.wakers.delete(waker);
+      clearInterval(timer);
+    });
+  }
+
+  async next(predicate = () => true, ms = 10_000, what = 'a matching message') {
+    const message = await this.waitFor(() => {
+      const index = this.messages.findIndex((m) => predicate(m.body, m));
+      return index < 0 ? null : this.messages.splice(index, 1)[0];
+    }, ms, what);
+    this.routingId = message.routingId;
+    return message;
+  }
+
+  send(body, { routingId = this.routingId, attachments = [] } = {}) {
+    const bytes = typeof body === 'string' || Buffer.isBuffer(body) ? Buffer.from(body) : Buffer.from(JSON.stringify(body));
+    this.router.send(routingId, [Buffer.alloc(0), bytes, ...attachments]);
+  }
+
+  sendFrames(frames, routingId = this.routingId) {
+    this.router.send(routingId, frames);
+  }
+
+  /** Sends the bodies in this one turn: the peer reads them together. */
+  sendTogether(bodies, routingId = this.routingId) {
+    for (const body of bodies) this.send(body, { routingId });
+  }
+
+  socketOf(routingId = this.routingId) {
+    const connection = this.router.connections.get(Buffer.from(routingId).toString('hex'));
+    if (!connection?.socket) throw new Error('no such connection');
+    return connection.socket;
+  }
+
+  /** Stops reading from the peer's connection: what it sends stays in the kernel, then in its own queue. */
+  stopReading(routingId) {
+    this.socketOf(routingId).pause();
+  }
+
+  resumeReading(routingId) {
+    this.socketOf(routingId).resume();
+  }
+
+  stop() {
+    return this.router.close();
+  }
+}
