@@ -35,3 +35,6 @@ public func waitForExit(_ process: Process, limit: Duration = patience) async ->
     }
     return exited
 }
+
+/// ``patience`` in milliseconds, for libzmq's own timeouts (a blocking receive, a monitor's wait).
+public let patienceMilliseconds = Int32(patience / .milliseconds(1))

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TestSupport
 @testable import ZeroMQ
 
 @Suite("CURVE and Z85")
@@ -44,14 +45,14 @@ struct CurveTests {
         try dealer.send([bytes("secret hello")])
         let message = try #require(try router.receiveBytes())
         #expect(message[1] == bytes("secret hello"))
-        #expect(try monitor.next(timeoutMilliseconds: 5000)?.kind == .handshakeSucceeded)
+        #expect(try monitor.next(timeoutMilliseconds: Int(patienceMilliseconds))?.kind == .handshakeSucceeded)
 
         let impostor = try makeSocket(.dealer, context)
         let wrongServer = try CurveKeyPair.generate()
         try impostor.set(.curveServerKey(wrongServer.publicKey), .curvePublicKey(client.publicKey), .curveSecretKey(client.secretKey))
         try impostor.connect(endpoint)
         try impostor.send([bytes("let me in")])
-        let failure = try #require(try monitor.next(timeoutMilliseconds: 5000))
+        let failure = try #require(try monitor.next(timeoutMilliseconds: Int(patienceMilliseconds)))
         #expect(failure.kind != .handshakeSucceeded)
         #expect(try router.receive(dontWait: true) == nil)
     }

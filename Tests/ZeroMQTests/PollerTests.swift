@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TestSupport
 @testable import ZeroMQ
 
 @Suite("Poller, wake signal and monitor")
@@ -21,14 +22,14 @@ struct PollerTests {
         // Signalled from another thread while the poller waits.
         let thread = Thread { wake.signal(); wake.signal() }
         thread.start()
-        #expect(try poller.poll(timeoutMilliseconds: 5000) == 1)
+        #expect(try poller.poll(timeoutMilliseconds: Int(patienceMilliseconds)) == 1)
         #expect(poller.events(at: wakeIndex).contains(.readable))
         #expect(!poller.events(at: socketIndex).contains(.readable))
         wake.drain()
         #expect(try poller.poll(timeoutMilliseconds: 0) == 0, "signals coalesce and drain clears them")
 
         try push.send([bytes("x")])
-        #expect(try poller.poll(timeoutMilliseconds: 5000) == 1)
+        #expect(try poller.poll(timeoutMilliseconds: Int(patienceMilliseconds)) == 1)
         #expect(poller.events(at: socketIndex).contains(.readable))
         #expect(try pull.receiveBytes() == [bytes("x")])
         #expect(try pull.pendingEvents.contains(.readable) == false)
@@ -53,14 +54,14 @@ struct PollerTests {
         let dealer = try makeSocket(.dealer, context)
         try dealer.connect(endpoint)
         var kinds: [SocketMonitor.Kind] = []
-        while kinds.count < 2, let event = try monitor.next(timeoutMilliseconds: 5000) {
+        while kinds.count < 2, let event = try monitor.next(timeoutMilliseconds: Int(patienceMilliseconds)) {
             kinds.append(event.kind)
             #expect(!event.endpoint.isEmpty)
         }
         #expect(kinds == [.accepted, .handshakeSucceeded])
 
         dealer.close()
-        let event = try #require(try monitor.next(timeoutMilliseconds: 5000))
+        let event = try #require(try monitor.next(timeoutMilliseconds: Int(patienceMilliseconds)))
         #expect(event.kind == .disconnected)
     }
 
@@ -72,7 +73,7 @@ struct PollerTests {
         let dealer = try makeSocket(.dealer, context)
         let monitor = try SocketMonitor(watching: dealer, events: .connected)
         try dealer.connect(endpoint)
-        let event = try #require(try monitor.next(timeoutMilliseconds: 5000))
+        let event = try #require(try monitor.next(timeoutMilliseconds: Int(patienceMilliseconds)))
         #expect(event.kind == .connected)
         #expect(event.endpoint == endpoint)
     }

@@ -16,13 +16,13 @@ struct PyzmqInteropTests {
         let context = try Context()
         let (router, endpoint) = try bound(.router, context, transport)
         // Python starts in seconds on a loaded machine; the wait happens on a thread of its own.
-        try router.set(.receiveTimeout(milliseconds: Int32(patience / .milliseconds(1))))
+        try router.set(.receiveTimeout(milliseconds: patienceMilliseconds))
         let script = """
         import sys, zmq
         ctx = zmq.Context()
         s = ctx.socket(zmq.DEALER)
         s.setsockopt(zmq.ROUTING_ID, b"python")
-        s.setsockopt(zmq.RCVTIMEO, 5000)
+        s.setsockopt(zmq.RCVTIMEO, \(patienceMilliseconds))  # a bound for a loaded machine, not a window
         s.setsockopt(zmq.LINGER, 1000)
         s.connect(sys.argv[1])
         s.send_multipart([b"", b"hello from python", bytes(range(256)) * 1000])

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TestSupport
 @testable import ZeroMQ
 
 /// The transports every socket test repeats over.
@@ -21,7 +22,7 @@ enum Transport: String, CaseIterable, CustomTestStringConvertible, Sendable {
 /// A socket that fails a test instead of hanging it when nothing arrives.
 func makeSocket(_ kind: Socket.Kind, _ context: Context) throws -> Socket {
     let socket = try Socket(kind, context: context)
-    try socket.set(.linger(milliseconds: 0), .receiveTimeout(milliseconds: 5000), .sendTimeout(milliseconds: 5000))
+    try socket.set(.linger(milliseconds: 0), .receiveTimeout(milliseconds: patienceMilliseconds), .sendTimeout(milliseconds: patienceMilliseconds))
     return socket
 }
 

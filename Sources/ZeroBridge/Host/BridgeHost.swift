@@ -79,6 +79,8 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
     private var listeningEndpoint: String?
     /// Set while not accepting connections for want of file descriptors: when to listen again.
     private var listenAgainAt: ContinuousClock.Instant?
+    /// The socket's connection events; read on the thread's loop, and by ``releaseEndpoint()`` once it has ended.
+    private var monitor: SocketMonitor?
 
     public init(configuration: Configuration) {
         self.configuration = configuration
@@ -108,12 +110,13 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
             try router.bind(configuration.endpoint)
             let endpoint = try router.lastEndpoint
             // Disconnects end sessions, anonymous ones with work in flight included (SPEC 7.6); failed accepts
-            // are how running out of file descriptors shows.
-            let monitor = try SocketMonitor(watching: router, events: [.disconnected, .acceptFailed])
+            // are how running out of file descriptors shows; `closed` tells when shutting down freed the endpoint.
+            let monitor = try SocketMonitor(watching: router, events: [.disconnected, .acceptFailed, .closed])
             let thread = try SocketThread(socket: router)
             started = Started(thread: thread, endpoint: endpoint, context: context)
             socketThread = thread
             listeningEndpoint = endpoint
+            self.monitor = monitor
             thread.start(name: "zerobridge-host", owner: .init(
                 received: { [self] frames in received(frames) },
                 tick: { [self] now in tick(now) },
@@ -164,6 +167,27 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
         }
         for waiter in waiters { waiter.resume(throwing: BridgeError(.cancelled, "the host is shutting down")) }
         for watcher in watchers { watcher.finish() }
+        releaseEndpoint()
+    }
+
+    /// When ``shutdown()`` returns, the endpoint is free: a host started on it at once must not fail to bind a tcp
+    /// port, nor have its ipc socket file removed under it. libzmq closes a listener (and removes the file) on its
+    /// I/O thread, after `zmq_close` has returned, so the host unbinds and waits for the listener's `closed` event.
+    private func releaseEndpoint() {
+        guard let endpoint = listeningEndpoint, let monitor, listenAgainAt == nil,
+              endpoint.hasPrefix("tcp://") || endpoint.hasPrefix("ipc://") else { return }
+        do {
+            try socketThread?.socket.unbind(endpoint)
+        } catch {
+            return configuration.logger.warning("could not unbind", metadata: ["endpoint": "\(endpoint)", "error": "\(error)"])
+        }
+        // Bounded: an I/O thread starved for this long leaves the endpoint to be freed when it runs.
+        let deadline = ContinuousClock.now + .seconds(5)
+        while case let left = deadline - .now, left > .zero {
+            guard let event = try? monitor.next(timeoutMilliseconds: Int(left / .milliseconds(1)) + 1) else { break }
+            if event.kind == .closed { return }
+        }
+        configuration.logger.warning("the listener did not report closing within 5 s", metadata: ["endpoint": "\(endpoint)"])
     }
 
     // MARK: Peers

@@ -5,7 +5,8 @@ import ZeroMQ
 
 /// A ZeroBridge peer in Swift: connects a DEALER to a host, says `hello`, serves the actions registered on it
 /// to the host, and calls the host's (the `postMessage` role). When the host goes away, calls in flight fail
-/// with `peer_lost` and the peer says `hello` again until the host is back. It runs until ``close()``.
+/// with `peer_lost` and the peer says `hello` again until the host is back, on a new connection whenever one
+/// takes hellos without an answer for a while (5 s, then longer). It runs until ``close()``.
 ///
 /// For example:
 /// ```swift
@@ -60,6 +61,10 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
     private var heartbeat: Duration
     /// The session the host last welcomed this peer into, to resume after losing the host.
     private var lastSessionID: String?
+    /// Since when hellos have gone unanswered on the current connection, and how long they may before it is replaced.
+    private var unansweredSince = ContinuousClock.now
+    private var unansweredLimit = BridgePeer.firstUnansweredLimit
+    private static let firstUnansweredLimit: Duration = .seconds(5)
 
     public init(configuration: Configuration) throws {
         self.configuration = configuration
@@ -97,6 +102,7 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
             }
             if let ready { return continuation.resume(returning: ready) }
             thread.perform { [self] in
+                if !connecting { unansweredSince = .now }
                 connecting = true
                 sayHello()
             }
@@ -160,6 +166,7 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
                                   maxInFlight: message.maxInFlight)
             heartbeat = welcome.heartbeat
             lastSessionID = welcome.sessionID
+            unansweredLimit = Self.firstUnansweredLimit
             thread.tick(by: .now + heartbeat / 4)
             link.reopen()
             let waiters = welcomed.withLock { state in
@@ -183,9 +190,14 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
         link.close(reason)
         // Nothing queued for the lost host may arrive later (SPEC 7.3): a new connection, and the old one's queue
         // dropped with it. Calls made until the next welcome fail at once: the link is closed.
+        openNewConnection()
+    }
+
+    private func openNewConnection() {
         thread.discard(link.outbox)
         do {
             thread.replaceSocket(with: try Self.dealer(configuration, context))
+            unansweredSince = .now
         } catch {
             configuration.logger.error("could not open a new connection to the host", metadata: ["error": "\(error)"])
         }
@@ -198,6 +210,14 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
             case .ping: link.sendPing()
             case .lost(let silence): lost(BridgeError(.peerLost, "no message from the host for \(silence)"))
             }
+        } else if connecting && now - unansweredSince >= unansweredLimit {
+            // Hellos taken and never answered: the connection may be half-open (its host died without closing it)
+            // or held by a host that hung, and libzmq would keep it. A new one, tried less often each time.
+            configuration.logger.info("no welcome on this connection; opening a new one",
+                                      metadata: ["waited": "\(now - unansweredSince)"])
+            unansweredLimit = min(unansweredLimit * 2, .seconds(60))
+            openNewConnection()
+            sayHello()
         } else if connecting && now - lastHello >= min(heartbeat, .seconds(1)) {
             sayHello()  // the host may be restarting; libzmq reconnects underneath
         }

@@ -24,6 +24,24 @@ struct LifecycleTests {
         await peer.close()
     }
 
+    @Test("when shutdown returns the endpoint is free: a host started at once on it binds and serves",
+          arguments: ["ipc", "tcp"])
+    func shutdownFreesEndpoint(transport: String) async throws {
+        // libzmq closes a listener on its I/O thread after zmq_close returns: without waiting for that, binding the
+        // same tcp port at once could fail with EADDRINUSE.
+        for _ in 0..<5 {
+            let first = try startConformanceHost(transport: transport)
+            let endpoint = try #require(first.boundEndpoint)
+            await first.shutdown()
+            let second = try startConformanceHost(transport: transport) { $0.endpoint = endpoint }
+            #expect(second.boundEndpoint == endpoint)
+            let peer = try await connectPeer(second)
+            #expect(try await peer.call("echo", "again") == "again")
+            await peer.close()
+            await second.shutdown()
+        }
+    }
+
     @Test("a peer that reconnects naming its session resumes it, with calls in flight")
     func sessionResume() async throws {
         let host = try startConformanceHost()

@@ -30,7 +30,7 @@ struct ReadmeExampleTests {
         #expect(steps == [["i": 1], ["i": 2]])
         #expect(try await call.result == "done")
 
-        let frontend = try await host.peer(named: "frontend", waitingUpTo: .seconds(5))
+        let frontend = try await host.peer(named: "frontend", waitingUpTo: patience)
         let html = try await frontend.call("render", ["page": 1], timeout: .seconds(10))
         #expect(html == ["html": "<p>page 1</p>"])
         await peer.close()

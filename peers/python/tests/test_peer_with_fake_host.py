@@ -465,8 +465,12 @@ async def test_ctrl_c_in_the_blocking_twin_cancels_the_call_on_the_host(fake_hos
         "    print('interrupted', flush=True)\n"
     )
     async with fake_host() as host:
+        # Python turns SIGINT into KeyboardInterrupt only if SIGINT was not ignored when it started, and a
+        # non-interactive shell starts background jobs (make test run with `&`) with SIGINT ignored: the
+        # script gets SIGINT's default, as it would from a terminal.
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-c", script, host.endpoint, stdout=asyncio.subprocess.PIPE
+            sys.executable, "-c", script, host.endpoint, stdout=asyncio.subprocess.PIPE,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
         try:
             request = await host.next("request", action="sleep", timeout=15)
