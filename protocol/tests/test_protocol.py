@@ -148,6 +148,17 @@ def matcher_key(value) -> str | None:
     return None
 
 
+# A placeholder stands for a captured string; where the schema constrains a member's strings further, it takes a
+# value of that shape instead.
+SHAPED_PLACEHOLDERS = {"resume_token": "0" * 64}
+
+
+def placeholder_for(member: str, value):
+    if isinstance(value, str) and value.startswith("placeholder-"):
+        return SHAPED_PLACEHOLDERS.get(member, value)
+    return value
+
+
 def instances(pattern, member: bool = False):
     """Every body shape a pattern stands for, with placeholders for captured and wildcard values.
 
@@ -174,7 +185,7 @@ def instances(pattern, member: bool = False):
     elif isinstance(pattern, dict):
         keys = list(pattern)
         for values in itertools.product(*(list(instances(pattern[k], member=True)) for k in keys)):
-            yield {k: v for k, v in zip(keys, values) if v is not MISSING}
+            yield {k: placeholder_for(k, v) for k, v in zip(keys, values) if v is not MISSING}
     elif isinstance(pattern, list):
         for values in itertools.product(*(list(instances(item)) for item in pattern)):
             yield list(values)
@@ -193,7 +204,7 @@ def fill(template, index: int | None, language: str | None = None):
     if key == "$literal":
         return template[key]
     if isinstance(template, dict):
-        return {k: fill(v, index, language) for k, v in template.items()}
+        return {k: placeholder_for(k, fill(v, index, language)) for k, v in template.items()}
     if isinstance(template, list):
         return [fill(v, index, language) for v in template]
     if isinstance(template, str) and index is not None:
