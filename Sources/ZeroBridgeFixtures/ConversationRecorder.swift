@@ -68,6 +68,8 @@ private struct FixtureBuilder {
     /// The host's request ids, by the variable that captures them.
     private var hostCalls: [String: String] = [:]
     private var sessions: [String: String] = [:]
+    /// Resume tokens the host gave, by the variable that captures them.
+    private var tokens: [String: String] = [:]
     /// The peer's requests not answered yet, and those of them it cancelled.
     private var outstanding: Set<String> = []
     private var cancelled: Set<String> = []
@@ -195,6 +197,7 @@ private struct FixtureBuilder {
         case "welcome":
             for key in ["host", "heartbeat_ms", "limits"] { if let value = body[key] { pattern[key] = Self.general(value) } }
             if let session = body["session"]?.stringValue { pattern["session"] = sessionPattern(session) }
+            if let token = body["resume_token"]?.stringValue { pattern["resume_token"] = tokenPattern(token) }
             if let actions = body["actions"]?.arrayValue { pattern["actions"] = ["$unordered": .array(actions)] }
         case "request":
             if let id = body["id"]?.stringValue {
@@ -218,6 +221,14 @@ private struct FixtureBuilder {
             for (key, value) in body.objectValue ?? [:] where key != "v" && key != "type" { pattern[key] = Self.general(value) }
         }
         return .object(pattern)
+    }
+
+    /// A resume token is a secret: a recording captures it and never writes it down.
+    private mutating func tokenPattern(_ token: String) -> JSONValue {
+        if let name = tokens[token] { return ["$var": .string(name)] }
+        let name = tokens.isEmpty ? "resume_token" : "resume_token_\(tokens.count + 1)"
+        tokens[token] = name
+        return ["$capture": .string(name)]
     }
 
     private mutating func sessionPattern(_ session: String) -> JSONValue {
@@ -255,6 +266,10 @@ private struct FixtureBuilder {
         }
         if type == "hello", let session = members["session"]?.stringValue, let name = sessions[session] {
             members["session"] = ["$var": .string(name)]
+        }
+        if type == "hello", let token = members["resume_token"]?.stringValue {
+            // A token this recording did not see given out resumes nothing on replay either; it is not written down.
+            members["resume_token"] = tokens[token].map { ["$var": .string($0)] } ?? .string(String(repeating: "0", count: 64))
         }
         return .object(members.mapValues(Self.literalWhereNeeded))
     }

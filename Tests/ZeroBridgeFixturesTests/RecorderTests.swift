@@ -51,4 +51,20 @@ struct RecorderTests {
         let result = await ConversationRunner(endpoint: conformanceHost.boundEndpoint!).run(conversation)
         #expect(result.passed, "\(result.failure.map(String.init(describing:)) ?? "")")
     }
+
+    @Test("a resume token is captured into a variable and never written down; one the recording never saw is blanked")
+    func resumeTokensStayOut() throws {
+        var recorder = ConversationRecorder()
+        let start = ContinuousClock.now
+        let token = String(repeating: "c3", count: 32), foreign = String(repeating: "d4", count: 32)
+        recorder.peerSent([[], Array(#"{"v":1,"type":"hello","peer":"p","session":"old","resume_token":"\#(foreign)"}"#.utf8)], at: start)
+        recorder.hostSent([[], Array(#"{"v":1,"type":"welcome","host":"h","session":"s1","resume_token":"\#(token)","actions":[],"heartbeat_ms":5000,"limits":{"max_message_bytes":1024,"max_in_flight":8}}"#.utf8)],
+                          at: start + .milliseconds(1))
+        recorder.peerSent([[], Array(#"{"v":1,"type":"hello","peer":"p","session":"s1","resume_token":"\#(token)"}"#.utf8)], at: start + .milliseconds(2))
+        let text = recorder.fixture(description: "tokens")
+        #expect(!text.contains(token) && !text.contains(foreign), "\(text)")
+        #expect(text.contains(#""resume_token": {"$capture": "resume_token"}"#), "\(text)")
+        #expect(text.contains(#""resume_token": {"$var": "resume_token"}"#), "\(text)")
+        #expect(try Conversation(json: Array(text.utf8)).description == "tokens")
+    }
 }

@@ -72,6 +72,8 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
     private var socketThread: SocketThread?
     private var sessions: [[UInt8]: Session] = [:]
     private var sessionsByID: [String: Session] = [:]
+    /// Each name's one live session (SPEC 6, Names).
+    private var sessionsByName: [String: Session] = [:]
     private var sessionCounter = 0
     /// Which connection each peer's messages come over, which have closed, and which are retired.
     private var connections = Connections()
@@ -121,7 +123,8 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
                 received: { [self] frames in received(frames) },
                 tick: { [self] now in tick(now) },
                 stopped: { [self] in stopped() },
-                monitored: (monitor, { [self] event in connectionEvent(event) })))
+                monitored: (monitor, { [self] event in connectionEvent(event) }),
+                closing: { [self] in releaseEndpoint() }))
             if let path = configuration.connectionFile { try writeConnectionFile(path, endpoint: endpoint) }
             configuration.logger.info("listening", metadata: ["endpoint": "\(endpoint)"])
         }
@@ -160,6 +163,7 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
         }
         sessions.removeAll()
         sessionsByID.removeAll()
+        sessionsByName.removeAll()
         // Finished outside the lock: finishing a stream runs its termination handler, which takes the lock.
         let (waiters, watchers) = directory.withLock { directory in
             defer { directory.waiters.removeAll(); directory.watchers.removeAll() }
@@ -167,12 +171,13 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
         }
         for waiter in waiters { waiter.resume(throwing: BridgeError(.cancelled, "the host is shutting down")) }
         for watcher in watchers { watcher.finish() }
-        releaseEndpoint()
     }
 
     /// When ``shutdown()`` returns, the endpoint is free: a host started on it at once must not fail to bind a tcp
     /// port, nor have its ipc socket file removed under it. libzmq closes a listener (and removes the file) on its
     /// I/O thread, after `zmq_close` has returned, so the host unbinds and waits for the listener's `closed` event.
+    /// Unbinding also ends the connections accepted there (lingering to deliver what was sent): hence only once the
+    /// last `bye` is handed to libzmq.
     private func releaseEndpoint() {
         guard let endpoint = listeningEndpoint, let monitor, listenAgainAt == nil,
               endpoint.hasPrefix("tcp://") || endpoint.hasPrefix("ipc://") else { return }
@@ -260,8 +265,7 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
                 configuration.logger.info("message on a retired connection not processed; answered bye",
                                           metadata: ["type": "\(message.kind.rawValue)"])
                 session.link.send(.bye)
-                sessions[routingID] = nil
-                sessionsByID[session.id] = nil
+                forget(session)
                 session.link.close(BridgeError(.peerLost, "the connection was retired"))
                 return
             }
@@ -271,8 +275,7 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
         case .hello(let hello):
             greet(session, hello)
         case .bye:
-            sessions[routingID] = nil
-            sessionsByID[session.id] = nil
+            forget(session)
             end(session, BridgeError(.peerLost, "the peer said bye"))
             discardQueued(for: session)
         case .welcome:
@@ -297,8 +300,7 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
     private func connectionClosed(_ routingID: [UInt8]) {
         guard let session = sessions[routingID], session.name == nil else { return }
         connections.retire(routingID)  // what it sent and was not read yet is not processed
-        sessions[routingID] = nil
-        sessionsByID[session.id] = nil
+        forget(session)
         end(session, BridgeError(.peerLost, "the peer's connection closed"))
         discardQueued(for: session)
     }
@@ -350,12 +352,12 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
 
     private func greet(_ session: Session, _ hello: Message.Hello) {
         var session = session
-        // Resuming: the peer reconnected (a new routing id) and names its earlier session; that session, with its
-        // calls in flight, continues over the new connection.
+        // Resuming: the peer reconnected (a new routing id) and names its earlier session with that session's token;
+        // the session, with its calls in flight, continues over the new connection.
         if let wanted = hello.session, wanted != session.id, let earlier = sessionsByID[wanted],
-           earlier.name == hello.peer, earlier.link.isClosed == false {
-            sessions[session.routingID] = nil
-            sessionsByID[session.id] = nil
+           earlier.name == hello.peer, earlier.link.isClosed == false,
+           ResumeToken.matches(hello.resumeToken, earlier.resumeToken) {
+            forget(session)
             session.link.close(BridgeError(.peerLost, "replaced by a resumed session"))
             sessions[earlier.routingID] = nil
             connections.retire(earlier.routingID)
@@ -363,9 +365,19 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
             earlier.routingID = session.routingID
             sessions[earlier.routingID] = earlier
             session = earlier
+        } else if let holder = sessionsByName[hello.peer], holder !== session {
+            // The name is another live session's: the hello changes nothing (SPEC 6, Names).
+            configuration.logger.notice("hello refused: the name is taken",
+                                        metadata: ["peer": "\(hello.peer)", "holder": "\(holder.id)", "session": "\(session.id)"])
+            session.link.answer(nil, BridgeError(.nameTaken, "the name '\(hello.peer)' is held by another live session"))
+            return
         }
         let wasNamed = session.name != nil
+        if let earlierName = session.name, earlierName != hello.peer, sessionsByName[earlierName] === session {
+            sessionsByName[earlierName] = nil
+        }
         session.name = hello.peer
+        sessionsByName[hello.peer] = session
         session.heartbeat = hello.heartbeatMs.map { .milliseconds(min(max($0, 50), 600_000)) } ?? configuration.heartbeat
         session.remote.update { info in
             info.name = hello.peer
@@ -374,10 +386,17 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
         }
         session.link.thread.tick(by: .now + session.heartbeat / 4)
         session.link.send(.welcome(.init(
-            host: configuration.name, session: session.id, actions: handlers.actionNames,
+            host: configuration.name, session: session.id, resumeToken: session.resumeToken, actions: handlers.actionNames,
             heartbeatMs: Int(session.heartbeat / .milliseconds(1)),
             maxMessageBytes: configuration.maxMessageBytes, maxInFlight: configuration.maxInFlight)))
         if !wasNamed { announce(.joined(session.remote)) }
+    }
+
+    /// The session is over for the host's tables: its connection, its id and its name (which becomes free).
+    private func forget(_ session: Session) {
+        if sessions[session.routingID] === session { sessions[session.routingID] = nil }
+        if sessionsByID[session.id] === session { sessionsByID[session.id] = nil }
+        if let name = session.name, sessionsByName[name] === session { sessionsByName[name] = nil }
     }
 
     private func end(_ session: Session, _ reason: BridgeError) {
@@ -398,15 +417,13 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
                 case .alive: break
                 case .ping: session.link.sendPing()
                 case .lost(let silence):
-                    sessions[session.routingID] = nil
-                    sessionsByID[session.id] = nil
+                    forget(session)
                     connections.retire(session.routingID)
                     end(session, BridgeError(.peerLost, "no message from the peer for \(silence)"))
                     discardQueued(for: session)
                 }
             } else if session.link.isIdle && silence >= configuration.heartbeat * 3 {
-                sessions[session.routingID] = nil
-                sessionsByID[session.id] = nil
+                forget(session)
                 session.link.close(BridgeError(.peerLost, "an idle anonymous session expired"))
             }
         }
@@ -464,6 +481,8 @@ final class Session: @unchecked Sendable {
 
     private let address: Address
     let id: String
+    /// The secret that resuming the session takes (SPEC 6): sent only in `welcome`, never logged.
+    let resumeToken = ResumeToken.make()
     var name: String?
     var heartbeat: Duration
     let link: Link

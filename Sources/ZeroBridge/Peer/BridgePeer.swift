@@ -53,14 +53,23 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
     private let context: Context
     private let thread: SocketThread
     private let link: Link
-    private let welcomed = Mutex<(welcome: Welcome?, waiters: [UUID: CheckedContinuation<Welcome, Error>])>((nil, [:]))
+    private let welcomed = Mutex<Greeting>(Greeting())
+
+    /// What the host last said to this peer's hellos, readable from any thread.
+    private struct Greeting {
+        var welcome: Welcome?
+        var waiters: [UUID: CheckedContinuation<Welcome, Error>] = [:]
+        /// The host refused the name since the peer last started connecting (SPEC 6, Names): why connecting failed.
+        var refusal: BridgeError?
+    }
 
     // Confined to the socket thread.
     private var connecting = false
     private var lastHello = ContinuousClock.now - .seconds(3600)
     private var heartbeat: Duration
-    /// The session the host last welcomed this peer into, to resume after losing the host.
+    /// The session the host last welcomed this peer into, and its secret, to resume after losing the host.
     private var lastSessionID: String?
+    private var lastResumeToken: String?
     /// Since when hellos have gone unanswered on the current connection, and how long they may before it is replaced.
     private var unansweredSince = ContinuousClock.now
     private var unansweredLimit = BridgePeer.firstUnansweredLimit
@@ -101,6 +110,7 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
                 return nil
             }
             if let ready { return continuation.resume(returning: ready) }
+            welcomed.withLock { $0.refusal = nil }
             thread.perform { [self] in
                 if !connecting { unansweredSince = .now }
                 connecting = true
@@ -108,8 +118,8 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
             }
             Task { [weak self] in
                 try? await Task.sleep(for: timeout)
-                let waiter = self?.welcomed.withLock { $0.waiters.removeValue(forKey: id) }
-                waiter?.resume(throwing: BridgeError(.timeout, "the host did not answer hello within \(timeout)"))
+                guard let (waiter, refusal) = self?.welcomed.withLock({ ($0.waiters.removeValue(forKey: id), $0.refusal) }) else { return }
+                waiter?.resume(throwing: refusal ?? BridgeError(.timeout, "the host did not answer hello within \(timeout)"))
             }
         }
     }
@@ -149,7 +159,8 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
         lastHello = .now
         let hello = Message.hello(.init(
             peer: configuration.name, actions: handlers.actionNames, features: [],
-            session: welcome?.sessionID ?? lastSessionID, heartbeatMs: configuration.heartbeat.map { Int($0 / .milliseconds(1)) }))
+            session: welcome?.sessionID ?? lastSessionID, resumeToken: lastResumeToken,
+            heartbeatMs: configuration.heartbeat.map { Int($0 / .milliseconds(1)) }))
         link.send(hello)
     }
 
@@ -166,6 +177,7 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
                                   maxInFlight: message.maxInFlight)
             heartbeat = welcome.heartbeat
             lastSessionID = welcome.sessionID
+            lastResumeToken = message.resumeToken
             unansweredLimit = Self.firstUnansweredLimit
             thread.tick(by: .now + heartbeat / 4)
             link.reopen()
@@ -179,6 +191,14 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
             lost(BridgeError(.peerLost, "the host said bye"))
         case .hello:
             link.answer(nil, BridgeError(.badMessage, "'hello' is sent by a peer, not to it"))
+        case .response(let response) where response.id == nil && welcome == nil:
+            guard case .failure(let error) = response.outcome, error.code == .nameTaken else { return link.receive(message) }
+            // Not yet: another live session holds the name. The tick says hello again; connect() fails with this
+            // only when its timeout passes.
+            configuration.logger.notice("the host refused the name: another live session holds it",
+                                        metadata: ["name": "\(configuration.name)"])
+            welcomed.withLock { $0.refusal = error }
+            unansweredSince = .now
         default:
             link.receive(message)
         }

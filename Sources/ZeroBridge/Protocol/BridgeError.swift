@@ -48,6 +48,8 @@ public struct BridgeError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let notAllowed: Code = "not_allowed"
         /// The message's signature is missing or wrong.
         public static let unauthorized: Code = "unauthorized"
+        /// A `hello` named a peer that another live session holds (SPEC 6, Names).
+        public static let nameTaken: Code = "name_taken"
     }
 
     public var code: Code

@@ -70,7 +70,7 @@ extension JSONValue {
 private struct Envelope {
     enum Field: Int, CaseIterable {
         case v, type, id, action, payload, timeoutMs, progress, ok, result, error, seq, peer, actions, features,
-             session, heartbeatMs, host, limits, deadline, skipped
+             session, resumeToken, heartbeatMs, host, limits, deadline, skipped
 
         var name: String {
             switch self {
@@ -89,6 +89,7 @@ private struct Envelope {
             case .actions: "actions"
             case .features: "features"
             case .session: "session"
+            case .resumeToken: "resume_token"
             case .heartbeatMs: "heartbeat_ms"
             case .host: "host"
             case .limits: "limits"
@@ -127,7 +128,9 @@ private struct Envelope {
                 if equals("features") { self = .features; return }
                 if equals("deadline") { self = .deadline; return }
             case 10: if equals("timeout_ms") { self = .timeoutMs; return }
-            case 12: if equals("heartbeat_ms") { self = .heartbeatMs; return }
+            case 12:
+                if equals("heartbeat_ms") { self = .heartbeatMs; return }
+                if equals("resume_token") { self = .resumeToken; return }
             default: break
             }
             return nil
@@ -136,7 +139,7 @@ private struct Envelope {
 
     // Stored one by one rather than in an array: decoding a body then allocates nothing for the envelope.
     private var v, type, id, action, payload, timeoutMs, progress, ok, result, error, seq, peer, actions,
-                features, session, heartbeatMs, host, limits, deadline, skipped: JSONValue?
+                features, session, resumeToken, heartbeatMs, host, limits, deadline, skipped: JSONValue?
 
     subscript(field: Field) -> JSONValue? {
         get {
@@ -156,6 +159,7 @@ private struct Envelope {
             case .actions: actions
             case .features: features
             case .session: session
+            case .resumeToken: resumeToken
             case .heartbeatMs: heartbeatMs
             case .host: host
             case .limits: limits
@@ -180,6 +184,7 @@ private struct Envelope {
             case .actions: actions = newValue
             case .features: features = newValue
             case .session: session = newValue
+            case .resumeToken: resumeToken = newValue
             case .heartbeatMs: heartbeatMs = newValue
             case .host: host = newValue
             case .limits: limits = newValue
@@ -251,9 +256,9 @@ private struct Envelope {
         case .hello:
             return .hello(.init(peer: try name(.peer), actions: try names(.actions) ?? [],
                                 features: try names(.features) ?? [], session: try optionalName(.session),
-                                heartbeatMs: try positiveInteger(.heartbeatMs)))
+                                resumeToken: try validResumeToken(), heartbeatMs: try positiveInteger(.heartbeatMs)))
         case .welcome:
-            return .welcome(.init(host: try name(.host), session: try name(.session),
+            return .welcome(.init(host: try name(.host), session: try name(.session), resumeToken: try validResumeToken(),
                                   actions: try required(.actions, "an array of names", names),
                                   heartbeatMs: try required(.heartbeatMs, "a positive integer", positiveInteger),
                                   maxMessageBytes: try limit("max_message_bytes"),
@@ -284,6 +289,15 @@ private struct Envelope {
     }
 
     private static let nameRule = "a string of 1 to \(Message.maxNameLength) characters"
+
+    /// `resume_token`: 64 lowercase hex digits when present. The value is never quoted in the error: it is a secret.
+    private func validResumeToken() throws(BridgeError) -> String? {
+        guard let value = self[.resumeToken] else { return nil }
+        guard case .string(let text) = value, ResumeToken.isWellFormed(text) else {
+            throw bad("field 'resume_token' must be a string of 64 lowercase hex digits")
+        }
+        return text
+    }
 
     private func optionalName(_ field: Field, orNull: Bool = false) throws(BridgeError) -> String? {
         guard let value = self[field] else { return nil }

@@ -78,6 +78,10 @@ extension Message {
                 JSONWriter.append(#","session":"#, to: &buffer)
                 JSONWriter.append(string: session, to: &buffer)
             }
+            if let token = hello.resumeToken {
+                JSONWriter.append(#","resume_token":"#, to: &buffer)
+                JSONWriter.append(string: token, to: &buffer)
+            }
             if let heartbeatMs = hello.heartbeatMs {
                 JSONWriter.append(#","heartbeat_ms":"#, to: &buffer)
                 JSONWriter.append(heartbeatMs, to: &buffer)
@@ -87,6 +91,10 @@ extension Message {
             JSONWriter.append(string: welcome.host, to: &buffer)
             JSONWriter.append(#","session":"#, to: &buffer)
             JSONWriter.append(string: welcome.session, to: &buffer)
+            if let token = welcome.resumeToken {
+                JSONWriter.append(#","resume_token":"#, to: &buffer)
+                JSONWriter.append(string: token, to: &buffer)
+            }
             JSONWriter.append(#","actions":"#, to: &buffer)
             Message.write(strings: welcome.actions, to: &buffer)
             JSONWriter.append(#","heartbeat_ms":"#, to: &buffer)

@@ -25,6 +25,8 @@ enum Message: Sendable, Equatable {
         var features: [String] = []
         /// A session to resume.
         var session: String? = nil
+        /// That session's secret, without which it is not resumed (64 lowercase hex digits).
+        var resumeToken: String? = nil
         /// The heartbeat period the peer would like.
         var heartbeatMs: Int? = nil
     }
@@ -34,6 +36,8 @@ enum Message: Sendable, Equatable {
         var host: String
         /// The session id in force.
         var session: String
+        /// The session's secret, to resume it (absent from a 1.0/1.1 host).
+        var resumeToken: String? = nil
         /// The actions the host serves.
         var actions: [String]
         /// The heartbeat period in force.

@@ -19,6 +19,8 @@ final class SocketThread: @unchecked Sendable {
         /// Connection events of the socket (disconnects, failed accepts), read before the messages of each round,
         /// so an event about a connection is seen before anything that came after it.
         var monitored: (monitor: SocketMonitor, event: (SocketMonitor.Event) -> Void)? = nil
+        /// After the last messages were handed to libzmq, just before the socket closes.
+        var closing: () -> Void = {}
     }
 
     /// Replaced only on the thread (``replaceSocket(with:)``).
@@ -177,6 +179,7 @@ final class SocketThread: @unchecked Sendable {
         }
         owner.stopped()
         _ = flush(now: .now)
+        owner.closing()
         self.owner = nil  // the monitor stops watching here, on the socket's own thread
         socket.close()
     }

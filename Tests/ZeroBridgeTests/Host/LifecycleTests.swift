@@ -3,6 +3,7 @@ import Logging
 import ServiceLifecycle
 import Testing
 @testable import ZeroBridge
+import ZeroMQ
 
 @Suite("Lifecycle and sessions")
 struct LifecycleTests {
@@ -42,12 +43,14 @@ struct LifecycleTests {
         }
     }
 
-    @Test("a peer that reconnects naming its session resumes it, with calls in flight")
+    @Test("a peer that reconnects naming its session and its resume token resumes it, with calls in flight")
     func sessionResume() async throws {
         let host = try startConformanceHost()
         let first = try RawPeer(host.boundEndpoint!)
         let welcome = try #require(try await first.hello("resumer", actions: ["work"]))
         let session = try #require(welcome["session"]?.stringValue)
+        let token = try #require(welcome["resume_token"]?.stringValue)
+        #expect(token.count == 64 && token.allSatisfy(\.isHexDigit) && token == token.lowercased())
         let remote = try await host.peer(named: "resumer")
         let call = Task { try await remote.call("work", nil, timeout: .seconds(10)) }
         let request = try #require(try await first.receiveSkippingPings())
@@ -56,18 +59,104 @@ struct LifecycleTests {
         // A new connection (a new routing id) resumes the session and answers the call made over the old one.
         let second = try RawPeer(host.boundEndpoint!)
         try second.send(["v": 1, "type": "hello", "peer": "resumer", "actions": ["work"], "features": [],
-                         "session": .string(session)])
+                         "session": .string(session), "resume_token": .string(token)])
         let resumed = try #require(try await second.receiveSkippingPings())
         #expect(resumed["session"] == .string(session))
+        #expect(resumed["resume_token"] == .string(token), "the token stays the session's for its whole life")
         try second.send(["v": 1, "type": "response", "id": request["id"]!, "ok": true, "result": "finished"])
         #expect(try await call.value == "finished")
         #expect(remote.isConnected)
 
-        // An unknown session id gets a new session.
+        // An unknown session id gets a new session, with a token of its own.
         let third = try RawPeer(host.boundEndpoint!)
         try third.send(["v": 1, "type": "hello", "peer": "stranger", "actions": [], "features": [], "session": "no-such"])
         let fresh = try #require(try await third.receiveSkippingPings())
         #expect(fresh["session"] != "no-such" && fresh["session"] != .string(session))
+        #expect(fresh["resume_token"] != nil && fresh["resume_token"] != .string(token))
         await host.shutdown()
+    }
+
+    @Test("a name cannot be taken over: not by another hello, nor with the session id alone or a guessed token")
+    func nameHijackRefused() async throws {
+        let host = try startConformanceHost()
+        let events = host.peerEvents()
+        let owner = try RawPeer(host.boundEndpoint!)
+        let welcome = try #require(try await owner.hello("owner", actions: ["whoami"]))
+        let session = try #require(welcome["session"])
+        let remote = try await host.peer(named: "owner")
+
+        let intruder = try RawPeer(host.boundEndpoint!)
+        let attempts: [[String: JSONValue]] = [
+            [:], ["session": session], ["session": session, "resume_token": .string(String(repeating: "0", count: 64))],
+        ]
+        for extra in attempts {
+            try intruder.send(.object(["v": 1, "type": "hello", "peer": "owner", "actions": ["whoami"]].merging(extra) { $1 }))
+            let refusal = try #require(try await intruder.receiveSkippingPings())
+            #expect(refusal["id"] == .null && refusal["ok"] == false && refusal.errorCode == "name_taken")
+        }
+        // Host code still reaches the real owner, and only it.
+        let answer = Task { try await remote.call("whoami", nil, timeout: patience) }
+        let request = try #require(try await owner.receiveSkippingPings())
+        #expect(request["action"] == "whoami")
+        try owner.send(["v": 1, "type": "response", "id": request["id"]!, "ok": true, "result": "the owner"])
+        #expect(try await answer.value == "the owner")
+        #expect(try await host.peer(named: "owner") === remote)
+
+        // Once the owner has left, the name is free.
+        try owner.send(["v": 1, "type": "bye"])
+        var iterator = events.makeAsyncIterator()
+        while let event = await iterator.next() { if case .left = event { break } }
+        let taken = try #require(try await intruder.hello("owner"))
+        #expect(taken["type"] == "welcome" && taken["session"] != session)
+        await host.shutdown()
+    }
+
+    @Test("a Swift peer resumes with its token; connecting under a live name fails with name_taken")
+    func swiftPeerIdentity() async throws {
+        let host = try startConformanceHost()
+        let holder = try RawPeer(host.boundEndpoint!)
+        _ = try #require(try await holder.hello("twin"))
+        var configuration = BridgePeer.Configuration(endpoint: host.boundEndpoint!, name: "twin")
+        configuration.heartbeat = .milliseconds(200)
+        let peer = try BridgePeer(configuration: configuration)
+        let start = ContinuousClock.now
+        let refused = await bridgeError { try await peer.connect(timeout: .milliseconds(1500)) }
+        #expect(refused?.code == .nameTaken)
+        #expect(ContinuousClock.now - start >= .milliseconds(1500), "refusals are retried until the timeout")
+        // The name frees when the holder leaves; the peer, still saying hello, is welcomed.
+        try holder.send(["v": 1, "type": "bye"])
+        try await peer.connect(timeout: patience)
+        #expect(try await peer.call("echo", "in") == "in")
+        await peer.close()
+        await host.shutdown()
+    }
+
+    @Test("after losing its host, the Swift peer says hello with its session and that session's resume token")
+    func swiftPeerSendsToken() async throws {
+        let context = try Context()
+        let router = try Socket(.router, context: context)
+        try router.set(.linger(milliseconds: 0), .receiveTimeout(milliseconds: patienceMilliseconds))
+        try router.bind(freshEndpoint("ipc"))
+        var configuration = BridgePeer.Configuration(endpoint: try router.lastEndpoint, name: "returning")
+        configuration.context = context
+        let peer = try BridgePeer(configuration: configuration)
+        let connecting = Task { try await peer.connect(timeout: patience) }
+        let hello = try #require(try await onOwnThread { try router.receiveBytes() })
+        #expect(try JSONValue.parse(hello[2])["resume_token"] == nil, "nothing to resume yet")
+        let token = String(repeating: "5a", count: 32)
+        let welcome: JSONValue = ["v": 1, "type": "welcome", "host": "h", "session": "s1", "resume_token": .string(token),
+                                  "actions": [], "heartbeat_ms": 60000, "limits": ["max_message_bytes": 1000, "max_in_flight": 10]]
+        try router.send([hello[0], [], welcome.serialized()])
+        _ = try await connecting.value
+        let bye: JSONValue = ["v": 1, "type": "bye"]
+        try router.send([hello[0], [], bye.serialized()])
+        // The lost peer reconnects over a new connection and asks for its session back.
+        let again = try #require(try await onOwnThread { () throws -> [[UInt8]]? in
+            while let message = try router.receiveBytes() { if message[0] != hello[0] { return message } }
+            return nil
+        })
+        let body = try JSONValue.parse(again[2])
+        #expect(body["type"] == "hello" && body["session"] == "s1" && body["resume_token"] == .string(token))
+        await peer.close()
     }
 }

@@ -143,6 +143,11 @@ struct MessageRoundTripTests {
                 == #"{"v":1,"type":"hello","peer":"p","actions":["a"],"features":[],"session":"s","heartbeat_ms":100}"#)
         #expect(text(.welcome(.init(host: "h", session: "s", actions: ["x", "y"], heartbeatMs: 5000, maxMessageBytes: 1024, maxInFlight: 8)))
                 == #"{"v":1,"type":"welcome","host":"h","session":"s","actions":["x","y"],"heartbeat_ms":5000,"limits":{"max_message_bytes":1024,"max_in_flight":8}}"#)
+        let token = String(repeating: "7e", count: 32)
+        #expect(text(.hello(.init(peer: "p", session: "s", resumeToken: token)))
+                == #"{"v":1,"type":"hello","peer":"p","actions":[],"features":[],"session":"s","resume_token":"\#(token)"}"#)
+        #expect(text(.welcome(.init(host: "h", session: "s", resumeToken: token, actions: [], heartbeatMs: 5000, maxMessageBytes: 1024, maxInFlight: 8)))
+                == #"{"v":1,"type":"welcome","host":"h","session":"s","resume_token":"\#(token)","actions":[],"heartbeat_ms":5000,"limits":{"max_message_bytes":1024,"max_in_flight":8}}"#)
         #expect(text(.ping) == #"{"v":1,"type":"ping"}"#)
         #expect(text(.pong) == #"{"v":1,"type":"pong"}"#)
         #expect(text(.bye) == #"{"v":1,"type":"bye"}"#)
@@ -411,6 +416,7 @@ struct MessageValidationTests {
         Rejection(#"{"v":1,"type":"hello","peer":"p","features":null}"#, mentions: "field 'features' must be an array of strings of 1 to 128 characters, not null"),
         Rejection(#"{"v":1,"type":"hello","peer":"p","features":[["x"]]}"#, mentions: "element 0 is an array"),
         Rejection(#"{"v":1,"type":"hello","peer":"p","session":1}"#, mentions: "field 'session' must be a string of 1 to 128 characters, not an integer"),
+        Rejection(#"{"v":1,"type":"hello","peer":"p","session":"s","resume_token":"ABC"}"#, mentions: "field 'resume_token' must be a string of 64 lowercase hex digits"),
         Rejection(#"{"v":1,"type":"hello","peer":"p","heartbeat_ms":0}"#, mentions: "field 'heartbeat_ms' must be a positive integer, not 0"),
         Rejection(#"{"v":1,"type":"hello","peer":"p","heartbeat_ms":"5"}"#, mentions: "field 'heartbeat_ms' must be a positive integer"),
     ])
