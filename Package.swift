@@ -35,6 +35,7 @@ let package = Package(
             dependencies: [
                 "ZeroBridge",
                 "ZeroBridgeFixtures",
+                "ZeroMQ",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]

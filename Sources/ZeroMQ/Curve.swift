@@ -12,6 +12,11 @@ public struct CurveKeyPair: Sendable, Hashable {
     public var publicKey: String
     public var secretKey: String
 
+    public init(publicKey: String, secretKey: String) {
+        self.publicKey = publicKey
+        self.secretKey = secretKey
+    }
+
     /// A new random key pair. Throws `ENOTSUP` when libzmq was built without CURVE.
     public static func generate() throws(ZMQError) -> CurveKeyPair {
         var publicKey = [CChar](repeating: 0, count: 41)

@@ -64,6 +64,13 @@ public final class Frame: @unchecked Sendable {
         return fd >= 0 ? fd : nil
     }
 
+    /// A metadata property of a received frame (`zmq_msg_gets`), such as `"User-Id"` (set by a ZAP handler) or
+    /// `"Peer-Address"`; nil when the connection has none.
+    public func metadata(_ property: String) -> String? {
+        guard let value = zmq_msg_gets(message, property) else { return nil }
+        return String(cString: value)
+    }
+
     /// A copy of the frame's bytes.
     public var bytes: [UInt8] { withUnsafeBytes { Array($0) } }
 

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import ZeroBridge
+import ZeroMQ
 
 @main
 struct ZeroBridgeCommand: AsyncParsableCommand {
@@ -39,6 +40,15 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel: Logger.Level = .warning
 
+    @Flag(help: "Require CURVE encryption (SPEC 2.1). The host's public key goes into the connection file.")
+    var curve = false
+
+    @Option(help: "The host's CURVE secret key (Z85, 40 characters) in this file; created (mode 0600) with a new key when missing. Implies --curve. Without it, a new key each run.")
+    var curveSecretKeyFile: String?
+
+    @Option(help: "Only peers whose CURVE public keys (Z85, one a line, # for comments) are in this file may connect. Implies --curve.")
+    var allowPeerKeys: String?
+
     func validate() throws {
         guard conformance else {
             throw ValidationError("nothing to serve: pass --conformance (services such as examples/import-host bring their own executable)")
@@ -57,6 +67,11 @@ struct Serve: AsyncParsableCommand {
         configuration.heartbeat = .milliseconds(heartbeatMs)
         configuration.connectionFile = connectionFile
         configuration.logger = logger
+        if curve || curveSecretKeyFile != nil || allowPeerKeys != nil {
+            let keyPair = try curveSecretKeyFile.map(CurveKeys.load(orCreate:)) ?? CurveKeyPair.generate()
+            configuration.curve = .init(keyPair: keyPair, allowedPeerKeys: try allowPeerKeys.map(CurveKeys.allowList(in:)))
+            FileHandle.standardError.write(Data("zerobridge: CURVE server key \(keyPair.publicKey)\n".utf8))
+        }
         let host = BridgeHost(configuration: configuration)
         try Conformance.install(on: host)
         try host.start()
@@ -70,3 +85,38 @@ struct Serve: AsyncParsableCommand {
 }
 
 extension Logger.Level: @retroactive ExpressibleByArgument {}
+
+/// CURVE key files for `serve`: a secret key kept between runs, and an allow-list of peer keys.
+enum CurveKeys {
+    static func load(orCreate path: String) throws -> CurveKeyPair {
+        guard FileManager.default.fileExists(atPath: path) else {
+            let keyPair = try CurveKeyPair.generate()
+            guard FileManager.default.createFile(atPath: path, contents: Data((keyPair.secretKey + "\n").utf8),
+                                                 attributes: [.posixPermissions: 0o600]) else {
+                throw ValidationError("cannot create the CURVE secret key file \(path)")
+            }
+            return keyPair
+        }
+        let text = try String(contentsOfFile: path, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        guard isKey(text), let publicKey = try? CurveKeyPair.publicKey(forSecretKey: text) else {
+            throw ValidationError("\(path) does not hold a CURVE secret key (40 characters of Z85)")
+        }
+        return CurveKeyPair(publicKey: publicKey, secretKey: text)
+    }
+
+    static func allowList(in path: String) throws -> Set<String> {
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
+            throw ValidationError("cannot read the allow-list \(path)")
+        }
+        var keys = Set<String>()
+        for (number, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            let key = line.prefix { $0 != "#" }.trimmingCharacters(in: .whitespaces)
+            if key.isEmpty { continue }
+            guard isKey(key) else { throw ValidationError("\(path):\(number + 1): not a CURVE public key (40 characters of Z85)") }
+            keys.insert(key)
+        }
+        return keys
+    }
+
+    static func isKey(_ text: String) -> Bool { text.utf8.count == 40 && (try? Z85.decode(text)) != nil }
+}

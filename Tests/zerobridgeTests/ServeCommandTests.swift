@@ -44,6 +44,34 @@ struct ServeCommandTests {
         #expect(!badEndpoint.errors.isEmpty, "says why")
     }
 
+    @Test("serve --curve-secret-key-file keeps the host's key between runs and puts its public key in the connection file; --allow-peer-keys is checked")
+    func serveWithCurve() async throws {
+        let folder = try temporaryFolder()
+        let keyFile = folder + "/host.key", connectionFile = folder + "/connection.json"
+        let allowFile = folder + "/peers.txt"
+        let peer = try CurveKeyPair.generate()
+        try "# the one peer\n\(peer.publicKey)\n".write(toFile: allowFile, atomically: true, encoding: .utf8)
+        var publicKeys: [String] = []
+        for _ in 0..<2 {
+            let serve = try ZerobridgeProcess(["serve", "--conformance", "--endpoint", "tcp://127.0.0.1:*",
+                                               "--curve-secret-key-file", keyFile, "--allow-peer-keys", allowFile,
+                                               "--connection-file", connectionFile], in: folder)
+            _ = try #require(try await serve.line(startingWith: "zerobridge ready "), "stderr: \(serve.errors)")
+            let file = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: connectionFile))) as? [String: Any]
+            publicKeys.append(try #require(file?["curve_server_key"] as? String))
+            serve.process.terminate()
+            #expect(await serve.exitStatus() == 0, "stderr: \(serve.errors)")
+        }
+        #expect(publicKeys[0] == publicKeys[1], "the same key on the second run")
+        let mode = try FileManager.default.attributesOfItem(atPath: keyFile)[.posixPermissions] as? NSNumber
+        #expect(mode?.intValue == 0o600)
+
+        try "not-a-key\n".write(toFile: allowFile, atomically: true, encoding: .utf8)
+        let refused = try await runZerobridge(["serve", "--conformance", "--endpoint", "tcp://127.0.0.1:*", "--allow-peer-keys", allowFile])
+        #expect(refused.status != nil && refused.status != 0)
+        #expect(refused.errors.contains("peers.txt:1: not a CURVE public key"), "\(refused.errors)")
+    }
+
     @Test("out of file descriptors, serve says so in its log instead of spinning, and accepts again once some are free")
     func outOfDescriptors() async throws {
         let folder = try temporaryFolder()

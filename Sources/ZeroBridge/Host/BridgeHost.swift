@@ -34,13 +34,28 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
         public var drainTimeout: Duration = .seconds(5)
         /// Where to write a connection file (mode 0600) for peers, if anywhere.
         public var connectionFile: String?
-        /// Shares a context with other sockets (needed for `inproc://`); nil makes one.
+        /// Encryption and peer keys (SPEC 2.1); nil: plaintext, and any process that reaches the endpoint may connect.
+        public var curve: Curve?
+        /// Shares a context with other sockets (needed for `inproc://`); nil makes one. With ``curve``, the host runs
+        /// the context's ZAP handler, so the context must not have one already.
         public var context: Context?
         public var logger = Logger(label: "zerobridge.host")
 
         public init(endpoint: String, name: String = "zerobridge") {
             self.endpoint = endpoint
             self.name = name
+        }
+    }
+
+    /// CURVE (ZeroMQ RFC 26) for the host: its key pair, and which peer keys may connect.
+    public struct Curve: Sendable {
+        public var keyPair: CurveKeyPair
+        /// The public keys (Z85) of the peers that may connect; nil: any key (the traffic is still encrypted).
+        public var allowedPeerKeys: Set<String>?
+
+        public init(keyPair: CurveKeyPair, allowedPeerKeys: Set<String>? = nil) {
+            self.keyPair = keyPair
+            self.allowedPeerKeys = allowedPeerKeys
         }
     }
 
@@ -59,6 +74,7 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
         let thread: SocketThread
         let endpoint: String
         let context: Context
+        let zap: ZAPHandler?
     }
 
     /// Named peers, readable from any thread, and who waits for which.
@@ -109,13 +125,23 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
             // connection of a peer whose single frame is over the size limit and its slack (SPEC 7.10).
             try router.set(.routerMandatory(true), .sendHighWaterMark(1000), .receiveHighWaterMark(1000),
                            .maxMessageSize(Int64(configuration.maxMessageBytes) + 65536), .linger(milliseconds: 1000))
-            try router.bind(configuration.endpoint)
+            let zap = try configuration.curve.map { curve in try Self.requireCurve(curve, on: router, logger: configuration.logger) }
+            do {
+                try Self.bindPrivately(router, configuration.endpoint)
+            } catch {
+                zap?.stop()
+                throw error
+            }
             let endpoint = try router.lastEndpoint
+            if configuration.curve == nil, Self.isTCPOffLoopback(endpoint) {
+                configuration.logger.warning("listening off loopback without CURVE: anyone who reaches this address can connect, and traffic is plaintext",
+                                             metadata: ["endpoint": "\(endpoint)"])
+            }
             // Disconnects end sessions, anonymous ones with work in flight included (SPEC 7.6); failed accepts
             // are how running out of file descriptors shows; `closed` tells when shutting down freed the endpoint.
             let monitor = try SocketMonitor(watching: router, events: [.disconnected, .acceptFailed, .closed])
             let thread = try SocketThread(socket: router)
-            started = Started(thread: thread, endpoint: endpoint, context: context)
+            started = Started(thread: thread, endpoint: endpoint, context: context, zap: zap)
             socketThread = thread
             listeningEndpoint = endpoint
             self.monitor = monitor
@@ -150,7 +176,11 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
             try? await Task.sleep(for: .milliseconds(10))
         }
         await thread.stop()
-        started.withLock { $0 = nil }
+        let zap = started.withLock { started in
+            defer { started = nil }
+            return started?.zap
+        }
+        zap?.stop()
         if let path = configuration.connectionFile { try? FileManager.default.removeItem(atPath: path) }
     }
 
@@ -254,7 +284,9 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
            let closed = connections.message(over: fd, from: routingID) {
             connectionClosed(closed)
         }
-        let session = sessions[routingID] ?? openSession(routingID)
+        // With CURVE, the ZAP handler made the peer's public key the connection's User-Id.
+        let session = sessions[routingID]
+            ?? openSession(routingID, peerKey: configuration.curve == nil || frames.count < 2 ? nil : frames[1].metadata("User-Id"))
         // After the routing id, the frames as the peer sent them.
         guard let message = session.link.read(frames.dropFirst(), maxBytes: configuration.maxMessageBytes) else { return }
         if connections.isRetired(routingID) {
@@ -324,7 +356,7 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
     private func listenAgain(_ endpoint: String) {
         guard let thread = socketThread else { return }
         do {
-            try thread.socket.bind(endpoint)
+            try Self.bindPrivately(thread.socket, endpoint)
             listenAgainAt = nil
             configuration.logger.info("accepting connections again", metadata: ["endpoint": "\(endpoint)"])
         } catch {
@@ -334,12 +366,13 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
         }
     }
 
-    private func openSession(_ routingID: [UInt8]) -> Session {
+    private func openSession(_ routingID: [UInt8], peerKey: String?) -> Session {
         sessionCounter += 1
         let id = "s\(sessionCounter)-\(UUID().uuidString.prefix(8).lowercased())"
         let session = Session(routingID: routingID, id: id, heartbeat: configuration.heartbeat, thread: socketThread!,
                               handlers: handlers, limits: .init(maxInFlight: configuration.maxInFlight),
                               logger: configuration.logger, defaultTimeout: configuration.defaultTimeout)
+        session.peerKey = peerKey
         sessions[routingID] = session
         sessionsByID[id] = session
         // The socket says the peer is not there: its connection closed (SPEC 7.6).
@@ -355,7 +388,7 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
         // Resuming: the peer reconnected (a new routing id) and names its earlier session with that session's token;
         // the session, with its calls in flight, continues over the new connection.
         if let wanted = hello.session, wanted != session.id, let earlier = sessionsByID[wanted],
-           earlier.name == hello.peer, earlier.link.isClosed == false,
+           earlier.name == hello.peer, earlier.link.isClosed == false, earlier.peerKey == session.peerKey,
            ResumeToken.matches(hello.resumeToken, earlier.resumeToken) {
             forget(session)
             session.link.close(BridgeError(.peerLost, "replaced by a resumed session"))
@@ -432,6 +465,46 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
 
     // MARK: Helpers
 
+    /// Makes `router` a CURVE server, and starts the ZAP handler that checks peer keys and tags each connection
+    /// with its peer's key. Before binding: a handshake may start as soon as the socket listens.
+    private static func requireCurve(_ curve: Curve, on router: Socket, logger: Logger) throws -> ZAPHandler {
+        let zap = try ZAPHandler(context: router.context) { request in
+            guard let key = request.curvePublicKey else { return .deny("CURVE only") }
+            if let allowed = curve.allowedPeerKeys, !allowed.contains(key) {
+                logger.warning("peer key refused: not on the allow-list",
+                               metadata: ["peer_key": "\(key)", "address": "\(request.address)"])
+                return .deny("key not allowed")
+            }
+            return .allow(userID: key)
+        }
+        do {
+            try router.set(.curveServer(true), .curveSecretKey(curve.keyPair.secretKey), .zapDomain("zerobridge"))
+        } catch {
+            zap.stop()
+            throw error
+        }
+        return zap
+    }
+
+    /// Binds; an `ipc://` socket file is created with mode 0600, so that other local users cannot connect (SPEC 2.1).
+    /// libzmq creates the file inside `zmq_bind`, on this thread, so the umask set around the call applies to it.
+    private static func bindPrivately(_ socket: Socket, _ endpoint: String) throws {
+        guard endpoint.hasPrefix("ipc://") else { return try socket.bind(endpoint) }
+        let previous = umask(0o077)
+        defer { umask(previous) }
+        try socket.bind(endpoint)
+        chmod(String(endpoint.dropFirst("ipc://".count)), 0o600)
+    }
+
+    /// A tcp endpoint on an address other than loopback (`*`, `0.0.0.0` and `::` included).
+    static func isTCPOffLoopback(_ endpoint: String) -> Bool {
+        guard endpoint.hasPrefix("tcp://") else { return false }
+        var address = endpoint.dropFirst("tcp://".count)
+        if let colon = address.lastIndex(of: ":") { address = address[..<colon] }
+        let host = address.trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
+        return !(host == "localhost" || host == "::1" || host.hasPrefix("127."))
+    }
+
     /// Each peer connection takes a file descriptor: the soft limit (often 1024) goes up to the hard one.
     private static func raiseOpenFileLimit(logger: Logger) {
         var limit = rlimit()
@@ -455,8 +528,10 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
     }
 
     private func writeConnectionFile(_ path: String, endpoint: String) throws {
-        let file: JSONValue = ["protocol": 1, "endpoint": .string(endpoint), "host": .string(configuration.name),
-                               "signature_scheme": "hmac-sha256", "key": ""]
+        var fields: [String: JSONValue] = ["protocol": 1, "endpoint": .string(endpoint), "host": .string(configuration.name),
+                                           "signature_scheme": "hmac-sha256", "key": ""]
+        if let curve = configuration.curve { fields["curve_server_key"] = .string(curve.keyPair.publicKey) }
+        let file = JSONValue.object(fields)
         // Created with mode 0600 from the start: the file may carry a key.
         guard FileManager.default.createFile(atPath: path, contents: Data(file.serialized()),
                                              attributes: [.posixPermissions: 0o600]) else {
@@ -483,6 +558,9 @@ final class Session: @unchecked Sendable {
     let id: String
     /// The secret that resuming the session takes (SPEC 6): sent only in `welcome`, never logged.
     let resumeToken = ResumeToken.make()
+    /// The peer's CURVE public key (SPEC 2.1), when the host requires CURVE: only a connection with the same key
+    /// resumes the session.
+    var peerKey: String?
     var name: String?
     var heartbeat: Duration
     let link: Link

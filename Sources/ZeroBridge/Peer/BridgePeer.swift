@@ -28,6 +28,8 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
         /// Larger messages from the host are answered `too_large`; a single frame more than 64 KiB over it drops
         /// the connection before it is read whole (SPEC 7.10), so a hostile host cannot exhaust the peer's memory.
         public var maxMessageBytes: Int = 64 << 20
+        /// CURVE encryption (SPEC 2.1): the host's public key, which the host must prove, and this peer's key pair.
+        public var curve: Curve?
         /// Shares a context with other sockets (needed for `inproc://`); nil makes one.
         public var context: Context?
         public var logger = Logger(label: "zerobridge.peer")
@@ -35,6 +37,18 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
         public init(endpoint: String, name: String) {
             self.endpoint = endpoint
             self.name = name
+        }
+    }
+
+    /// CURVE for the peer: the host's public key (Z85), and the peer's own key pair, which the host may have on
+    /// its allow-list.
+    public struct Curve: Sendable {
+        public var serverKey: String
+        public var keyPair: CurveKeyPair
+
+        public init(serverKey: String, keyPair: CurveKeyPair) {
+            self.serverKey = serverKey
+            self.keyPair = keyPair
         }
     }
 
@@ -149,6 +163,10 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
         try dealer.set(.linger(milliseconds: 1000), .reconnectInterval(milliseconds: 50),
                        .reconnectIntervalMax(milliseconds: 1000),
                        .maxMessageSize(Int64(configuration.maxMessageBytes) + 65536))
+        if let curve = configuration.curve {
+            try dealer.set(.curveServerKey(curve.serverKey), .curvePublicKey(curve.keyPair.publicKey),
+                           .curveSecretKey(curve.keyPair.secretKey))
+        }
         try dealer.connect(configuration.endpoint)
         return dealer
     }

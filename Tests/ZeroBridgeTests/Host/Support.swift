@@ -1,4 +1,6 @@
 import Foundation
+import Logging
+import Synchronization
 import Testing
 @_exported import TestSupport
 import ZeroMQ
@@ -42,9 +44,13 @@ func connectPeer(_ host: BridgeHost, name: String = "swift-peer", heartbeat: Dur
 final class RawPeer: @unchecked Sendable {
     let socket: Socket
 
-    init(_ endpoint: String, context: Context? = nil) throws {
+    init(_ endpoint: String, context: Context? = nil, curve: BridgePeer.Curve? = nil) throws {
         socket = try Socket(.dealer, context: context ?? Context())
         try socket.set(.linger(milliseconds: 0))
+        if let curve {
+            try socket.set(.curveServerKey(curve.serverKey), .curvePublicKey(curve.keyPair.publicKey),
+                           .curveSecretKey(curve.keyPair.secretKey))
+        }
         try socket.connect(endpoint)
     }
 
@@ -106,5 +112,32 @@ func bridgeError(_ body: () async throws -> Void) async -> BridgeError? {
     } catch {
         Issue.record("expected a BridgeError, got \(error)")
         return nil
+    }
+}
+
+/// A logger whose lines (message and metadata, at every level) a test can read.
+final class CapturedLog: @unchecked Sendable {
+    private let lines = Mutex<[String]>([])
+    var text: String { lines.withLock { $0.joined(separator: "\n") } }
+
+    func logger(_ label: String) -> Logger {
+        var logger = Logger(label: label) { _ in Handler(log: self) }
+        logger.logLevel = .trace
+        return logger
+    }
+
+    private struct Handler: LogHandler {
+        let log: CapturedLog
+        var metadata: Logger.Metadata = [:]
+        var logLevel: Logger.Level = .trace
+        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { metadata[key] }
+            set { metadata[key] = newValue }
+        }
+        func log(level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?, source: String,
+                 file: String, function: String, line: UInt) {
+            let all = self.metadata.merging(metadata ?? [:]) { $1 }
+            log.lines.withLock { $0.append("\(level) \(message) \(all)") }
+        }
     }
 }

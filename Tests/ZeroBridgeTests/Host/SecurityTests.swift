@@ -1,0 +1,131 @@
+import Foundation
+import Testing
+import ZeroMQ
+@testable import ZeroBridge
+
+@Suite("Security: CURVE, peer keys, ipc permissions, secrets kept out of logs")
+struct SecurityTests {
+    static func curveHost(allowing keys: Set<String>? = nil, log: CapturedLog? = nil) throws -> (BridgeHost, CurveKeyPair) {
+        let server = try CurveKeyPair.generate()
+        let host = try startConformanceHost(transport: "tcp") { configuration in
+            configuration.curve = .init(keyPair: server, allowedPeerKeys: keys)
+            if let log { configuration.logger = log.logger("host") }
+        }
+        return (host, server)
+    }
+
+    static func curvePeer(_ host: BridgeHost, serverKey: String, keyPair: CurveKeyPair, name: String = "encrypted") throws -> BridgePeer {
+        var configuration = BridgePeer.Configuration(endpoint: host.boundEndpoint!, name: name)
+        configuration.curve = .init(serverKey: serverKey, keyPair: keyPair)
+        return try BridgePeer(configuration: configuration)
+    }
+
+    @Test("a CURVE host serves a Swift peer that knows its key; the connection file carries the host's public key")
+    func curveRoundTrip() async throws {
+        let file = NSTemporaryDirectory() + "zb-curve-\(UUID().uuidString.prefix(8)).json"
+        let server = try CurveKeyPair.generate()
+        let host = try startConformanceHost(transport: "tcp") { configuration in
+            configuration.curve = .init(keyPair: server)
+            configuration.connectionFile = file
+        }
+        let written = try JSONValue.parse(Array(try Data(contentsOf: URL(fileURLWithPath: file))))
+        #expect(written["curve_server_key"] == .string(server.publicKey))
+        let peer = try Self.curvePeer(host, serverKey: server.publicKey, keyPair: try CurveKeyPair.generate())
+        try await peer.connect(timeout: patience)
+        #expect(try await peer.call("echo", ["big": .string(String(repeating: "x", count: 100_000))])["big"]?.stringValue?.count == 100_000)
+        await peer.close()
+        await host.shutdown()
+    }
+
+    @Test("a peer pinning another host key, and a plaintext peer, get nothing through")
+    func wrongKeys() async throws {
+        let (host, _) = try Self.curveHost()
+        // The peer pins a key the host cannot prove: the handshake fails, no welcome.
+        let impostorKey = try CurveKeyPair.generate().publicKey
+        let fooled = try Self.curvePeer(host, serverKey: impostorKey, keyPair: try CurveKeyPair.generate())
+        #expect(await bridgeError { try await fooled.connect(timeout: .seconds(2)) }?.code == .timeout)
+        await fooled.close()
+        // A plaintext peer cannot talk to a CURVE host.
+        let plain = try RawPeer(host.boundEndpoint!)
+        _ = try plain.send(["v": 1, "type": "hello", "peer": "plain"])
+        #expect(try await plain.receive(timeout: .seconds(2)) == nil)
+        await host.shutdown()
+    }
+
+    @Test("only peers on the allow-list connect; a refused key is logged with its address")
+    func allowList() async throws {
+        let log = CapturedLog()
+        let listed = try CurveKeyPair.generate(), unlisted = try CurveKeyPair.generate()
+        let (host, server) = try Self.curveHost(allowing: [listed.publicKey], log: log)
+        let outsider = try Self.curvePeer(host, serverKey: server.publicKey, keyPair: unlisted, name: "outsider")
+        #expect(await bridgeError { try await outsider.connect(timeout: .seconds(2)) }?.code == .timeout)
+        await outsider.close()
+        #expect(try await eventually { log.text.contains("peer key refused") && log.text.contains(unlisted.publicKey) })
+        let member = try Self.curvePeer(host, serverKey: server.publicKey, keyPair: listed, name: "member")
+        try await member.connect(timeout: patience)
+        #expect(try await member.call("echo", 1) == 1)
+        await member.close()
+        await host.shutdown()
+    }
+
+    @Test("with CURVE, a session is resumed only from a connection with the same peer key, even with its token")
+    func resumeBoundToKey() async throws {
+        let (host, server) = try Self.curveHost()
+        let owner = try CurveKeyPair.generate(), thief = try CurveKeyPair.generate()
+        let first = try RawPeer(host.boundEndpoint!, curve: .init(serverKey: server.publicKey, keyPair: owner))
+        let welcome = try #require(try await first.hello("keyed"))
+        let resume: JSONValue = ["v": 1, "type": "hello", "peer": "keyed", "session": welcome["session"]!,
+                                 "resume_token": welcome["resume_token"]!]
+        let stolen = try RawPeer(host.boundEndpoint!, curve: .init(serverKey: server.publicKey, keyPair: thief))
+        try stolen.send(resume)
+        #expect(try await stolen.receiveSkippingPings()?.errorCode == "name_taken")
+        let back = try RawPeer(host.boundEndpoint!, curve: .init(serverKey: server.publicKey, keyPair: owner))
+        try back.send(resume)
+        #expect(try await back.receiveSkippingPings()?["session"] == welcome["session"])
+        await host.shutdown()
+    }
+
+    @Test("an ipc socket file is created for its owner only, whatever the umask")
+    func ipcPermissions() async throws {
+        let previous = umask(0)
+        defer { umask(previous) }
+        let host = try startConformanceHost(transport: "ipc")
+        let path = String(host.boundEndpoint!.dropFirst("ipc://".count))
+        let mode = try #require(try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int)
+        #expect(mode & 0o077 == 0, "mode \(String(mode, radix: 8))")
+        await host.shutdown()
+    }
+
+    @Test("tcp off loopback is told apart from loopback")
+    func offLoopback() {
+        #expect(BridgeHost.isTCPOffLoopback("tcp://0.0.0.0:5555"))
+        #expect(BridgeHost.isTCPOffLoopback("tcp://*:*"))
+        #expect(BridgeHost.isTCPOffLoopback("tcp://192.168.1.4:5555"))
+        #expect(BridgeHost.isTCPOffLoopback("tcp://[::]:5555"))
+        #expect(!BridgeHost.isTCPOffLoopback("tcp://127.0.0.1:5555"))
+        #expect(!BridgeHost.isTCPOffLoopback("tcp://localhost:5555"))
+        #expect(!BridgeHost.isTCPOffLoopback("tcp://[::1]:5555"))
+        #expect(!BridgeHost.isTCPOffLoopback("ipc:///tmp/x"))
+    }
+
+    @Test("resume tokens never reach the logs, at any level")
+    func tokensNotLogged() async throws {
+        let log = CapturedLog()
+        let host = try startConformanceHost { $0.logger = log.logger("host") }
+        var configuration = BridgePeer.Configuration(endpoint: host.boundEndpoint!, name: "quiet")
+        configuration.logger = log.logger("peer")
+        let raw = try RawPeer(host.boundEndpoint!)
+        let welcome = try #require(try await raw.hello("logged"))
+        let token = try #require(welcome["resume_token"]?.stringValue)
+        try raw.send(["v": 1, "type": "hello", "peer": "logged", "session": welcome["session"]!, "resume_token": .string(token)])
+        _ = try await raw.receiveSkippingPings()
+        try raw.send(["v": 1, "type": "hello", "peer": "logged", "session": welcome["session"]!, "resume_token": "zz"])
+        _ = try await raw.receiveSkippingPings()
+        let peer = try BridgePeer(configuration: configuration)
+        try await peer.connect(timeout: patience)
+        await peer.close()
+        await host.shutdown()
+        #expect(!log.text.isEmpty)
+        #expect(!log.text.contains(token))
+    }
+}
