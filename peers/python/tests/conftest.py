@@ -6,6 +6,7 @@ import asyncio
 import inspect
 import json
 import os
+import secrets
 import selectors
 import signal
 import subprocess
@@ -133,11 +134,17 @@ def start_host(ipc_dir: Path) -> Iterator[Callable[..., HostProcess]]:
 
 class FakeHost:
     """A pyzmq ROUTER playing the host: it answers hello (welcome) and ping (pong) unless `silent`,
-    records every body it receives, and sends whatever a test tells it to."""
+    records every body it receives, and sends whatever a test tells it to.
+
+    As a 1.2 host it gives each session a resume token and resumes a session only with it; `tokens=False`
+    plays a 1.1 host (no tokens; the session id alone resumes). `refuse_names` answers every hello with
+    `name_taken`, as a host does while another live session holds the name."""
 
     def __init__(self, *, heartbeat_ms: int = 5000, max_message_bytes: int = 1 << 20, endpoint: str | None = None,
-                 rcvhwm: int | None = None):
+                 rcvhwm: int | None = None, tokens: bool = True):
         self.heartbeat_ms = heartbeat_ms
+        self.tokens: dict[str, str] | None = {} if tokens else None  # session -> its resume token
+        self.refuse_names = False
         self.max_message_bytes = max_message_bytes
         self.rcvhwm = rcvhwm
         self.silent = False
@@ -189,13 +196,21 @@ class FakeHost:
             except (IndexError, ValueError):
                 body = {"unreadable": frames}
             if not self.silent and isinstance(body, dict):
-                if body.get("type") == "hello":
+                if body.get("type") == "hello" and self.refuse_names:
+                    self.send(routing, {"v": 1, "type": "response", "id": None, "ok": False, "error": {
+                        "code": "name_taken", "message": f"the name {body.get('peer')!r} is held by another live session"}})
+                elif body.get("type") == "hello":
                     self.routing = routing
                     session = body.get("session")
-                    if session not in self.known_sessions:  # resume only what this host made
+                    # Resume only what this host made, and (1.2) only with that session's token.
+                    if session not in self.known_sessions or (
+                        self.tokens is not None and body.get("resume_token") != self.tokens.get(session)
+                    ):
                         self.sessions += 1
                         session = f"session-{self.sessions}"
                         self.known_sessions.add(session)
+                        if self.tokens is not None:
+                            self.tokens[session] = secrets.token_hex(32)
                     self.send(routing, self.welcome(session))
                 elif body.get("type") == "ping":
                     self.send(routing, {"v": 1, "type": "pong"})
@@ -204,7 +219,7 @@ class FakeHost:
                 self._changed.notify_all()
 
     def welcome(self, session: str) -> dict[str, Any]:
-        return {
+        body = {
             "v": 1,
             "type": "welcome",
             "host": "fake",
@@ -213,6 +228,9 @@ class FakeHost:
             "heartbeat_ms": self.heartbeat_ms,
             "limits": {"max_message_bytes": self.max_message_bytes, "max_in_flight": 256},
         }
+        if self.tokens is not None and session in self.tokens:
+            body["resume_token"] = self.tokens[session]
+        return body
 
     def send(self, routing: bytes | None, body: dict[str, Any] | bytes, *attachments: bytes) -> None:
         """Send a body (a dict is JSON-encoded; bytes go as they are) to `routing` (default: the peer)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import signal
 import sys
 import time
@@ -14,7 +15,7 @@ from typing import Any
 import pytest
 
 import zerobridge
-from zerobridge import BridgeError, BridgeTimeout, PeerLost
+from zerobridge import BridgeError, BridgeTimeout, PeerLost, wire
 
 
 async def test_connect_sends_hello_with_handlers_and_features(fake_host: Any) -> None:
@@ -397,6 +398,154 @@ async def test_host_restart_with_a_new_session_fails_calls_of_the_old_one(fake_h
             assert peer.connected
     finally:
         await peer.close()
+
+
+# --- SPEC 1.2: resume tokens and names held by one live session ----------------------------------------------
+
+
+@pytest.mark.parametrize("tokens", [True, False], ids=["1.2 host", "1.1 host"])
+async def test_a_reconnected_peer_resumes_with_the_token_of_its_session(fake_host: Any, ipc_dir: Path, tokens: bool) -> None:
+    endpoint = f"ipc://{ipc_dir}/fake.sock"
+    async with fake_host(endpoint=endpoint, tokens=tokens) as host:
+        peer = await zerobridge.connect(endpoint, name="p")
+        try:
+            pending = asyncio.ensure_future(peer.call("echo", "x"))
+            await host.next("request", action="echo")
+        except BaseException:
+            await peer.close()
+            raise
+        given = dict(host.tokens or {})
+    try:
+        # The same host as far as the peer can tell: the transport came back, and the host still has session-1.
+        async with fake_host(endpoint=endpoint, tokens=tokens) as back:
+            back.sessions, back.known_sessions = 1, {"session-1"}
+            if tokens:
+                back.tokens = given
+            routing, hello = await back.next_with_routing("hello", timeout=10)
+            assert hello["session"] == "session-1"
+            if tokens:
+                assert hello["resume_token"] == given["session-1"]
+            else:  # a welcome without a token: the peer has none to send
+                assert "resume_token" not in hello
+            answering = asyncio.ensure_future(peer.call("echo", "after"))  # its answer follows the welcome
+            request = await back.next("request", action="echo", timeout=10)
+            back.send(routing, {"v": 1, "type": "response", "id": request["id"], "ok": True, "result": "after"})
+            assert await answering == "after"
+            assert peer.session == "session-1" and peer.connected
+            assert not pending.done()  # resumed: the call in flight goes on
+    finally:
+        await peer.close()
+    with pytest.raises(PeerLost):
+        await pending
+
+
+async def test_name_taken_while_connecting_is_retried_until_welcomed(fake_host: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(zerobridge.peer, "HELLO_RETRY_INTERVAL", 0.2)
+    async with fake_host() as host:
+        host.refuse_names = True
+        peer = zerobridge.connect(host.endpoint, name="p", connect_timeout=20)
+        started = time.monotonic()
+        connecting = asyncio.ensure_future(peer.start())
+        try:
+            await host.next("hello")
+            await host.next("hello", timeout=10)  # said again: "not yet", not a failure
+            assert time.monotonic() - started >= 0.15  # after its retry interval, not in a loop
+            assert not connecting.done()
+            host.refuse_names = False
+            await asyncio.wait_for(asyncio.shield(connecting), 10)
+            assert peer.connected and peer.session == "session-1"
+        finally:
+            connecting.cancel()
+            await peer.close()
+
+
+async def test_name_taken_until_the_connect_timeout_fails_with_name_taken(fake_host: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(zerobridge.peer, "HELLO_RETRY_INTERVAL", 0.2)
+    async with fake_host() as host:
+        host.refuse_names = True
+        peer = zerobridge.connect(host.endpoint, name="worker", connect_timeout=1.0)
+        started = time.monotonic()
+        with pytest.raises(zerobridge.NameTaken) as caught:
+            await peer.start()
+        assert 0.9 <= time.monotonic() - started < 10
+        assert caught.value.code == "name_taken" and not isinstance(caught.value, TimeoutError)
+        assert "'worker' is held by another live session" in caught.value.message
+        assert 2 <= len(host.bodies("hello")) <= 10  # said again at its retry interval (0.2 s here), not in a loop
+        assert not peer.connected
+
+
+async def test_after_a_loss_name_taken_is_retried_in_the_background(fake_host: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(zerobridge.peer, "HELLO_RETRY_INTERVAL", 0.2)
+    async with fake_host() as host, zerobridge.connect(host.endpoint, name="p") as peer:
+        await host.next("hello")
+        host.refuse_names = True  # the host still holds the old session, and with it the name
+        host.send(None, {"v": 1, "type": "bye"})
+        for _ in range(3):  # refused again and again: no connect timeout after a loss
+            hello = await host.next("hello", timeout=10)
+            assert "session" not in hello and "resume_token" not in hello
+        assert not peer.connected
+        host.refuse_names = False
+        await peer.wait_connected(10)
+        assert peer.session == "session-2"
+
+
+async def test_a_resume_refused_name_taken_is_a_loss(fake_host: Any, ipc_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(zerobridge.peer, "HELLO_RETRY_INTERVAL", 0.2)
+    endpoint = f"ipc://{ipc_dir}/fake.sock"
+    async with fake_host(endpoint=endpoint) as host:
+        peer = await zerobridge.connect(endpoint, name="p")
+        try:
+            pending = asyncio.ensure_future(peer.call("echo", "x"))
+            await host.next("request", action="echo")
+        except BaseException:
+            await peer.close()
+            raise
+    try:
+        # A restarted host where another process took the name meanwhile: our session is gone.
+        async with fake_host(endpoint=endpoint) as restarted:
+            restarted.refuse_names = True
+            assert (await restarted.next("hello", timeout=10))["session"] == "session-1"
+            with pytest.raises(PeerLost):
+                await pending
+            fresh = await restarted.next("hello", timeout=10)  # on a new socket, for a new session
+            assert "session" not in fresh and "resume_token" not in fresh
+            restarted.refuse_names = False
+            await peer.wait_connected(10)
+            assert peer.session == "session-1" and peer.connected  # the restarted host's first session
+    finally:
+        await peer.close()
+
+
+async def test_the_resume_token_is_never_logged(fake_host: Any, ipc_dir: Path, caplog: pytest.LogCaptureFixture,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(zerobridge.peer, "HELLO_RETRY_INTERVAL", 0.2)
+    caplog.set_level(logging.DEBUG, logger="zerobridge")
+    endpoint = f"ipc://{ipc_dir}/fake.sock"
+    async with fake_host(endpoint=endpoint) as host:
+        peer = await zerobridge.connect(endpoint, name="p")
+        token = host.tokens["session-1"]
+        known = dict(host.tokens)
+    try:
+        async with fake_host(endpoint=endpoint) as back:
+            back.sessions, back.known_sessions, back.tokens = 1, {"session-1"}, known
+            assert (await back.next("hello", timeout=10))["resume_token"] == token  # resumed
+            # A welcome whose token is malformed is refused without echoing it.
+            wrong = token.upper()
+            back.send(None, {**back.welcome("session-1"), "resume_token": wrong})
+            assert (await back.next("response"))["error"]["code"] == "bad_message"
+            back.refuse_names = True  # then lost, and refused for a while
+            back.send(None, {"v": 1, "type": "bye"})
+            await back.next("hello", timeout=10)
+            await back.next("hello", timeout=10)
+            back.refuse_names = False
+            await peer.wait_connected(10)
+            texts = [repr(peer), str(peer), repr(wire.Welcome("h", "s", (), 1, wire.Limits(1, 1), token)),
+                     repr(wire.Hello("p", session="s", resume_token=token))]
+    finally:
+        await peer.close()
+    assert "refuses the name" in caplog.text and "lost the host" in caplog.text  # the log was captured
+    for text in (caplog.text, *texts):
+        assert token not in text and wrong not in text
 
 
 async def test_messages_over_the_hosts_limit_are_refused_locally(fake_host: Any) -> None:

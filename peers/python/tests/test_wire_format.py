@@ -35,7 +35,9 @@ ROUND_TRIPS = [
     wire.Cancel("r1"),
     wire.Hello("etl", ("render",), ("evaluate",), session="s1", heartbeat_ms=100),
     wire.Hello("anon"),
+    wire.Hello("etl", session="s1", resume_token="9f" * 32),
     wire.Welcome("conformance", "s1", ("echo",), 5000, wire.Limits(1 << 20, 256)),
+    wire.Welcome("conformance", "s1", ("echo",), 5000, wire.Limits(1 << 20, 256), resume_token="0a" * 32),
     wire.Ping(),
     wire.Pong(),
     wire.Bye(),
@@ -197,3 +199,27 @@ def test_a_deadline_that_is_not_an_integer_from_0_is_bad_message(deadline: Any) 
 def test_skipped_that_is_not_an_integer_from_1_is_bad_message(skipped: Any) -> None:
     error = rejected(frames_of({"v": 1, "type": "progress", "id": "c", "seq": 2, "skipped": skipped}))
     assert (error.code, error.id) == ("bad_message", "c")
+
+
+TOKEN = "0123456789abcdef" * 4
+
+
+@pytest.mark.parametrize("token", [None, 12, "", TOKEN[:-1], TOKEN + "0", TOKEN.upper(), TOKEN[:-1] + "g", TOKEN + "\n"])
+def test_a_resume_token_that_is_not_64_lowercase_hex_digits_is_bad_message(token: Any) -> None:
+    hello = {"v": 1, "type": "hello", "peer": "p", "session": "s1", "resume_token": token}
+    welcome = {"v": 1, "type": "welcome", "host": "h", "session": "s1", "resume_token": token, "actions": [],
+               "heartbeat_ms": 5000, "limits": {"max_message_bytes": 1024, "max_in_flight": 1}}
+    for body in (hello, welcome):
+        error = rejected(frames_of(body))
+        assert error.code == "bad_message" and "resume_token" in error.message
+        if isinstance(token, str) and token:
+            assert token.strip() not in error.message  # a secret, even a malformed one, is never echoed
+
+
+def test_the_resume_token_is_encoded_when_set_and_kept_out_of_reprs() -> None:
+    hello = wire.Hello("p", session="s1", resume_token=TOKEN)
+    welcome = wire.Welcome("h", "s1", (), 5000, wire.Limits(1024, 1), resume_token=TOKEN)
+    assert json.loads(wire.encode(hello)[1])["resume_token"] == TOKEN
+    assert json.loads(wire.encode(welcome)[1])["resume_token"] == TOKEN
+    assert "resume_token" not in json.loads(wire.encode(wire.Hello("p", session="s1"))[1])
+    assert TOKEN not in repr(hello) and TOKEN not in str(welcome) and "session='s1'" in repr(hello)

@@ -28,6 +28,7 @@ TOO_LARGE = "too_large"
 OVERLOADED = "overloaded"
 NOT_ALLOWED = "not_allowed"
 UNAUTHORIZED = "unauthorized"
+NAME_TAKEN = "name_taken"
 
 ERROR_CODES = frozenset(
     {
@@ -45,6 +46,7 @@ ERROR_CODES = frozenset(
         OVERLOADED,
         NOT_ALLOWED,
         UNAUTHORIZED,
+        NAME_TAKEN,
     }
 )
 
@@ -122,9 +124,15 @@ class NotAllowed(_FixedCodeError):
     fixed_code = NOT_ALLOWED
 
 
+class NameTaken(_FixedCodeError):
+    """``name_taken``: another live session holds the peer's name; connecting failed (SPEC 6, Names)."""
+
+    fixed_code = NAME_TAKEN
+
+
 ERROR_CLASSES: dict[str, type[_FixedCodeError]] = {
     cls.fixed_code: cls
-    for cls in (BridgeTimeout, BridgeCancelled, PeerLost, UnknownAction, HandlerError, NotAllowed)
+    for cls in (BridgeTimeout, BridgeCancelled, PeerLost, UnknownAction, HandlerError, NotAllowed, NameTaken)
 }
 
 

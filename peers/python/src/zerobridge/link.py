@@ -3,8 +3,9 @@
 It keeps the calls we made (id, one monotonic deadline each, progress) and the requests the other
 side made of us (a handler task each, answered exactly once), answers ``ping``, sends ``cancel``,
 and watches the other side's liveness. The owner gives it a ``send(frames)`` function, feeds it
-every received message with :meth:`Link.receive`, and serves requests through ``serve`` (and
-events through ``serve_event``).
+every received message with :meth:`Link.receive`, serves requests through ``serve`` (and
+events through ``serve_event``), and gets the rest through ``on_message``: session messages, and
+responses with ``"id": null``, which answer no call.
 
 Flow control (SPEC 7.13). ``send(frames)`` hands a message to the transport without waiting and
 returns False when the transport takes no more for now (its high-water mark is reached); the owner
@@ -524,9 +525,8 @@ class Link:
         self.send(wire.Response.failure(error.id, BridgeError(error.code, error.message)))
 
     def _on_response(self, response: wire.Response) -> None:
-        if response.id is None:
-            if response.error is not None:
-                log.warning("the other side could not read a message: %s", response.error)
+        if response.id is None:  # answers none of our calls: the owner's to judge (a refused hello, event, ...)
+            self._on_message(response)
             return
         call = self._calls.pop(response.id, None)
         if call is None or call.future.done():

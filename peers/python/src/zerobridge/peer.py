@@ -25,7 +25,7 @@ import zmq.asyncio
 from zmq.utils.monitor import parse_monitor_message
 
 from . import errors, wire
-from .errors import BridgeError, BridgeTimeout, NotAllowed, PeerLost, UnknownAction
+from .errors import BridgeError, BridgeTimeout, NameTaken, NotAllowed, PeerLost, UnknownAction
 from .evaluate import evaluate as run_script
 from .link import DEFAULT_MAX_IN_FLIGHT, Link, OutgoingCall, RequestContext
 
@@ -250,8 +250,12 @@ class Peer:
         self._room_task: asyncio.Task[None] | None = None
         self._connected = asyncio.Event()
         self._hello_scheduled = False
+        # While waiting for a welcome: the host's latest name_taken, and the timer that says hello again (SPEC 6, Names).
+        self._refused: BridgeError | None = None
+        self._hello_retry: asyncio.TimerHandle | None = None
 
         self.session: str | None = None
+        self._resume_token: str | None = None  # the session's secret (SPEC 6): sent to resume it, never logged
         self.host: str | None = None
         self.host_actions: tuple[str, ...] = ()
         self.heartbeat_ms: int | None = None
@@ -285,7 +289,11 @@ class Peer:
         return self._state == "connected"
 
     async def start(self) -> None:
-        """Connect, say hello, and wait for the host's welcome (BridgeTimeout after ``connect_timeout``)."""
+        """Connect, say hello, and wait for the host's welcome.
+
+        Fails after ``connect_timeout`` with NameTaken when the host refused the name all along (another
+        live session holds it; the peer said hello again every second), else with BridgeTimeout.
+        """
         if self._state != "new":
             raise RuntimeError(f"peer already {self._state}")
         self._state = "connecting"
@@ -295,7 +303,13 @@ class Peer:
         try:
             await asyncio.wait_for(self._connected.wait(), self._connect_timeout)
         except asyncio.TimeoutError:
+            refused = self._refused
             await self.close()
+            if refused is not None:
+                raise NameTaken(
+                    f"the name {self.name!r} is held by another live session at {self.endpoint}:"
+                    f" not welcomed within {self._connect_timeout} s"
+                ) from None
             raise BridgeTimeout(
                 f"no welcome from {self.endpoint} within {self._connect_timeout} s (is the host running?)"
             ) from None
@@ -308,7 +322,8 @@ class Peer:
         try:
             await asyncio.wait_for(self._connected.wait(), timeout)
         except asyncio.TimeoutError:
-            raise BridgeTimeout(f"not reconnected to {self.endpoint} within {timeout} s") from None
+            why = f" (another live session holds the name {self.name!r})" if self._refused is not None else ""
+            raise BridgeTimeout(f"not reconnected to {self.endpoint} within {timeout} s{why}") from None
 
     async def close(self) -> None:
         """Say ``bye``, fail calls still in flight with ``peer_lost``, and close the socket."""
@@ -448,6 +463,10 @@ class Peer:
             case wire.Hello():  # only a peer says hello (SPEC 7.5, step 8)
                 assert self._link is not None
                 self._link.send(wire.Response.failure(None, BridgeError(errors.BAD_MESSAGE, "a host does not send hello")))
+            case wire.Response(error=BridgeError(code=errors.NAME_TAKEN) as error):
+                self._on_name_taken(error)
+            case wire.Response(error=error) if error is not None:  # "id": null: it answers none of our calls
+                log.warning("the host refused a message: %s", error)
 
     def _on_welcome(self, welcome: wire.Welcome) -> None:
         if self._state in ("closed", "new"):
@@ -457,6 +476,9 @@ class Peer:
             # The host no longer knows our old session: nothing it owed us will arrive.
             self._link.fail_all(PeerLost(f"the host started a new session {welcome.session!r}"))
         self.session = welcome.session
+        self._resume_token = welcome.resume_token  # None from a 1.1 host: then hellos resume by session alone
+        self._refused = None
+        self._cancel_hello_retry()
         self.host = welcome.host
         self.host_actions = welcome.actions
         self.limits = welcome.limits
@@ -466,6 +488,34 @@ class Peer:
             self._restart_heartbeat()
         self._state = "connected"
         self._connected.set()
+
+    def _on_name_taken(self, error: BridgeError) -> None:
+        """Another live session holds our name (SPEC 6, Names): not yet. Say hello again in a while;
+        :meth:`start` fails with this only when its connect timeout passes."""
+        if self._state == "connected":
+            # That hello was to resume our session: the host has it no more, and the name went to someone else.
+            self._on_host_lost(f"another live session holds the name {self.name!r}")
+            return
+        if self._state not in ("connecting", "lost") or self._loop is None:
+            return
+        if self._refused is None:
+            log.info(
+                "the host at %s refuses the name %r for now (%s); saying hello again every %g s",
+                self.endpoint, self.name, error.message, HELLO_RETRY_INTERVAL,
+            )
+        self._refused = error
+        if self._hello_retry is None:
+            self._hello_retry = self._loop.call_later(HELLO_RETRY_INTERVAL, self._retry_hello, self._link)
+
+    def _retry_hello(self, link: Link | None) -> None:
+        self._hello_retry = None
+        if self._state in ("connecting", "lost") and link is self._link and link is not None and not link.retired:
+            self._send_hello(resume=False)  # a waiting peer has no session to resume: it asks for a fresh one
+
+    def _cancel_hello_retry(self) -> None:
+        if self._hello_retry is not None:
+            self._hello_retry.cancel()
+            self._hello_retry = None
 
     def _announce(self) -> None:
         """Send a new hello (once per loop turn) so the host learns our current actions."""
@@ -488,6 +538,7 @@ class Peer:
                 actions=self.actions,
                 features=("evaluate",) if self.evaluate_enabled else (),
                 session=self.session if resume else None,
+                resume_token=self._resume_token if resume else None,
                 heartbeat_ms=self._heartbeat_wish,
             )
         )
@@ -510,6 +561,7 @@ class Peer:
         log.log(logging.INFO if reason.endswith("bye") else logging.WARNING, "lost the host at %s: %s", self.endpoint, reason)
         self._state = "lost"
         self._connected.clear()
+        self._refused = None
         if self._link is not None:
             self._link.retire(PeerLost(f"lost the host: {reason}"))
         self._spawn(self._reopen())
@@ -517,7 +569,7 @@ class Peer:
     async def _reopen(self) -> None:
         await self._close_socket(linger_ms=0)
         if self._state == "lost":
-            self.session = None
+            self.session = self._resume_token = None  # a fresh session: what the old one owed us is failed already
             self._open_socket()
 
     # --- the socket ----------------------------------------------------------------------
@@ -552,6 +604,7 @@ class Peer:
         self._send_hello(resume=False)
 
     async def _close_socket(self, *, linger_ms: int) -> None:
+        self._cancel_hello_retry()
         tasks = self._socket_tasks
         if self._heartbeat_task is not None:
             tasks = [*tasks, self._heartbeat_task]
@@ -581,7 +634,10 @@ class Peer:
         """Hand ``frames`` to libzmq without waiting; False when its queue is full (the link then waits
         for :meth:`_wait_for_room`). Messages for a closed socket are dropped."""
         if socket.closed:
-            log.debug("not sent (socket closed): %r", frames[1][:80])
+            head = bytes(frames[1][:80])
+            if head.startswith(b'{"v":1,"type":"hello"'):
+                head = b'{"v":1,"type":"hello",...'  # it may carry the resume token, which is never logged
+            log.debug("not sent (socket closed): %r", head)
             return True
         future = cast("asyncio.Future[Any]", socket.send_multipart(frames, flags=zmq.DONTWAIT))
         if not future.done():  # pyzmq queued it behind its own waiters: it goes out in order
@@ -658,6 +714,8 @@ class Peer:
         return task
 
 
+# How often a peer whose name the host refuses (name_taken) says hello again while it waits for a welcome (SPEC 6).
+HELLO_RETRY_INTERVAL = 1.0
 # How many already-queued messages one wake-up handles before letting other tasks run.
 _DRAIN_BATCH = 256
 # libzmq's send high-water mark (messages): past it, sends wait in the link's own bounded queue.

@@ -22,7 +22,7 @@ import math
 import re
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeGuard, Union
 
 from .errors import BAD_MESSAGE, UNAUTHORIZED, UNSUPPORTED_VERSION, BridgeError, error_from_code
@@ -30,6 +30,8 @@ from .errors import BAD_MESSAGE, UNAUTHORIZED, UNSUPPORTED_VERSION, BridgeError,
 PROTOCOL_VERSION = 1
 MAX_ID_LENGTH = 128
 MAX_NESTING = 64
+# A session's resume token (SPEC 5, since 1.2): 256 bits as lowercase hex.
+RESUME_TOKEN = re.compile(r"[0-9a-f]{64}")
 
 
 class WireError(BridgeError):
@@ -98,6 +100,7 @@ class Hello:
     features: tuple[str, ...] = ()
     session: str | None = None
     heartbeat_ms: int | None = None
+    resume_token: str | None = field(default=None, repr=False)  # a secret: never in a log line
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +116,7 @@ class Welcome:
     actions: tuple[str, ...]
     heartbeat_ms: int
     limits: Limits
+    resume_token: str | None = field(default=None, repr=False)  # absent from a 1.0/1.1 host
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,11 +219,15 @@ def _body_of(message: Message, attachments: list[bytes]) -> dict[str, Any]:
             body["features"] = list(message.features)
             if message.session is not None:
                 body["session"] = message.session
+            if message.resume_token is not None:
+                body["resume_token"] = message.resume_token
             if message.heartbeat_ms is not None:
                 body["heartbeat_ms"] = message.heartbeat_ms
         case Welcome():
             body["host"] = message.host
             body["session"] = message.session
+            if message.resume_token is not None:
+                body["resume_token"] = message.resume_token
             body["actions"] = list(message.actions)
             body["heartbeat_ms"] = message.heartbeat_ms
             body["limits"] = {
@@ -398,6 +406,7 @@ def decode(frames: Sequence[bytes], *, key: bytes = b"") -> Message:
                     features=_names(body, "features"),
                     session=_name(body, "session") if "session" in body else None,
                     heartbeat_ms=None if heartbeat_ms is _MISSING else heartbeat_ms,
+                    resume_token=_resume_token(body),
                 )
             case "welcome":
                 heartbeat_ms = body.get("heartbeat_ms")
@@ -418,6 +427,7 @@ def decode(frames: Sequence[bytes], *, key: bytes = b"") -> Message:
                     actions=_names(body, "actions"),
                     heartbeat_ms=heartbeat_ms,
                     limits=Limits(max_message_bytes=max_bytes, max_in_flight=max_in_flight),
+                    resume_token=_resume_token(body),
                 )
             case "ping":
                 return Ping()
@@ -463,6 +473,15 @@ def _names(body: dict[str, Any], key: str) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) and 1 <= len(v) <= MAX_ID_LENGTH for v in value):
         raise ValueError(f'"{key}" must be a list of strings of 1..128 characters')
     return tuple(value)
+
+
+def _resume_token(body: dict[str, Any]) -> str | None:
+    if "resume_token" not in body:
+        return None
+    value = body["resume_token"]
+    if not (isinstance(value, str) and RESUME_TOKEN.fullmatch(value)):
+        raise ValueError('"resume_token" must be 64 lowercase hex digits')  # the value is not echoed: it may be a secret
+    return value
 
 
 def _error(value: Any) -> BridgeError:
