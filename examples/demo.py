@@ -76,7 +76,8 @@ def main() -> int:
     run([PY, "examples/generate_data.py", str(batch_2), "--files", "1500", "--seed", "7"])
 
     step("the import host (Swift, GRDB over SQLite) and the ETL peer (Node, parses Markdown)")
-    host = start([str(BIN / "import-host"), "--database", str(DATABASE), "--connection-file", str(CONNECTION_FILE)],
+    host = start([str(BIN / "import-host"), "--database", str(DATABASE), "--connection-file", str(CONNECTION_FILE),
+                  "--import-root", str(DEMO / "data")],
                  "zerobridge ready ")
     processes = [host]
     try:

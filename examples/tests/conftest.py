@@ -82,13 +82,13 @@ class Process:
 
 
 class ImportHost:
-    def __init__(self, workdir: pathlib.Path) -> None:
+    def __init__(self, workdir: pathlib.Path, import_root: pathlib.Path) -> None:
         if not IMPORT_HOST.exists():
             raise AssertionError(f"{IMPORT_HOST} is missing: build it first (make build, or swift build --product import-host)")
         self.database = workdir / "import.sqlite"
         self.connection_file = workdir / "import-host.json"
         self.process = Process([str(IMPORT_HOST), "--database", str(self.database),
-                                "--connection-file", str(self.connection_file)])
+                                "--connection-file", str(self.connection_file), "--import-root", str(import_root)])
         self.endpoint = self.process.wait_for_line("zerobridge ready ").removeprefix("zerobridge ready ")
         self.etl: Process | None = None
 
@@ -116,9 +116,9 @@ class ImportHost:
 
 
 @pytest.fixture
-def host(tmp_path: pathlib.Path) -> Iterator[ImportHost]:
-    """An import host with no ETL peer yet (call start_etl)."""
-    started = ImportHost(tmp_path)
+def host(tmp_path: pathlib.Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ImportHost]:
+    """An import host with no ETL peer yet (call start_etl), importing only from this session's temporary folders."""
+    started = ImportHost(tmp_path, import_root=tmp_path_factory.getbasetemp())
     try:
         yield started
     finally:

@@ -4,6 +4,8 @@ processes over real sockets, checked against the generator's manifest and the da
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
 import pathlib
 import signal
 import subprocess
@@ -229,3 +231,32 @@ def test_the_generator_is_deterministic(tmp_path: pathlib.Path) -> None:
     manifest = json.loads(first[".manifest.json"])
     assert manifest["totals"]["files"] == 60 == len(first) - 1
     assert manifest["totals"]["broken"] > 0
+
+
+def test_imports_only_from_the_import_roots(host: ImportHost, tmp_path: pathlib.Path,
+                                            tmp_path_factory: pytest.TempPathFactory) -> None:
+    """importFolder reads nothing outside --import-root: not a folder elsewhere, not through `..`, not through a
+    symbolic link planted inside an allowed folder."""
+    outside = pathlib.Path(tempfile.mkdtemp(prefix="zb-outside-"))
+    try:
+        (outside / "secret.csv").write_text("secret\nhunter2\n")
+        refused = host.call("importFolder", {"path": str(outside)})
+        assert refused.returncode == 1 and refused.stderr.startswith("error not_allowed: "), refused.stderr
+        dotted = host.call("importFolder", {"path": str(tmp_path) + "/" + "/".join([".."] * len(tmp_path.parts)) + str(outside)})
+        assert dotted.returncode == 1 and dotted.stderr.startswith("error not_allowed: "), dotted.stderr
+
+        inbox = tmp_path / "inbox"
+        inbox.mkdir()
+        (inbox / "linked-folder").symlink_to(outside, target_is_directory=True)
+        through_link = host.call("importFolder", {"path": str(inbox / "linked-folder")})
+        assert through_link.returncode == 1 and through_link.stderr.startswith("error not_allowed: "), through_link.stderr
+
+        (inbox / "fine.csv").write_text("name\nalice\n")
+        (inbox / "linked.csv").symlink_to(outside / "secret.csv")
+        result = host.call_ok("importFolder", {"path": str(inbox)})
+        assert result["records"] == 1, result
+        assert [e["file"] for e in result["errors"]] == ["linked.csv"], result["errors"]
+        with host.db() as db:
+            assert "hunter2" not in json.dumps(db.execute("select * from record").fetchall())
+    finally:
+        shutil.rmtree(outside)

@@ -12,6 +12,8 @@ struct FolderImport: Sendable {
     static let progressInterval: Duration = .milliseconds(100)
 
     let catalog: Catalog
+    /// The only folders requests may import from, with what lies below them.
+    let roots: ImportRoots
     /// The connected ETL peer, if any, asked for each Markdown file.
     let etlPeer: @Sendable () -> RemotePeer?
     let etlName: String
@@ -19,6 +21,9 @@ struct FolderImport: Sendable {
 
     func run(_ payload: ImportFolder.Payload, request: BridgeRequest) async throws -> ImportFolder.Result {
         let folder = URL(fileURLWithPath: payload.path).standardizedFileURL
+        guard roots.contains(folder.path) else {
+            throw BridgeError(.notAllowed, "'\(payload.path)' is outside the folders this host imports from (its --import-root)")
+        }
         let files = try listFiles(in: folder)
         let options = payload.options
         let concurrency = min(max(options?.concurrency ?? 4, 1), 64)
@@ -75,16 +80,25 @@ struct FolderImport: Sendable {
             throw BridgeError(.invalidPayload, "'\(folder.path)' is not a folder")
         }
         guard let walker = FileManager.default.enumerator(
-            at: folder, includingPropertiesForKeys: [.isRegularFileKey], options: [.skipsHiddenFiles]) else {
+            at: folder, includingPropertiesForKeys: [.isRegularFileKey, .isSymbolicLinkKey], options: [.skipsHiddenFiles]) else {
             throw BridgeError(.invalidPayload, "cannot list '\(folder.path)'")
         }
         let prefix = folder.path.hasSuffix("/") ? folder.path : folder.path + "/"
         var names: [String] = []
-        for case let url as URL in walker where (try? url.resourceValues(forKeys: [.isRegularFileKey]))?.isRegularFile == true {
+        // Links are listed too (the enumerator does not descend into linked folders): a link to a file is read when it
+        // stays inside the import roots, and reported when it does not.
+        for case let url as URL in walker {
+            let kind = try? url.resourceValues(forKeys: [.isRegularFileKey, .isSymbolicLinkKey])
+            guard kind?.isRegularFile == true || (kind?.isSymbolicLink == true && !Self.isFolder(url)) else { continue }
             let path = url.standardizedFileURL.path
             names.append(path.hasPrefix(prefix) ? String(path.dropFirst(prefix.count)) : path)
         }
         return names.sorted()
+    }
+
+    private static func isFolder(_ url: URL) -> Bool {
+        var isDirectory: ObjCBool = false
+        return FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory) && isDirectory.boolValue
     }
 
     /// Reads and parses one file; every problem becomes that file's error.
@@ -97,6 +111,9 @@ struct FolderImport: Sendable {
             return failure(.unsupported, "not a format the host imports (csv, json, md)")
         }
         let path = folder.appendingPathComponent(name).path
+        guard roots.contains(path) else {
+            return failure(.unreadable, "a link to a file outside the folders this host imports from: not read")
+        }
         let bytes: [UInt8]
         do {
             let size = (try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0
@@ -187,4 +204,37 @@ private struct Tally {
                      errors: Array(sorted.prefix(FolderImport.maxReportedErrors)),
                      errorsOmitted: max(sorted.count - FolderImport.maxReportedErrors, 0))
     }
+}
+
+/// The folders an import host reads from (`--import-root`). A path is inside when, with `..` and every symbolic link
+/// resolved, it is a root or lies below one, so neither `../..` nor a link planted in an allowed folder reaches out.
+struct ImportRoots: Sendable {
+    let paths: [String]
+
+    /// Roots that do not exist are refused: a typo would otherwise allow nothing, silently.
+    init(_ folders: [String]) throws {
+        paths = try folders.map { folder in
+            guard let resolved = Self.resolve(folder) else { throw ImportRootError(folder: folder) }
+            return resolved
+        }
+    }
+
+    /// A path that does not exist is judged as written (after `..` is taken out), so that a missing folder inside
+    /// a root is reported missing, and nothing tells whether a path outside exists.
+    func contains(_ path: String) -> Bool {
+        let resolved = Self.resolve(path) ?? URL(fileURLWithPath: path).standardizedFileURL.path
+        return paths.contains { root in resolved == root || resolved.hasPrefix(root == "/" ? root : root + "/") }
+    }
+
+    /// The canonical absolute path (`realpath`), or nil when it does not exist.
+    private static func resolve(_ path: String) -> String? {
+        guard let resolved = realpath(path, nil) else { return nil }
+        defer { free(resolved) }
+        return String(cString: resolved)
+    }
+}
+
+struct ImportRootError: Error, CustomStringConvertible {
+    let folder: String
+    var description: String { "--import-root \(folder): no such folder" }
 }

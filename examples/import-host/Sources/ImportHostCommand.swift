@@ -27,6 +27,9 @@ struct ImportHostCommand: AsyncParsableCommand {
     @Option(help: "How long one parseMarkdown call to the ETL peer may take, in milliseconds.")
     var etlTimeoutMs = 5000
 
+    @Option(help: "A folder importFolder may read, with everything below it (repeatable; default: the current folder). Paths outside, through .. or symbolic links, are refused.")
+    var importRoot: [String] = []
+
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel: Logger.Level = .warning
 
@@ -49,7 +52,7 @@ struct ImportHostCommand: AsyncParsableCommand {
         let host = BridgeHost(configuration: configuration)
 
         let importer = FolderImport(
-            catalog: catalog,
+            catalog: catalog, roots: try ImportRoots(importRoot.isEmpty ? ["."] : importRoot),
             etlPeer: { [weak host, etlPeer] in host?.peers.first { $0.name == etlPeer } },
             etlName: etlPeer, etlTimeout: .milliseconds(etlTimeoutMs))
         try host.handle(ImportFolder.self) { payload, request in try await importer.run(payload, request: request) }
