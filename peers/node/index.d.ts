@@ -29,6 +29,7 @@ export type BridgeErrorCode =
   | 'overloaded'
   | 'not_allowed'
   | 'unauthorized'
+  | 'name_taken'
   | (string & {});
 
 /**
@@ -144,7 +145,8 @@ export interface PeerOptions {
   heartbeatMs?: number;
   /**
    * Milliseconds: how long connect() waits for the welcome, and the default `timeout_ms` of calls
-   * (default 30000). `null` or `Infinity`: no limit.
+   * (default 30000). `null` or `Infinity`: no limit. While the host refuses the name (`name_taken`:
+   * another live session holds it), connect() says `hello` again every second within this time.
    */
   timeout?: number | null;
   /** First delay before reconnecting after the connection breaks, in ms (default 100); doubles per failed attempt. */
@@ -182,14 +184,22 @@ export interface PeerOptions {
 export class Peer {
   constructor(endpointOrConnectionFile: string, options: PeerOptions);
 
-  /** Connects, sends `hello` and resolves once the host's `welcome` arrives (rejects `timeout` otherwise). */
+  /**
+   * Connects, sends `hello` and resolves once the host's `welcome` arrives. Rejects at the `timeout`
+   * option with `timeout`, or with `name_taken` when the host kept refusing the name because another
+   * live session holds it (say, this program's previous run, until the host has seen that one end).
+   */
   connect(): Promise<this>;
 
   /** The endpoint connected to (`tcp://host:port` or `ipc:///path`). */
   readonly endpoint: string;
   /** `hello.peer`. */
   readonly name: string;
-  /** `welcome.session`: the session in force, or null before the welcome and after the host is lost. */
+  /**
+   * `welcome.session`: the session in force, or null before the welcome and after the host is lost.
+   * After a loss the peer asks to resume the last one (with its `welcome.resume_token`, which it keeps
+   * private and never logs); a different id here means the host started a new session instead.
+   */
   readonly session: string | null;
   /** `welcome.host`: the host's name. */
   readonly host: string | null;

@@ -1,7 +1,8 @@
 /**
  * The error every ZeroBridge failure rejects with. `code` is one of the protocol's error codes
  * (`timeout`, `cancelled`, `peer_lost`, `unknown_action`, `handler_error`, ...), so callers can
- * switch on it; `data` is the error's optional `data` from the wire.
+ * switch on it; `data` is the error's optional `data` from the wire. connect() rejects with
+ * `name_taken` when the host refused the peer's name (held by another live session) until its timeout.
  */
 export class BridgeError extends Error {
   constructor(code, message, options = {}) {

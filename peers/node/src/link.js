@@ -106,7 +106,8 @@ export class Link {
    * @param {number} options.maxInFlight               the host's requests and events run at once (SPEC 7.11, 7.13)
    * @param {(action: string, payload: any, context: {action: string, signal: AbortSignal}) => Promise<unknown>|null} options.onEvent
    *   runs the listeners of an event; returns a promise (never rejecting) while some still run, else null
-   * @param {(body: object) => void} options.onSession  welcome, bye and (unexpected) hello bodies
+   * @param {(body: object) => void} options.onSession  welcome, bye, (unexpected) hello, and error responses with a
+   *                                                   null id (a refused hello, an event over the limit, ...)
    * @param {(problem: {code: string, message: string, type: string|null}) => void} options.onBadMessage
    * @param {() => number} options.maxMessageBytes       the host's limit (Infinity until known)
    * @param {(level: string, message: string) => void} options.log
@@ -289,6 +290,7 @@ export class Link {
     switch (body.type) {
       case 'request': return this.serve(body);
       case 'response': {
+        if (body.id === null) return this.onSession(body); // answers no call: the session's business (name_taken, ...)
         if (!this.calls.has(body.id)) {
           this.log('debug', `dropped a response for unknown or finished request ${body.id}`);
           return;
@@ -520,9 +522,15 @@ export class Link {
   /**
    * The host is gone (silence, bye, broken connection, or we are closing): our calls fail with
    * `error`, its requests and events are cancelled and their responses and progress discarded.
+   * Returns the ids of our calls that had been sent and of the host's requests, in case the host
+   * turns out to have kept the session.
    */
   abandonAll(error) {
-    for (const id of [...this.calls.keys()]) this.settle(id, error);
+    const dropped = { calls: [], served: [] };
+    for (const [id, call] of [...this.calls]) {
+      if (call.sent) dropped.calls.push(id);
+      this.settle(id, error);
+    }
     this.waiting = [];
     for (const entry of [...this.served.values()]) {
       entry.done = true;
@@ -530,10 +538,12 @@ export class Link {
       this.served.delete(entry.id);
       this.dropProgress(entry);
       entry.controller.abort(error);
+      dropped.served.push(entry.id);
     }
     for (const entry of [...this.events]) {
       this.events.delete(entry);
       entry.controller.abort(error);
     }
+    return dropped;
   }
 }

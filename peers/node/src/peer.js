@@ -10,6 +10,8 @@ import { bodies, encode, readConnectionFile, isName } from './wire.js';
 const debug = debuglog('zerobridge');
 const DEFAULT_TIMEOUT_MS = 30_000;
 const DEFAULT_HEARTBEAT_MS = 5000;
+// SPEC 6: a hello refused with name_taken is said again after this long, until a welcome (or the connect timeout).
+const NAME_RETRY_MS = 1000;
 
 function defaultLog(level, message) {
   if (level === 'warn') console.warn(`zerobridge: ${message}`);
@@ -36,6 +38,10 @@ function failedStream(error) {
  * of each member.
  */
 export class Peer {
+  // The session last welcomed into and its resume token, kept to resume it after a loss (SPEC 6). The token is a
+  // secret: private, so no inspect, JSON or log of the peer shows it; null when the host gave none (1.1).
+  #welcomed = null;
+
   constructor(endpointOrConnectionFile, options = {}) {
     if (typeof endpointOrConnectionFile !== 'string' || endpointOrConnectionFile.length === 0) {
       throw new TypeError('connect() needs an endpoint (tcp://host:port, ipc:///path) or a connection file path');
@@ -76,6 +82,9 @@ export class Peer {
     this.helloScheduled = false;
     this.heartbeatTimer = null;
     this.firstWelcome = null;
+    this.nameTaken = false; // the host refuses our name (name_taken) and has not welcomed us since
+    this.helloRetry = null;
+    this.abandoned = null; // what we gave up at a loss, to tell a host that resumes the session (see the welcome)
     this.lostBecause = null; // why the host was lost, until it welcomes us again (calls fail at once meanwhile)
     this.redials = 0; // fresh connections since the last welcome, for the backoff
     this.reconnectIvl = options.reconnectIvl ?? 100;
@@ -120,7 +129,10 @@ export class Peer {
     this.firstWelcome = { promise, resolve, reject, settled: false, timer: null };
     if (this.timeout !== null && this.timeout !== Infinity) {
       this.firstWelcome.timer = setTimeout(() => {
-        this.failConnect(new BridgeError('timeout', `no welcome from the host at ${this.endpoint} within ${this.timeout} ms`));
+        this.failConnect(this.nameTaken
+          ? new BridgeError('name_taken', `the name ${JSON.stringify(this.name)} is held by another live session on the host at ${this.endpoint}: `
+            + `still refused after ${this.timeout} ms`)
+          : new BridgeError('timeout', `no welcome from the host at ${this.endpoint} within ${this.timeout} ms`));
       }, this.timeout);
     }
     this.state = CONNECTING;
@@ -207,6 +219,7 @@ export class Peer {
     const wasConnected = this.dealer.connected;
     this.state = CLOSED;
     clearInterval(this.heartbeatTimer);
+    clearTimeout(this.helloRetry);
     if (this.firstWelcome && !this.firstWelcome.settled) {
       this.firstWelcome.settled = true;
       clearTimeout(this.firstWelcome.timer);
@@ -242,10 +255,12 @@ export class Peer {
   sayHello() {
     this.helloScheduled = false;
     const features = this.evaluate ? ['evaluate'] : [];
-    // A hello while a session is in force keeps it (handlers changed); after a loss we start afresh.
-    const session = this.state === READY ? this.session : undefined;
+    // A hello while a session is in force keeps it (handlers changed). After a loss it asks to resume the last
+    // session, which takes that session's token (SPEC 6); without one (a 1.1 host) we start afresh.
+    const last = this.#welcomed;
+    const resume = this.state === READY || last?.token ? last : null;
     if (this.state !== READY) this.state = GREETING;
-    this.link.trySend(bodies.hello(this.name, [...this.handlers.keys()], features, this.requestedHeartbeatMs, session));
+    this.link.trySend(bodies.hello(this.name, [...this.handlers.keys()], features, this.requestedHeartbeatMs, resume?.session, resume?.token));
   }
 
   scheduleHello() {
@@ -261,6 +276,8 @@ export class Peer {
     if (this.state === CLOSED) return;
     this.link.lastHeard = Date.now();
     this.session = null;
+    this.nameTaken = false;
+    clearTimeout(this.helloRetry); // this connection's hello goes now
     this.state = GREETING;
     this.sayHello();
   }
@@ -283,7 +300,14 @@ export class Peer {
     this.lostBecause = why;
     this.session = null;
     this.helloScheduled = false; // the next hello is the fresh one sent on the new connection
-    this.link.abandonAll(new BridgeError('peer_lost', `lost the host: ${why}`));
+    clearTimeout(this.helloRetry);
+    const dropped = this.link.abandonAll(new BridgeError('peer_lost', `lost the host: ${why}`));
+    if (this.#welcomed?.token) {
+      this.abandoned = {
+        calls: [...(this.abandoned?.calls ?? []), ...dropped.calls],
+        served: [...(this.abandoned?.served ?? []), ...dropped.served],
+      };
+    }
     if (!redial) return;
     this.redials += 1;
     // The first redial is at once; a host that keeps refusing us (bye again, silence again) is retried with backoff.
@@ -299,6 +323,14 @@ export class Peer {
   onSessionMessage(body) {
     switch (body.type) {
       case 'welcome': {
+        // The session we asked to resume: the host kept it, and with it our calls and its requests that we gave up
+        // at the loss. Its requests get their one response (cancelled), and ours are cancelled, so none dangle.
+        const abandoned = this.abandoned;
+        this.abandoned = null;
+        const resumed = abandoned !== null && body.session === this.#welcomed?.session;
+        this.#welcomed = { session: body.session, token: body.resume_token ?? null };
+        this.nameTaken = false;
+        clearTimeout(this.helloRetry);
         this.session = body.session;
         this.host = body.host;
         this.hostActions = body.actions;
@@ -310,6 +342,12 @@ export class Peer {
         this.state = READY;
         this.lostBecause = null;
         this.redials = 0;
+        if (resumed) {
+          for (const id of abandoned.served) {
+            this.link.trySend(bodies.failure(id, { code: 'cancelled', message: 'cancelled when this peer lost its connection to the host' }));
+          }
+          for (const id of abandoned.calls) this.link.trySend(bodies.cancel(id));
+        }
         const waiter = this.firstWelcome;
         if (waiter && !waiter.settled) {
           waiter.settled = true;
@@ -321,6 +359,15 @@ export class Peer {
       case 'bye':
         if (this.state === READY || this.state === GREETING) this.hostLost('the host said bye', true);
         return;
+      case 'response':
+        // An error answering no call of ours. name_taken refuses our hello: our name is held by a session that has
+        // not ended (typically our own, before a restart); SPEC 6 says to try again until the connect timeout.
+        if (body.error.code === 'name_taken' && this.state === GREETING) {
+          this.retryHello(body.error.message);
+          return;
+        }
+        this.log('warn', `the host answered ${body.error.code}: ${body.error.message}`);
+        return;
       case 'hello':
         // Only a peer says hello: from the host it is a bad message (SPEC 7.5, step 8), answered like any.
         this.log('warn', 'answered a hello from the host with bad_message');
@@ -329,6 +376,18 @@ export class Peer {
       default:
         this.log('warn', `ignored a ${body.type} from the host (a peer does not expect one)`);
     }
+  }
+
+  retryHello(message) {
+    if (!this.nameTaken) {
+      this.log('warn', `the host refuses the name ${JSON.stringify(this.name)} for now (name_taken: ${message}); saying hello again every ${NAME_RETRY_MS} ms`);
+    }
+    this.nameTaken = true;
+    clearTimeout(this.helloRetry);
+    this.helloRetry = setTimeout(() => {
+      if (this.state === GREETING) this.sayHello();
+    }, NAME_RETRY_MS);
+    this.helloRetry.unref(); // the socket, not the retry, keeps a process alive
   }
 
   onBadMessage(problem) {

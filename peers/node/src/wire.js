@@ -26,6 +26,7 @@ const isPositiveInteger = (value) => Number.isInteger(value) && value >= 1;
 const isNonNegativeInteger = (value) => Number.isInteger(value) && value >= 0;
 const isObject = (value) => typeof value === 'object' && value !== null && !Array.isArray(value);
 const isNameList = (value) => Array.isArray(value) && value.every(isName);
+const isResumeToken = (value) => typeof value === 'string' && /^[0-9a-f]{64}$/.test(value);
 const has = (body, field) => Object.prototype.hasOwnProperty.call(body, field);
 
 /** Nesting depth of JSON text, scanned on the bytes (UTF-8 continuation bytes are never ASCII). */
@@ -92,12 +93,15 @@ const CHECKS = {
     if (has(body, 'actions') && !isNameList(body.actions)) return 'hello.actions must be a list of names';
     if (has(body, 'features') && !isNameList(body.features)) return 'hello.features must be a list of names';
     if (has(body, 'session') && !isName(body.session)) return 'hello.session must be a string of 1..128 characters';
+    if (has(body, 'resume_token') && !isResumeToken(body.resume_token)) return 'hello.resume_token must be 64 lowercase hex digits';
     if (has(body, 'heartbeat_ms') && !isPositiveInteger(body.heartbeat_ms)) return 'hello.heartbeat_ms must be a positive integer';
     return null;
   },
   welcome(body) {
     if (!isName(body.host)) return 'welcome.host must be a string of 1..128 characters';
     if (!isName(body.session)) return 'welcome.session must be a string of 1..128 characters';
+    // Optional: a 1.1 host sends none. The value is a secret, so no message names it.
+    if (has(body, 'resume_token') && !isResumeToken(body.resume_token)) return 'welcome.resume_token must be 64 lowercase hex digits';
     if (!isNameList(body.actions)) return 'welcome.actions must be a list of names';
     if (!isPositiveInteger(body.heartbeat_ms)) return 'welcome.heartbeat_ms must be a positive integer';
     const { limits } = body;
@@ -268,8 +272,8 @@ export const bodies = {
   progress: (id, seq, payload, skipped) => ({ v: 1, type: 'progress', id, seq, skipped: skipped || undefined, payload: payload ?? null }),
   event: (action, payload) => ({ v: 1, type: 'event', action, payload: payload ?? null }),
   cancel: (id) => ({ v: 1, type: 'cancel', id }),
-  hello: (peer, actions, features, heartbeatMs, session) => ({
-    v: 1, type: 'hello', peer, actions, features, heartbeat_ms: heartbeatMs, session: session ?? undefined,
+  hello: (peer, actions, features, heartbeatMs, session, resumeToken) => ({
+    v: 1, type: 'hello', peer, actions, features, heartbeat_ms: heartbeatMs, session: session ?? undefined, resume_token: resumeToken ?? undefined,
   }),
   ping: () => ({ v: 1, type: 'ping' }),
   pong: () => ({ v: 1, type: 'pong' }),

@@ -272,6 +272,31 @@ for (const transport of ['tcp', 'ipc']) {
       assert.equal(await peer.call('echo', 'second life'), 'second life');
     });
 
+    test('a broken connection is resumed with the token, the same session; until the peer leaves, its name is taken', async (t) => {
+      const host = await ConformanceHost.start(transports[transport]());
+      t.after(() => host.stop());
+      const name = `node-resume-${transport}`;
+      const { lines, log } = collectLog();
+      const peer = await connect(host.endpoint, { name, actions: handlers, log, reconnectIvl: 20 });
+      t.after(() => peer.close());
+      const session = peer.session;
+      peer.dealer.socket.destroy(); // the connection breaks; the host keeps the session for its peer to resume
+      await within((async () => { while (!lines.some((l) => /lost the host/.test(l)) || !peer.connected) await delay(10); })(),
+        10_000, 'the peer to lose the host and be welcomed again');
+      assert.equal(peer.session, session, 'resumed, not a new session');
+      assert.equal(await peer.call('callback', { action: 'greet', payload: { name: 'again' } }), 'hello again', 'the host reaches it over the new connection');
+
+      const started = Date.now();
+      await assert.rejects(connect(host.endpoint, { name, timeout: 1500, log: () => {} }),
+        (e) => expectCode('name_taken')(e) && /held by another live session/.test(e.message));
+      assert.ok(Date.now() - started >= 1400, 'refused until the connect timeout');
+      await peer.close(); // bye: the session ends and frees the name
+      const successor = await connect(host.endpoint, { name, timeout: 10_000, log: () => {} });
+      t.after(() => successor.close());
+      assert.notEqual(successor.session, session);
+      assert.ok(lines.every((l) => !l.includes('name_taken')), lines.join('\n'));
+    });
+
     test('a host shutting down (SIGTERM) answers or cancels what is in flight, says bye and is lost', async (t) => {
       const host = await ConformanceHost.start(transports[transport]());
       t.after(() => host.kill());

@@ -5,6 +5,7 @@ import { describe, test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import { once } from 'node:events';
+import { inspect } from 'node:util';
 import { writeFileSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -522,5 +523,135 @@ describe('peer: losing the host', () => {
     second.send({ v: 1, type: 'response', id: body.id, ok: true, result: body.payload });
     assert.equal(await result, 'again');
     assert.equal(peer.session, 'two');
+  });
+});
+
+describe('peer: resuming and names (SPEC 1.2)', () => {
+  const TOKEN = 'a1'.repeat(32);
+  const OTHER_TOKEN = '7e'.repeat(32);
+  const nameTaken = { v: 1, type: 'response', id: null, ok: false, error: { code: 'name_taken', message: 'the name is held by another live session' } };
+
+  /** Answers every hello with name_taken until stopped; returns how many it refused. */
+  function refuseNames(host) {
+    const refuser = { refused: 0, stopped: false };
+    (async () => {
+      while (!refuser.stopped) {
+        const hello = await host.nextOfType('hello').catch(() => null);
+        if (!hello || refuser.stopped) return;
+        host.send(nameTaken);
+        refuser.refused += 1;
+      }
+    })();
+    return refuser;
+  }
+
+  test('after a loss the hello resumes the last session with its token; what the peer gave up is cancelled in it', async (t) => {
+    let signal;
+    const { host, peer, hello: first } = await setup(t, {
+      peer: { actions: { wait: (payload, ctx) => { signal = ctx.signal; return new Promise(() => {}); } } },
+      welcome: { session: 'keep', resume_token: TOKEN },
+    });
+    assert.equal(first.resume_token, undefined, 'nothing to resume on the first hello');
+    const lost = assert.rejects(peer.call('sleep', { ms: 60_000 }), expectCode('peer_lost'));
+    const { body: ours } = await host.nextOfType('request');
+    host.send({ v: 1, type: 'request', id: 'h-wait', action: 'wait', payload: null });
+    await within((async () => { while (!signal) await new Promise((r) => setTimeout(r, 5)); })(), 5000, 'the handler to start');
+    host.send({ v: 1, type: 'bye' });
+    await lost;
+
+    const hello = await host.welcome({ session: 'keep', resume_token: TOKEN });
+    assert.equal(hello.session, 'keep');
+    assert.equal(hello.resume_token, TOKEN);
+    assert.equal(peer.session, 'keep');
+    // The host kept the session and its calls: its request gets its one response, ours is cancelled.
+    const { body: answer } = await host.next((b) => b?.type === 'response' && b.id === 'h-wait', 10_000, 'the answer to h-wait');
+    assert.equal(answer.error.code, 'cancelled');
+    assert.equal((await host.nextOfType('cancel')).body.id, ours.id);
+    assert.equal(signal.reason.code, 'peer_lost', 'the handler was aborted at the loss');
+  });
+
+  test('keeps the token of the session last welcomed into; after a welcome without one (a 1.1 host) it sends none', async (t) => {
+    const { host, peer } = await setup(t, { welcome: { session: 'one', resume_token: TOKEN } });
+    host.send({ v: 1, type: 'bye' });
+    const second = await host.welcome({ session: 'two', resume_token: OTHER_TOKEN }); // not resumed: a new session
+    assert.deepEqual([second.session, second.resume_token], ['one', TOKEN]);
+    assert.equal(peer.session, 'two');
+    peer.handle('late', async () => 1);
+    const { body: update } = await host.nextOfType('hello');
+    assert.deepEqual([update.session, update.resume_token], ['two', OTHER_TOKEN], 'a hello in session names it, with its token');
+
+    host.send({ v: 1, type: 'bye' });
+    const third = await host.welcome({ session: 'three' }); // no token: a host older than 1.2
+    assert.deepEqual([third.session, third.resume_token], ['two', OTHER_TOKEN]);
+    host.send({ v: 1, type: 'bye' });
+    const fourth = await host.welcome({ session: 'four' });
+    assert.equal(fourth.session, undefined, 'without a token there is nothing to resume: a fresh hello');
+    assert.equal('resume_token' in fourth, false);
+  });
+
+  test('name_taken while connecting: the peer says hello again about a second later, and a later welcome connects', async (t) => {
+    const host = await FakeHost.start(transports.tcp());
+    t.after(() => host.stop());
+    const { lines, log } = collectLog();
+    const peer = new Peer(host.endpoint, { name: 'restarted', log, timeout: 30_000 });
+    t.after(() => peer.close());
+    const connecting = peer.connect();
+    const { body: first } = await host.nextOfType('hello');
+    host.send(nameTaken);
+    const refusedAt = Date.now();
+    const { body: again } = await host.nextOfType('hello');
+    const waited = Date.now() - refusedAt;
+    assert.ok(waited >= 500 && waited < 10_000, `hello again after ${waited} ms`);
+    assert.deepEqual(again, first, 'the same hello');
+    assert.equal(peer.connected, false);
+    host.send(host.welcomeBody({ session: 'finally', resume_token: TOKEN }));
+    assert.equal(await within(connecting, 10_000, 'connect() to resolve'), peer);
+    assert.equal(peer.session, 'finally');
+    assert.equal(lines.filter((line) => line.includes('name_taken')).length, 1, lines.join('\n'));
+  });
+
+  test('name_taken until the connect timeout rejects connect() with name_taken', async (t) => {
+    const host = await FakeHost.start(transports.tcp());
+    t.after(() => host.stop());
+    const refuser = refuseNames(host);
+    t.after(() => { refuser.stopped = true; });
+    const started = Date.now();
+    await assert.rejects(within(connect(host.endpoint, { name: 'taken', timeout: 2500, log: () => {} }), 15_000, 'connect() to fail'),
+      (error) => expectCode('name_taken')(error) && /held by another live session/.test(error.message) && /"taken"/.test(error.message));
+    assert.ok(Date.now() - started >= 2400, 'not before the connect timeout');
+    assert.ok(refuser.refused >= 2, `said hello ${refuser.refused} times`);
+  });
+
+  test('after a loss, name_taken is retried in the background until the host welcomes again', async (t) => {
+    const { host, peer } = await setup(t, { welcome: { session: 'first', resume_token: TOKEN } });
+    host.send({ v: 1, type: 'bye' });
+    const { body: resume } = await host.nextOfType('hello');
+    assert.equal(resume.resume_token, TOKEN);
+    host.send(nameTaken);
+    await host.nextOfType('hello');
+    host.send(nameTaken);
+    await assert.rejects(peer.call('echo', 1), expectCode('peer_lost'), 'still lost meanwhile');
+    await host.welcome({ session: 'second', resume_token: OTHER_TOKEN });
+    assert.equal(peer.connected, true);
+    assert.equal(peer.session, 'second');
+  });
+
+  test('the token never appears in log output, nor on the peer object', async (t) => {
+    const { host, peer, logs } = await setup(t, { welcome: { session: 'secret-keeper', resume_token: TOKEN } });
+    host.send({ v: 1, type: 'bye' });
+    await host.nextOfType('hello');
+    host.send(nameTaken);
+    await host.welcome({ session: 'secret-keeper', resume_token: TOKEN });
+    // A welcome whose token is malformed is refused without repeating it.
+    const malformed = `${TOKEN.slice(0, 63)}G`;
+    host.send(host.welcomeBody({ resume_token: malformed }));
+    await host.nextOfType('response');
+    assert.ok(logs.some((line) => line.includes('resume_token')), logs.join('\n'));
+    for (const secret of [TOKEN, malformed]) {
+      assert.equal(logs.filter((line) => line.includes(secret)).length, 0, logs.join('\n'));
+      assert.equal(inspect(peer, { depth: 3 }).includes(secret), false, 'not in inspect()');
+      assert.equal(String(peer).includes(secret), false);
+      assert.equal(Object.values(peer).some((value) => value === secret), false);
+    }
   });
 });

@@ -139,6 +139,23 @@ describe('wire: byte-level rules', () => {
     assert.equal('deadline' in JSON.parse(encode(bodies.request('r', 'a', null))[1]), false);
   });
 
+  test('hello carries resume_token only when given; a malformed token is bad_message whose text does not repeat it', () => {
+    const token = '0123456789abcdef'.repeat(4);
+    const hello = JSON.parse(encode(bodies.hello('p', [], [], 1000, 's1', token))[1]);
+    assert.deepEqual(hello, { v: 1, type: 'hello', peer: 'p', actions: [], features: [], heartbeat_ms: 1000, session: 's1', resume_token: token });
+    assert.equal('resume_token' in JSON.parse(encode(bodies.hello('p', [], [], 1000, 's1'))[1]), false);
+    assert.equal(decode(encode(hello)).body.resume_token, token);
+    const welcome = { v: 1, type: 'welcome', host: 'h', session: 's1', actions: [], heartbeat_ms: 5000, limits: { max_message_bytes: 1, max_in_flight: 1 } };
+    assert.equal(decode(frames(JSON.stringify({ ...welcome, resume_token: token }))).body.resume_token, token);
+    for (const bad of [token.toUpperCase(), `${token}0`, token.slice(1), null]) {
+      for (const body of [{ ...welcome, resume_token: bad }, { ...hello, resume_token: bad }]) {
+        const { error } = decode(frames(JSON.stringify(body)));
+        assert.equal(error?.code, 'bad_message', `${body.type}: ${bad}`);
+        assert.equal(typeof bad === 'string' && error.message.includes(bad), false, error.message);
+      }
+    }
+  });
+
   test('progress is encoded around a payload encoded once, with skipped only when some were', () => {
     const payload = { i: 1, data: Buffer.from([7]) };
     const encoded = encodePayload(payload);
