@@ -6,7 +6,7 @@
 // Boxes here use the "easy" layout, which is also what CurveZMQ puts on the wire: a 16-byte
 // Poly1305 tag followed by the ciphertext (NaCl's crypto_box output without its 16 zero bytes).
 
-import { createPrivateKey, createPublicKey, diffieHellman, generateKeyPairSync, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createPrivateKey, createPublicKey, diffieHellman, generateKeyPairSync, timingSafeEqual } from 'node:crypto';
 
 export const KEY_BYTES = 32;
 export const NONCE_BYTES = 24;
@@ -30,11 +30,8 @@ function writeWord(out, at, v) {
   out[at + 3] = (v >>> 24) & 0xff;
 }
 
-/**
- * Twenty Salsa20 rounds over `input` (16 words) into `out` (16 words). With `feedForward` the input
- * is added back (the Salsa20 core); without, the raw state is left (what HSalsa20 reads from).
- */
-function salsaRounds(input, out, feedForward) {
+/** The Salsa20 core: twenty rounds over `input` (16 words), plus `input` again, into `out` (16 words). */
+function salsaCore(input, out) {
   let x0 = input[0], x1 = input[1], x2 = input[2], x3 = input[3];
   let x4 = input[4], x5 = input[5], x6 = input[6], x7 = input[7];
   let x8 = input[8], x9 = input[9], x10 = input[10], x11 = input[11];
@@ -59,8 +56,10 @@ function salsaRounds(input, out, feedForward) {
     x12 ^= rotl((x15 + x14) | 0, 7); x13 ^= rotl((x12 + x15) | 0, 9);
     x14 ^= rotl((x13 + x12) | 0, 13); x15 ^= rotl((x14 + x13) | 0, 18);
   }
-  const state = [x0, x1, x2, x3, x4, x5, x6, x7, x8, x9, x10, x11, x12, x13, x14, x15];
-  for (let i = 0; i < 16; i++) out[i] = feedForward ? (state[i] + input[i]) | 0 : state[i];
+  out[0] = x0 + input[0]; out[1] = x1 + input[1]; out[2] = x2 + input[2]; out[3] = x3 + input[3];
+  out[4] = x4 + input[4]; out[5] = x5 + input[5]; out[6] = x6 + input[6]; out[7] = x7 + input[7];
+  out[8] = x8 + input[8]; out[9] = x9 + input[9]; out[10] = x10 + input[10]; out[11] = x11 + input[11];
+  out[12] = x12 + input[12]; out[13] = x13 + input[13]; out[14] = x14 + input[14]; out[15] = x15 + input[15];
 }
 
 /** The Salsa20 input block: constants, 32-byte key, 16 bytes of nonce/counter words. */
@@ -79,37 +78,43 @@ function salsaInput(key, sixteen) {
 export function hsalsa20(key, input16) {
   checkLength(key, KEY_BYTES, 'hsalsa20 key');
   checkLength(input16, 16, 'hsalsa20 input');
+  const input = salsaInput(key, input16);
   const state = new Int32Array(16);
-  salsaRounds(salsaInput(key, input16), state, false);
+  salsaCore(input, state);
+  // HSalsa20 is the core without the final addition: take the input back out of the words it keeps.
   const out = Buffer.alloc(32);
-  [0, 5, 10, 15, 6, 7, 8, 9].forEach((word, i) => writeWord(out, 4 * i, state[word]));
+  [0, 5, 10, 15, 6, 7, 8, 9].forEach((word, i) => writeWord(out, 4 * i, state[word] - input[word]));
   return out;
 }
 
-/**
- * XORs `input` with the XSalsa20 key stream for (key, 24-byte nonce), starting `skip` bytes into the
- * stream (0 <= skip < 64), into a new Buffer. secretbox skips the first 32 bytes (the Poly1305 key).
- */
-function xsalsa20XorFrom(key, nonce, input, skip) {
+/** XORs `input` with the XSalsa20 key stream for (key, 24-byte nonce) into `out` (which may be `input`). */
+function xsalsa20XorInto(key, nonce, input, out) {
   const subkey = hsalsa20(key, nonce.subarray(0, 16));
   const counterBlock = Buffer.alloc(16);
   counterBlock.set(nonce.subarray(16, 24)); // words 6-7: the nonce's last 8 bytes; words 8-9: the block counter
   const state = salsaInput(subkey, counterBlock);
+  subkey.fill(0);
   const block = new Int32Array(16);
-  const out = Buffer.allocUnsafe(input.length);
   let at = 0;
-  let offset = skip;
   while (at < input.length) {
-    salsaRounds(state, block, true);
-    for (let i = offset; i < 64 && at < input.length; i++, at++) {
-      out[at] = input[at] ^ ((block[i >>> 2] >>> ((i & 3) << 3)) & 0xff);
+    salsaCore(state, block);
+    if (input.length - at >= 64) {
+      for (let w = 0; w < 16; w++, at += 4) {
+        const v = block[w];
+        out[at] = input[at] ^ v;
+        out[at + 1] = input[at + 1] ^ (v >>> 8);
+        out[at + 2] = input[at + 2] ^ (v >>> 16);
+        out[at + 3] = input[at + 3] ^ (v >>> 24);
+      }
+    } else {
+      for (let i = 0; at < input.length; i++, at++) out[at] = input[at] ^ (block[i >>> 2] >>> ((i & 3) << 3));
     }
-    offset = 0;
     // 64-bit little-endian block counter in words 8 and 9.
     state[8] = (state[8] + 1) | 0;
     if (state[8] === 0) state[9] = (state[9] + 1) | 0;
   }
-  subkey.fill(0);
+  state.fill(0);
+  block.fill(0);
   return out;
 }
 
@@ -117,7 +122,8 @@ function xsalsa20XorFrom(key, nonce, input, skip) {
 export function xsalsa20Xor(key, nonce, data) {
   checkLength(key, KEY_BYTES, 'xsalsa20 key');
   checkLength(nonce, NONCE_BYTES, 'xsalsa20 nonce');
-  return xsalsa20XorFrom(key, nonce, toBytes(data), 0);
+  data = toBytes(data);
+  return xsalsa20XorInto(key, nonce, data, Buffer.allocUnsafe(data.length));
 }
 
 // --- Poly1305 -----------------------------------------------------------------------------
@@ -127,8 +133,10 @@ export function xsalsa20Xor(key, nonce, data) {
 
 /** Splits 16 little-endian bytes (plus `top` as bit 128) into ten 13-bit limbs. */
 function limbs(bytes, at, top, out) {
-  const t = (i) => bytes[at + 2 * i] | (bytes[at + 2 * i + 1] << 8);
-  const t0 = t(0), t1 = t(1), t2 = t(2), t3 = t(3), t4 = t(4), t5 = t(5), t6 = t(6), t7 = t(7);
+  const t0 = bytes[at] | (bytes[at + 1] << 8), t1 = bytes[at + 2] | (bytes[at + 3] << 8);
+  const t2 = bytes[at + 4] | (bytes[at + 5] << 8), t3 = bytes[at + 6] | (bytes[at + 7] << 8);
+  const t4 = bytes[at + 8] | (bytes[at + 9] << 8), t5 = bytes[at + 10] | (bytes[at + 11] << 8);
+  const t6 = bytes[at + 12] | (bytes[at + 13] << 8), t7 = bytes[at + 14] | (bytes[at + 15] << 8);
   out[0] = t0 & 0x1fff;
   out[1] = ((t0 >>> 13) | (t1 << 3)) & 0x1fff;
   out[2] = ((t1 >>> 10) | (t2 << 6)) & 0x1fff;
@@ -151,10 +159,11 @@ export function poly1305(key, message) {
   rBytes[4] &= 252; rBytes[8] &= 252; rBytes[12] &= 252;
   const r = new Array(10);
   limbs(rBytes, 0, 0, r);
-  const r5 = r.map((v) => 5 * v); // 2^130 = 5 (mod p): limbs that wrap past 2^130 come back times 5
-  const h = new Array(10).fill(0);
+  const [r0, r1, r2, r3, r4, r5, r6, r7, r8, r9] = r;
+  // 2^130 = 5 (mod p): limbs of a product that wrap past 2^130 come back times 5.
+  const s1 = 5 * r1, s2 = 5 * r2, s3 = 5 * r3, s4 = 5 * r4, s5 = 5 * r5, s6 = 5 * r6, s7 = 5 * r7, s8 = 5 * r8, s9 = 5 * r9;
+  let h0 = 0, h1 = 0, h2 = 0, h3 = 0, h4 = 0, h5 = 0, h6 = 0, h7 = 0, h8 = 0, h9 = 0;
   const m = new Array(10);
-  const d = new Array(10);
   const last = Buffer.alloc(16);
   for (let at = 0; at < message.length; at += 16) {
     if (message.length - at >= 16) {
@@ -166,22 +175,57 @@ export function poly1305(key, message) {
       last[message.length - at] = 1;
       limbs(last, 0, 0, m);
     }
-    for (let i = 0; i < 10; i++) h[i] += m[i];
-    // d = h * r mod p, column by column, then carried back to 13-bit limbs.
-    let carry = 0;
-    for (let i = 0; i < 10; i++) {
-      let sum = carry;
-      for (let j = 0; j <= i; j++) sum += h[j] * r[i - j];
-      for (let j = i + 1; j < 10; j++) sum += h[j] * r5[i + 10 - j];
-      carry = (sum / 8192) | 0; // exact: sum < 2^53 and the quotient < 2^31
-      d[i] = sum & 0x1fff; // ToInt32 keeps the low bits of an exact integer
-    }
-    d[0] += carry * 5;
-    carry = d[0] >>> 13;
-    d[0] &= 0x1fff;
-    d[1] += carry;
-    for (let i = 0; i < 10; i++) h[i] = d[i];
+    h0 += m[0]; h1 += m[1]; h2 += m[2]; h3 += m[3]; h4 += m[4];
+    h5 += m[5]; h6 += m[6]; h7 += m[7]; h8 += m[8]; h9 += m[9];
+    // h * r mod p, one column per limb, each carried into the next (sums stay below 2^36, exact).
+    let c, d;
+    d = h0 * r0 + h1 * s9 + h2 * s8 + h3 * s7 + h4 * s6
+      + h5 * s5 + h6 * s4 + h7 * s3 + h8 * s2 + h9 * s1;
+    c = (d / 8192) | 0;
+    const d0 = d & 0x1fff;
+    d = c + h0 * r1 + h1 * r0 + h2 * s9 + h3 * s8 + h4 * s7
+      + h5 * s6 + h6 * s5 + h7 * s4 + h8 * s3 + h9 * s2;
+    c = (d / 8192) | 0;
+    const d1 = d & 0x1fff;
+    d = c + h0 * r2 + h1 * r1 + h2 * r0 + h3 * s9 + h4 * s8
+      + h5 * s7 + h6 * s6 + h7 * s5 + h8 * s4 + h9 * s3;
+    c = (d / 8192) | 0;
+    const d2 = d & 0x1fff;
+    d = c + h0 * r3 + h1 * r2 + h2 * r1 + h3 * r0 + h4 * s9
+      + h5 * s8 + h6 * s7 + h7 * s6 + h8 * s5 + h9 * s4;
+    c = (d / 8192) | 0;
+    const d3 = d & 0x1fff;
+    d = c + h0 * r4 + h1 * r3 + h2 * r2 + h3 * r1 + h4 * r0
+      + h5 * s9 + h6 * s8 + h7 * s7 + h8 * s6 + h9 * s5;
+    c = (d / 8192) | 0;
+    const d4 = d & 0x1fff;
+    d = c + h0 * r5 + h1 * r4 + h2 * r3 + h3 * r2 + h4 * r1
+      + h5 * r0 + h6 * s9 + h7 * s8 + h8 * s7 + h9 * s6;
+    c = (d / 8192) | 0;
+    const d5 = d & 0x1fff;
+    d = c + h0 * r6 + h1 * r5 + h2 * r4 + h3 * r3 + h4 * r2
+      + h5 * r1 + h6 * r0 + h7 * s9 + h8 * s8 + h9 * s7;
+    c = (d / 8192) | 0;
+    const d6 = d & 0x1fff;
+    d = c + h0 * r7 + h1 * r6 + h2 * r5 + h3 * r4 + h4 * r3
+      + h5 * r2 + h6 * r1 + h7 * r0 + h8 * s9 + h9 * s8;
+    c = (d / 8192) | 0;
+    const d7 = d & 0x1fff;
+    d = c + h0 * r8 + h1 * r7 + h2 * r6 + h3 * r5 + h4 * r4
+      + h5 * r3 + h6 * r2 + h7 * r1 + h8 * r0 + h9 * s9;
+    c = (d / 8192) | 0;
+    const d8 = d & 0x1fff;
+    d = c + h0 * r9 + h1 * r8 + h2 * r7 + h3 * r6 + h4 * r5
+      + h5 * r4 + h6 * r3 + h7 * r2 + h8 * r1 + h9 * r0;
+    c = (d / 8192) | 0;
+    const d9 = d & 0x1fff;
+    h0 = d0 + c * 5;
+    c = h0 >>> 13;
+    h0 &= 0x1fff;
+    h1 = d1 + c;
+    h2 = d2; h3 = d3; h4 = d4; h5 = d5; h6 = d6; h7 = d7; h8 = d8; h9 = d9;
   }
+  const h = [h0, h1, h2, h3, h4, h5, h6, h7, h8, h9];
   // Carry to canonical 13-bit limbs (two passes: the 5x fold of the first can ripple once more),
   // then subtract p once if h >= p, in constant time.
   let carry;
@@ -236,26 +280,35 @@ export function secretbox(message, nonce, key) {
   checkLength(key, KEY_BYTES, 'secretbox key');
   checkLength(nonce, NONCE_BYTES, 'secretbox nonce');
   message = toBytes(message);
-  // The first 32 key-stream bytes are the one-time Poly1305 key; the message is XORed with what follows.
-  const authKey = xsalsa20XorFrom(key, nonce, Buffer.alloc(32), 0);
-  const ciphertext = xsalsa20XorFrom(key, nonce, message, 32);
-  const out = Buffer.concat([poly1305(authKey, ciphertext), ciphertext]);
-  authKey.fill(0);
-  return out;
+  // NaCl's layout: 32 zero bytes, then the message, all XORed with the key stream. The first 32 bytes
+  // become the one-time Poly1305 key; its tag then takes the place of the last 16 of them.
+  const work = Buffer.alloc(32 + message.length);
+  message.copy(work, 32);
+  xsalsa20XorInto(key, nonce, work, work);
+  const tag = poly1305(work.subarray(0, 32), work.subarray(32));
+  work.fill(0, 0, 16);
+  tag.copy(work, 16);
+  return work.subarray(16);
 }
 
 /** Opens a secretbox: the message, or null when the box was not made with this key and nonce (or was altered). */
-export function secretboxOpen(box, nonce, key) {
+export function secretboxOpen(sealed, nonce, key) {
   checkLength(key, KEY_BYTES, 'secretbox key');
   checkLength(nonce, NONCE_BYTES, 'secretbox nonce');
-  box = toBytes(box);
-  if (box.length < TAG_BYTES) return null;
-  const authKey = xsalsa20XorFrom(key, nonce, Buffer.alloc(32), 0);
-  const ciphertext = box.subarray(TAG_BYTES);
-  const expected = poly1305(authKey, ciphertext);
-  authKey.fill(0);
-  if (!timingSafeEqual(expected, box.subarray(0, TAG_BYTES))) return null;
-  return xsalsa20XorFrom(key, nonce, ciphertext, 32);
+  sealed = toBytes(sealed);
+  if (sealed.length < TAG_BYTES) return null;
+  const ciphertext = sealed.subarray(TAG_BYTES);
+  const work = Buffer.alloc(32 + ciphertext.length);
+  ciphertext.copy(work, 32);
+  xsalsa20XorInto(key, nonce, work, work);
+  // The tag is over the ciphertext as received; nothing decrypted leaves unless it matches.
+  const expected = poly1305(work.subarray(0, 32), ciphertext);
+  if (!timingSafeEqual(expected, sealed.subarray(0, TAG_BYTES))) {
+    work.fill(0);
+    return null;
+  }
+  work.fill(0, 0, 32);
+  return work.subarray(32);
 }
 
 const PKCS8_X25519 = Buffer.from('302e020100300506032b656e04220420', 'hex');
@@ -323,8 +376,6 @@ export function boxOpen(sealed, nonce, theirPublicKey, ourSecretKey) {
   }
   return secretboxOpen(sealed, nonce, key);
 }
-
-export { randomBytes };
 
 // --- Z85 (ZeroMQ RFC 32) --------------------------------------------------------------------
 

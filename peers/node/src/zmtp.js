@@ -1,10 +1,15 @@
-// ZMTP 3.1 (RFC 37, compatible with 3.0 / RFC 23) DEALER client over node:net, NULL mechanism only.
-// It speaks just enough ZeroMQ to talk to a libzmq ROUTER: greeting, READY, frames, PING/PONG,
-// and reconnects with backoff like a libzmq socket does.
+// ZMTP 3.1 (RFC 37, compatible with 3.0 / RFC 23) DEALER client over node:net, with the NULL mechanism
+// or, as a client, CURVE (RFC 26 CurveZMQ, crypto in ./curve.js). It speaks just enough ZeroMQ to talk
+// to a libzmq ROUTER: greeting, handshake, frames, PING/PONG, and reconnects with backoff like a libzmq
+// socket does.
 
 import net from 'node:net';
 import { EventEmitter } from 'node:events';
+import { randomBytes } from 'node:crypto';
 import { debuglog } from 'node:util';
+import {
+  boxBeforenm, box, boxOpen, curveKey, generateKeyPair, publicKeyOf, secretbox, secretboxOpen, z85Encode,
+} from './curve.js';
 
 const debug = debuglog('zerobridge:zmtp');
 
@@ -114,14 +119,14 @@ class ByteQueue {
   }
 }
 
-function ourGreeting() {
+function ourGreeting(mechanism) {
   const greeting = Buffer.alloc(GREETING_SIZE); // padding and filler are zeros
   greeting[0] = 0xff;
   greeting[9] = 0x7f;
   greeting[10] = 3; // version 3.1
   greeting[11] = 1;
-  greeting.write('NULL', 12, 'ascii');
-  greeting[32] = 0; // as-server: always 0 with NULL
+  greeting.write(mechanism, 12, 'ascii');
+  greeting[32] = 0; // as-server: 0 with NULL, and we are only ever the CURVE client
   return greeting;
 }
 
@@ -130,7 +135,8 @@ function commandFrame(name, data) {
   return encodeFrames([body], FLAG_COMMAND);
 }
 
-function readyCommand(socketType, routingId) {
+/** ZMTP metadata: Socket-Type, and Identity (always with NULL, as libzmq does; with CURVE only when set). */
+function metadata(socketType, routingId, always) {
   const properties = [];
   const add = (name, value) => {
     const header = Buffer.alloc(1 + name.length + 4);
@@ -140,8 +146,140 @@ function readyCommand(socketType, routingId) {
     properties.push(header, value);
   };
   add('Socket-Type', Buffer.from(socketType, 'ascii'));
-  add('Identity', routingId);
-  return commandFrame('READY', Buffer.concat(properties));
+  if (always || routingId.length > 0) add('Identity', routingId);
+  return Buffer.concat(properties);
+}
+
+function readyCommand(socketType, routingId) {
+  return commandFrame('READY', metadata(socketType, routingId, true));
+}
+
+/**
+ * The `curve` option as 32-byte keys: `serverKey` is required (the host's long-term public key, pinned);
+ * without `secretKey` the socket makes itself a fresh long-term key pair; a `publicKey` given must match
+ * `secretKey`. Keys are 40-character Z85 strings or 32 bytes.
+ */
+function curveOptions(options) {
+  if (typeof options !== 'object' || options === null) throw new TypeError('curve must be an object { serverKey, publicKey?, secretKey? }');
+  const serverKey = curveKey(options.serverKey, 'curve.serverKey');
+  if (options.secretKey === undefined) {
+    if (options.publicKey !== undefined) throw new TypeError('curve.publicKey needs its curve.secretKey');
+    return { serverKey, ...generateKeyPair() };
+  }
+  const secretKey = curveKey(options.secretKey, 'curve.secretKey');
+  const publicKey = publicKeyOf(secretKey);
+  if (options.publicKey !== undefined && !curveKey(options.publicKey, 'curve.publicKey').equals(publicKey)) {
+    throw new TypeError('curve.publicKey is not the public key of curve.secretKey');
+  }
+  return { serverKey, publicKey, secretKey };
+}
+
+const nonce = (prefix, tail) => Buffer.concat([Buffer.from(prefix, 'latin1'), tail]);
+const MESSAGE_PREFIX = Buffer.from('\x07MESSAGE', 'latin1');
+const MESSAGE_MORE = 0x01;
+const MESSAGE_COMMAND = 0x02;
+
+/**
+ * One connection's CurveZMQ client state (RFC 26): our transient key pair, the short nonces both ways,
+ * and, from WELCOME on, the transient box key. It builds and checks command bodies; the socket code
+ * moves them. Every check that fails throws a ZmtpError, and the connection is dropped.
+ */
+class CurveClient {
+  constructor(keys, endpoint) {
+    this.keys = keys;
+    this.endpoint = endpoint;
+    this.transient = generateKeyPair();
+    this.sent = 0n; // our last short nonce (HELLO is 1)
+    this.received = 0n; // the server's last short nonce (READY, then MESSAGEs)
+    this.phase = 'welcome'; // awaiting WELCOME, then 'ready' (awaiting READY), then 'open'
+    this.serverTransient = null;
+    this.boxKey = null;
+    this.cookie = null;
+    this.failed = false; // set once a failure on this connection was reported
+  }
+
+  shortNonce() {
+    this.sent += 1n;
+    const tail = Buffer.alloc(8);
+    tail.writeBigUInt64BE(this.sent);
+    return tail;
+  }
+
+  /** HELLO: version 1.0, 72 bytes of anti-amplification padding, C', short nonce, Box[64 zeros](C'->S). */
+  hello() {
+    const short = this.shortNonce();
+    const signature = box(Buffer.alloc(64), nonce('CurveZMQHELLO---', short), this.keys.serverKey, this.transient.secretKey);
+    return commandFrame('HELLO', Buffer.concat([Buffer.from([1, 0]), Buffer.alloc(72), this.transient.publicKey, short, signature]));
+  }
+
+  /** WELCOME: Box[S' + cookie](S->C'). Only the holder of the server's secret key can make it. */
+  welcome(data) {
+    if (this.phase !== 'welcome') throw new ZmtpError(`unexpected WELCOME from ${this.endpoint}`);
+    if (data.length !== 16 + 144) throw new ZmtpError(`malformed WELCOME from ${this.endpoint} (${data.length} bytes)`);
+    const opened = boxOpen(data.subarray(16), nonce('WELCOME-', data.subarray(0, 16)), this.keys.serverKey, this.transient.secretKey);
+    if (opened === null) {
+      throw new ZmtpError(`${this.endpoint} could not prove it holds the secret key of curve.serverKey `
+        + `${z85Encode(this.keys.serverKey)} (its WELCOME does not open): refusing it`, 'EAUTH');
+    }
+    this.serverTransient = opened.subarray(0, 32);
+    try {
+      this.boxKey = boxBeforenm(this.serverTransient, this.transient.secretKey);
+    } catch {
+      throw new ZmtpError(`${this.endpoint} sent an unusable transient key in WELCOME`, 'EAUTH');
+    }
+    this.cookie = opened.subarray(32, 128);
+    this.phase = 'ready';
+  }
+
+  /** INITIATE: cookie, short nonce, Box[C + vouch + metadata](C'->S'), the vouch being Box[C' + S](C->S'). */
+  initiate(metadataBytes) {
+    const vouchNonce = randomBytes(16);
+    const vouch = box(Buffer.concat([this.transient.publicKey, this.keys.serverKey]), nonce('VOUCH---', vouchNonce),
+      this.serverTransient, this.keys.secretKey);
+    const short = this.shortNonce();
+    const sealed = secretbox(Buffer.concat([this.keys.publicKey, vouchNonce, vouch, metadataBytes]),
+      nonce('CurveZMQINITIATE', short), this.boxKey);
+    return commandFrame('INITIATE', Buffer.concat([this.cookie, short, sealed]));
+  }
+
+  /** READY: Box[metadata](S'->C'); its short nonce starts the server's sequence. */
+  ready(data) {
+    if (this.phase !== 'ready') throw new ZmtpError(`unexpected READY from ${this.endpoint}`);
+    if (data.length < 8 + 16) throw new ZmtpError(`malformed READY from ${this.endpoint} (${data.length} bytes)`);
+    const short = data.readBigUInt64BE(0);
+    const opened = secretboxOpen(data.subarray(8), nonce('CurveZMQREADY---', data.subarray(0, 8)), this.boxKey);
+    if (opened === null) throw new ZmtpError(`the READY box from ${this.endpoint} does not open`, 'EAUTH');
+    this.received = short;
+    this.phase = 'open';
+    return opened;
+  }
+
+  /** One frame (or, with MESSAGE_COMMAND, one command body) as a MESSAGE command body. */
+  seal(payload, flags) {
+    const short = this.shortNonce();
+    const sealed = secretbox(Buffer.concat([Buffer.from([flags]), payload]), nonce('CurveZMQMESSAGEC', short), this.boxKey);
+    return Buffer.concat([MESSAGE_PREFIX, short, sealed]);
+  }
+
+  /** Opens a MESSAGE from the server: { flags, payload }. Its short nonce must exceed every one before it. */
+  open(body) {
+    if (body.length < MESSAGE_PREFIX.length || !body.subarray(0, MESSAGE_PREFIX.length).equals(MESSAGE_PREFIX)) {
+      throw new ZmtpError(`${this.endpoint} sent something other than a CURVE MESSAGE after the handshake`);
+    }
+    if (body.length < 8 + 8 + 16 + 1) throw new ZmtpError(`malformed MESSAGE from ${this.endpoint} (${body.length} bytes)`);
+    const short = body.readBigUInt64BE(8);
+    if (short <= this.received) {
+      throw new ZmtpError(`MESSAGE from ${this.endpoint} with short nonce ${short} after ${this.received} (replayed or reordered)`);
+    }
+    const opened = secretboxOpen(body.subarray(16), nonce('CurveZMQMESSAGES', body.subarray(8, 16)), this.boxKey);
+    if (opened === null) throw new ZmtpError(`a MESSAGE box from ${this.endpoint} does not open (altered or forged)`, 'EAUTH');
+    this.received = short;
+    const flags = opened[0];
+    if (flags & ~(MESSAGE_MORE | MESSAGE_COMMAND)) {
+      throw new ZmtpError(`MESSAGE from ${this.endpoint} with reserved flags 0x${flags.toString(16)}`);
+    }
+    return { flags, payload: opened.subarray(1) };
+  }
 }
 
 /** Encodes one message (or one command when `extraFlags` has COMMAND) as a list of buffers to write. */
@@ -188,6 +326,12 @@ const CLOSED = 'closed';
  * Messages sent while not connected are queued (up to `sendQueueLimit`) and sent in order once the
  * handshake is done; messages written to a connection that then breaks are lost, as with libzmq.
  * send() itself never refuses for size: callers that must bound what waits check `full` first.
+ *
+ * With `curve: { serverKey, publicKey?, secretKey? }` the socket is a CURVE client (RFC 26): the other
+ * side must prove it holds the secret key of `serverKey` before anything but our HELLO is sent, and every
+ * frame then travels in a MESSAGE box. A side that cannot prove it, a box that does not open, a short
+ * nonce that does not increase, or an ERROR command drops the connection with a ZmtpError (`EAUTH`,
+ * `EPROTO` or `EREFUSED`); it is then retried like any other failure.
  */
 export class ZmtpDealer extends EventEmitter {
   constructor(endpoint, options = {}) {
@@ -208,6 +352,10 @@ export class ZmtpDealer extends EventEmitter {
     this.socketType = options.socketType ?? 'DEALER';
     if (!LEGAL_PEERS[this.socketType]) throw new TypeError(`socketType must be DEALER or ROUTER, not ${JSON.stringify(this.socketType)}`);
     this.accepted = false;
+    this.curveKeys = options.curve === undefined || options.curve === null ? null : curveOptions(options.curve);
+    if (this.curveKeys && this.socketType !== 'DEALER') throw new TypeError('CURVE is implemented for the client (DEALER) side only');
+    this.mechanism = this.curveKeys ? 'CURVE' : 'NULL';
+    this.curve = null; // this connection's CurveClient, from the greeting on
 
     this.state = IDLE;
     this.socket = null;
@@ -223,6 +371,11 @@ export class ZmtpDealer extends EventEmitter {
     this.handshakeTimer = null;
     this.closedPromise = null;
     this.pingsAnswered = 0; // ZMTP PINGs answered, for diagnostics
+  }
+
+  /** Our long-term CURVE public key in Z85 (for a host's allow-list), or null without CURVE. */
+  get curvePublicKey() {
+    return this.curveKeys ? z85Encode(this.curveKeys.publicKey) : null;
   }
 
   /** True once the handshake with the other side is complete and until the connection breaks. */
@@ -254,16 +407,17 @@ export class ZmtpDealer extends EventEmitter {
   send(frames) {
     if (this.state === CLOSED) throw new ZmtpError('the socket is closed', 'ECLOSED');
     if (!Array.isArray(frames) || frames.length === 0) throw new TypeError('a message is a non-empty array of frames');
-    const parts = encodeFrames(frames.map(toBuffer));
+    const buffers = frames.map(toBuffer);
     if (this.state === READY) {
-      this.write(parts);
+      this.writeMessage(buffers);
       return;
     }
     if (this.pending.length >= this.sendQueueLimit) {
       throw new ZmtpError(`not connected to ${this.endpoint} and ${this.pending.length} messages are already queued`, 'EAGAIN');
     }
-    this.pending.push(parts);
-    for (const part of parts) this.pendingBytes += part.length;
+    // Queued as frames: with CURVE they can only be sealed once the connection's keys and nonces exist.
+    this.pending.push(buffers);
+    for (const frame of buffers) this.pendingBytes += frame.length;
   }
 
   /**
@@ -334,6 +488,7 @@ export class ZmtpDealer extends EventEmitter {
     this.partial = [];
     this.partialBytes = 0;
     this.frameSize = -1;
+    this.curve = null;
     const { transport } = this.address;
     const socket = transport === 'tcp'
       ? net.connect({ host: this.address.host, port: this.address.port, noDelay: true })
@@ -341,7 +496,7 @@ export class ZmtpDealer extends EventEmitter {
     socket.on('connect', () => {
       if (this.socket !== socket || this.state !== CONNECTING) return;
       this.state = GREETING;
-      socket.write(ourGreeting());
+      socket.write(ourGreeting(this.mechanism));
     });
     this.watch(socket);
   }
@@ -355,7 +510,7 @@ export class ZmtpDealer extends EventEmitter {
     this.state = GREETING;
     socket.setNoDelay?.(true);
     this.watch(socket);
-    socket.write(ourGreeting());
+    socket.write(ourGreeting(this.mechanism));
   }
 
   watch(socket) {
@@ -387,6 +542,8 @@ export class ZmtpDealer extends EventEmitter {
     if (this.socket !== socket) return;
     this.socket = null;
     clearTimeout(this.handshakeTimer);
+    const curve = this.curve;
+    this.curve = null;
     if (this.state === CLOSED) return;
     const wasReady = this.state === READY;
     if (this.accepted) {
@@ -400,6 +557,13 @@ export class ZmtpDealer extends EventEmitter {
       this.emitSafely('disconnect');
     } else {
       this.failures += 1;
+    }
+    if (curve && curve.phase !== 'open' && !curve.failed && this.listenerCount('error') > 0) {
+      // libzmq drops a CURVE client silently when our HELLO does not open for its key (a wrong
+      // curve.serverKey) and, under RFC 26, may do the same when it refuses our key after INITIATE.
+      this.emitSafely('error', new ZmtpError(curve.phase === 'welcome'
+        ? `${this.endpoint} closed the connection after our CURVE HELLO: is curve.serverKey ${z85Encode(this.curveKeys.serverKey)} its key?`
+        : `${this.endpoint} closed the connection after our CURVE INITIATE: it did not accept our key ${this.curvePublicKey}`, 'EAUTH'));
     }
     this.emitSafely('drain'); // what the socket held is gone with it
     if (this.state !== IDLE) return; // a 'disconnect' or 'drain' listener closed or redialled us
@@ -415,8 +579,29 @@ export class ZmtpDealer extends EventEmitter {
     if (this.socket !== socket || this.state === CLOSED) return;
     debug('protocol error on %s: %s', this.endpoint, error.message);
     this.input.clear();
+    if (this.curve) this.curve.failed = true; // reported here, not again as a close mid-handshake
     socket.destroy();
     if (this.listenerCount('error') > 0) this.emit('error', error);
+  }
+
+  /** Writes one message: as ZMTP frames, or with CURVE one MESSAGE box per frame (MORE inside the box). */
+  writeMessage(frames) {
+    if (!this.curveKeys) {
+      this.write(encodeFrames(frames));
+      return;
+    }
+    const last = frames.length - 1;
+    this.write(frames.flatMap((frame, i) => encodeFrames([this.curve.seal(frame, i < last ? MESSAGE_MORE : 0)])));
+  }
+
+  /** Writes a ZMTP command after the handshake: sealed in a MESSAGE box with CURVE. */
+  writeCommand(name, data) {
+    if (!this.curveKeys) {
+      this.write(commandFrame(name, data));
+      return;
+    }
+    const body = Buffer.concat([Buffer.from([name.length]), Buffer.from(name, 'ascii'), data]);
+    this.write(encodeFrames([this.curve.seal(body, MESSAGE_COMMAND)]));
   }
 
   write(parts) {
@@ -467,7 +652,8 @@ export class ZmtpDealer extends EventEmitter {
       const body = input.take(this.frameSize);
       const flags = this.frameFlags;
       this.frameSize = -1;
-      if (flags & FLAG_COMMAND) this.onCommand(socket, body);
+      if (this.curve?.phase === 'open') this.onCurveMessage(socket, body);
+      else if (flags & FLAG_COMMAND) this.onCommand(socket, body);
       else this.onDataFrame(body, (flags & FLAG_MORE) !== 0);
     }
   }
@@ -487,12 +673,22 @@ export class ZmtpDealer extends EventEmitter {
     if (input.length < GREETING_SIZE) return false;
     const greeting = input.take(GREETING_SIZE);
     const mechanism = greeting.subarray(12, 32).toString('latin1').replace(/\0+$/, '');
-    if (mechanism !== 'NULL') {
-      throw new ZmtpError(`security mechanism ${JSON.stringify(mechanism)} from ${this.endpoint}; only NULL is supported`);
+    if (mechanism !== this.mechanism) {
+      throw new ZmtpError(this.curveKeys
+        ? `${this.endpoint} offers the ${JSON.stringify(mechanism)} security mechanism, not CURVE: refusing to talk without it`
+        : `${this.endpoint} requires the ${JSON.stringify(mechanism)} security mechanism (CURVE needs the curve option); we speak NULL`,
+      this.curveKeys ? 'EAUTH' : 'EPROTO');
     }
+    // The as-server byte is not checked: libzmq sends 0 even from a CURVE server. The handshake itself
+    // proves the server role (only the holder of curve.serverKey's secret key can answer HELLO).
     this.peerVersion = `${greeting[10]}.${greeting[11]}`;
     this.state = HANDSHAKE;
-    this.write(readyCommand(this.socketType, this.routingId));
+    if (this.curveKeys) {
+      this.curve = new CurveClient(this.curveKeys, this.endpoint);
+      this.write(this.curve.hello());
+    } else {
+      this.write(readyCommand(this.socketType, this.routingId));
+    }
     return true;
   }
 
@@ -504,15 +700,20 @@ export class ZmtpDealer extends EventEmitter {
     const name = body.subarray(1, 1 + nameLength).toString('latin1');
     const data = body.subarray(1 + nameLength);
     if (this.state === HANDSHAKE) {
-      if (name === 'READY') return this.onReady(data);
       if (name === 'ERROR') return this.onErrorCommand(data);
-      throw new ZmtpError(`expected READY from ${this.endpoint}, got command ${JSON.stringify(name)}`);
+      if (this.curve && name === 'WELCOME') {
+        this.curve.welcome(data);
+        this.write(this.curve.initiate(metadata(this.socketType, this.routingId, false)));
+        return undefined;
+      }
+      if (name === 'READY') return this.onReady(this.curve ? this.curve.ready(data) : data);
+      throw new ZmtpError(`expected ${this.curve?.phase === 'welcome' ? 'WELCOME' : 'READY'} from ${this.endpoint}, got command ${JSON.stringify(name)}`);
     }
     switch (name) {
       case 'PING': {
         if (data.length < 2 || data.length > 2 + 16) throw new ZmtpError(`malformed PING from ${this.endpoint}`);
         // The context (up to 16 bytes after the 2-byte TTL) is echoed back.
-        this.write(commandFrame('PONG', data.subarray(2)));
+        this.writeCommand('PONG', data.subarray(2));
         this.pingsAnswered += 1;
         return;
       }
@@ -551,18 +752,27 @@ export class ZmtpDealer extends EventEmitter {
     this.state = READY;
     this.failures = 0;
     // Listeners may send here (e.g. a hello) ahead of the queue; the queue follows in order.
-    this.emitSafely('connect', { socketType, identity: properties.get('identity'), version: this.peerVersion });
+    this.emitSafely('connect', { socketType, identity: properties.get('identity'), version: this.peerVersion, mechanism: this.mechanism });
     if (this.state !== READY) return;
     const queued = this.pending;
     this.dropPending();
-    for (const parts of queued) this.write(parts);
+    for (const frames of queued) this.writeMessage(frames);
     if (queued.length > 0) this.emitSafely('drain');
   }
 
   onErrorCommand(data) {
     const reasonLength = data.length > 0 ? data[0] : 0;
     const reason = data.subarray(1, 1 + reasonLength).toString('latin1');
-    throw new ZmtpError(`${this.endpoint} refused the connection: ERROR ${JSON.stringify(reason)}`, 'EREFUSED');
+    const error = new ZmtpError(`${this.endpoint} refused the connection: ERROR ${JSON.stringify(reason)}`, 'EREFUSED');
+    error.reason = reason;
+    throw error;
+  }
+
+  /** A frame after a CURVE handshake: a MESSAGE box holding one frame or one command. */
+  onCurveMessage(socket, body) {
+    const { flags, payload } = this.curve.open(body);
+    if (flags & MESSAGE_COMMAND) this.onCommand(socket, payload);
+    else this.onDataFrame(payload, (flags & MESSAGE_MORE) !== 0);
   }
 
   onDataFrame(body, more) {

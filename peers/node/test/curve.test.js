@@ -1,13 +1,20 @@
 // CURVE (ZeroMQ RFC 26) for the Node ZMTP DEALER: the NaCl primitives in src/curve.js against published
 // vectors, and the client handshake against a scripted server and against real libzmq (pyzmq).
 
-import { describe, test } from 'node:test';
+import { describe, test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
 import {
   hsalsa20, xsalsa20Xor, poly1305, secretbox, secretboxOpen, box, boxOpen, boxBeforenm, x25519, publicKeyOf,
   generateKeyPair, z85Encode, z85Decode, curveKey, curveKeyPair,
 } from '../src/curve.js';
+import { ZmtpDealer } from '../src/zmtp.js';
+import { transports, within } from '../test-helpers/processes.js';
+import { FakeCurveServer, startCurveRouter, stopCurveProcesses } from '../test-helpers/curve.js';
+
+after(stopCurveProcesses); // a failed test must not leave a child process keeping the run alive
+
+const PATIENCE = 30_000; // generous bounds for a loaded 2-core machine; every wait ends on its condition
 
 const hex = (text) => Buffer.from(text.replace(/[\s,]|0x/g, ''), 'hex');
 
@@ -193,3 +200,351 @@ describe('the NaCl primitives (src/curve.js) against published vectors', () => {
     assert.throws(() => curveKey(undefined, 'curve.serverKey'), /curve\.serverKey/);
   });
 });
+
+// --- the client handshake --------------------------------------------------------------------
+
+/** Resolves once `check()` is truthy (re-checked every 10 ms), or fails naming `what` after `ms`. */
+function eventually(check, what, ms = PATIENCE) {
+  return within(new Promise((resolve) => {
+    const poll = () => {
+      const value = check();
+      if (value) resolve(value);
+      else setTimeout(poll, 10);
+    };
+    poll();
+  }), ms, what);
+}
+
+/** A dealer that records what it reports: `messages`, `errors`, `connects`. */
+function recordingDealer(endpoint, options) {
+  const dealer = new ZmtpDealer(endpoint, { reconnectIvl: 50, reconnectIvlMax: 500, ...options });
+  dealer.messages = [];
+  dealer.errors = [];
+  dealer.connects = [];
+  dealer.on('message', (frames) => dealer.messages.push(frames));
+  dealer.on('error', (error) => dealer.errors.push(error));
+  dealer.on('connect', (info) => dealer.connects.push(info));
+  return dealer;
+}
+
+const strings = (frames) => frames.map((f) => f.toString());
+
+describe('the CURVE client handshake (src/zmtp.js) against a scripted CurveZMQ server', () => {
+  const server = curveKeyPair();
+  const client = curveKeyPair();
+  const cleanups = [];
+  after(async () => {
+    for (const cleanup of cleanups.reverse()) await cleanup();
+  });
+
+  async function setUp(options = {}, dealerOptions = {}) {
+    const fake = await FakeCurveServer.start({ secretKey: server.secretKey, publicKey: server.publicKey, ...options });
+    cleanups.push(() => fake.close());
+    const dealer = recordingDealer(fake.endpoint, { curve: { serverKey: server.publicKey, ...client }, ...dealerOptions });
+    cleanups.push(() => dealer.close(0));
+    return { fake, dealer };
+  }
+
+  test('HELLO, WELCOME, INITIATE (vouching for our key, DEALER metadata), READY, then MESSAGE boxes both ways', async () => {
+    const { fake, dealer } = await setUp({}, { routingId: 'curve-1' });
+    const ready = fake.nextReady();
+    dealer.connect();
+    dealer.send(['queued before the handshake']);
+    const connection = await ready;
+    await eventually(() => dealer.connects.length === 1, 'the connect event');
+    assert.equal(dealer.connects[0].mechanism, 'CURVE');
+    assert.equal(dealer.connects[0].socketType, 'ROUTER');
+
+    const [greeting, hello, initiate] = connection.log;
+    assert.deepEqual(greeting, { kind: 'greeting', mechanism: 'CURVE' });
+    assert.equal(hello.name, 'HELLO');
+    assert.equal(hello.size, 200);
+    assert.deepEqual(hello.version, [1, 0]);
+    assert.deepEqual(hello.padding, Buffer.alloc(72));
+    assert.equal(hello.nonce, 1n);
+    assert.ok(hello.signatureOpens, 'the HELLO signature is Box[64 zeros](C\'->S)');
+    assert.equal(initiate.name, 'INITIATE');
+    assert.equal(initiate.nonce, 2n);
+    assert.ok(initiate.vouched, 'the vouch is Box[C\' + S](C->S\')');
+    assert.equal(initiate.metadata['Socket-Type'].toString(), 'DEALER');
+    assert.equal(initiate.metadata.Identity.toString(), 'curve-1');
+    assert.equal(z85Encode(connection.clientKey), client.publicKey);
+    assert.equal(dealer.curvePublicKey, client.publicKey);
+
+    const big = randomBytes(70_000);
+    dealer.send(['a', '', big]);
+    await eventually(() => connection.log.filter((e) => e.kind === 'message').length === 4, 'four sealed frames');
+    const sealed = connection.log.filter((e) => e.kind === 'message');
+    assert.deepEqual(sealed.map((e) => e.nonce), [3n, 4n, 5n, 6n], 'short nonces keep increasing after INITIATE');
+    assert.deepEqual(sealed.map((e) => e.flags), [0, 1, 1, 0], 'MORE travels inside the box');
+    assert.equal(sealed[0].payload.toString(), 'queued before the handshake');
+    assert.deepEqual(sealed[3].payload, big);
+
+    connection.sendMessage(['x', '', 'z']);
+    await eventually(() => dealer.messages.length === 1, 'a message from the server');
+    assert.deepEqual(strings(dealer.messages[0]), ['x', '', 'z']);
+    assert.deepEqual(dealer.errors, []);
+  });
+
+  test('without a secretKey the dealer makes its own key pair; without a routing id, no Identity is sent', async () => {
+    const fake = await FakeCurveServer.start({ secretKey: server.secretKey, publicKey: server.publicKey });
+    cleanups.push(() => fake.close());
+    const dealer = recordingDealer(fake.endpoint, { curve: { serverKey: z85Decode(server.publicKey) } });
+    cleanups.push(() => dealer.close(0));
+    const ready = fake.nextReady();
+    dealer.connect();
+    const connection = await ready;
+    assert.notEqual(dealer.curvePublicKey, client.publicKey);
+    assert.equal(z85Encode(connection.clientKey), dealer.curvePublicKey);
+    assert.deepEqual(Object.keys(connection.metadata), ['Socket-Type']);
+  });
+
+  test('a server that cannot prove the pinned key is refused (EAUTH): no INITIATE, nothing queued is sent', async () => {
+    const impostor = curveKeyPair();
+    const { fake, dealer } = await setUp({ impostorSecretKey: impostor.secretKey });
+    dealer.connect();
+    dealer.send(['for the real host only']);
+    await eventually(() => dealer.errors.length >= 2, 'two refused attempts');
+    for (const error of dealer.errors) {
+      assert.equal(error.code, 'EAUTH');
+      assert.match(error.message, /could not prove it holds the secret key of curve\.serverKey/);
+    }
+    assert.equal(dealer.connects.length, 0);
+    assert.equal(dealer.connected, false);
+    for (const connection of fake.connections.slice(0, 2)) {
+      await within(connection.closed, PATIENCE, 'the refused connection to close');
+      assert.deepEqual(connection.log.map((e) => e.name ?? e.kind), ['greeting', 'HELLO'], 'only the greeting and HELLO were sent');
+    }
+  });
+
+  test('an ERROR after HELLO is surfaced with its reason (EREFUSED), and nothing more is sent', async () => {
+    const { fake, dealer } = await setUp({ errorAfter: 'hello', errorReason: 'go away' });
+    dealer.connect();
+    dealer.send(['never']);
+    await eventually(() => dealer.errors.length >= 1, 'the refusal');
+    assert.equal(dealer.errors[0].code, 'EREFUSED');
+    assert.equal(dealer.errors[0].reason, 'go away');
+    assert.match(dealer.errors[0].message, /ERROR "go away"/);
+    await within(fake.connections[0].closed, PATIENCE, 'the refused connection to close');
+    assert.deepEqual(fake.connections[0].log.map((e) => e.name ?? e.kind), ['greeting', 'HELLO']);
+  });
+
+  test('an ERROR after INITIATE (a refused client key) is surfaced, and no message is sent', async () => {
+    const { fake, dealer } = await setUp({ errorAfter: 'initiate', errorReason: '400' });
+    dealer.connect();
+    dealer.send(['never']);
+    await eventually(() => dealer.errors.length >= 1, 'the refusal');
+    assert.equal(dealer.errors[0].code, 'EREFUSED');
+    assert.equal(dealer.errors[0].reason, '400');
+    await within(fake.connections[0].closed, PATIENCE, 'the refused connection to close');
+    assert.deepEqual(fake.connections[0].log.map((e) => e.name ?? e.kind), ['greeting', 'HELLO', 'INITIATE']);
+    assert.equal(dealer.connects.length, 0);
+  });
+
+  test('a MESSAGE whose short nonce does not increase drops the connection (EPROTO); what came before is delivered', async () => {
+    const { fake, dealer } = await setUp();
+    let ready = fake.nextReady();
+    dealer.connect();
+    let connection = await ready;
+    ready = fake.nextReady(); // the dealer redials after each failure
+    connection.sendBox(0, Buffer.from('one'), { nonce: 5 });
+    connection.sendBox(0, Buffer.from('replayed'), { nonce: 5 });
+    await eventually(() => dealer.errors.length === 1, 'the replay to be refused');
+    assert.equal(dealer.errors[0].code, 'EPROTO');
+    assert.match(dealer.errors[0].message, /short nonce 5 after 5/);
+    await within(connection.closed, PATIENCE, 'the connection to drop');
+
+    connection = await ready;
+    connection.sendBox(0, Buffer.from('two'), { nonce: 7 });
+    connection.sendBox(0, Buffer.from('older'), { nonce: 6 });
+    await eventually(() => dealer.errors.length === 2, 'the lower nonce to be refused');
+    assert.match(dealer.errors[1].message, /short nonce 6 after 7/);
+    await within(connection.closed, PATIENCE, 'the connection to drop');
+    assert.deepEqual(dealer.messages.map(strings), [['one'], ['two']]);
+  });
+
+  test('a MESSAGE box that does not open (altered) drops the connection (EAUTH) and delivers nothing of it', async () => {
+    const { fake, dealer } = await setUp();
+    const ready = fake.nextReady();
+    dealer.connect();
+    const connection = await ready;
+    connection.sendMessage(['intact']);
+    connection.sendBox(0, Buffer.from('altered on the way'), { tamper: true });
+    await eventually(() => dealer.errors.length === 1, 'the altered box to be refused');
+    assert.equal(dealer.errors[0].code, 'EAUTH');
+    assert.match(dealer.errors[0].message, /does not open/);
+    await within(connection.closed, PATIENCE, 'the connection to drop');
+    assert.deepEqual(dealer.messages.map(strings), [['intact']]);
+  });
+
+  test('after the handshake a clear-text frame is refused, and a sealed ERROR command is surfaced', async () => {
+    const { fake, dealer } = await setUp();
+    let ready = fake.nextReady();
+    dealer.connect();
+    let connection = await ready;
+    ready = fake.nextReady();
+    connection.sendRaw(Buffer.from([0, 5, ...Buffer.from('plain')]));
+    await eventually(() => dealer.errors.length === 1, 'the clear frame to be refused');
+    assert.equal(dealer.errors[0].code, 'EPROTO');
+    assert.match(dealer.errors[0].message, /other than a CURVE MESSAGE/);
+    await within(connection.closed, PATIENCE, 'the connection to drop');
+
+    connection = await ready;
+    connection.sendBox(0x02, Buffer.concat([Buffer.from('\x05ERROR\x0bshutting up', 'latin1')]));
+    await eventually(() => dealer.errors.length === 2, 'the sealed ERROR');
+    assert.equal(dealer.errors[1].code, 'EREFUSED');
+    assert.equal(dealer.errors[1].reason, 'shutting up');
+    assert.deepEqual(dealer.messages, []);
+  });
+
+  test('a server that closes after our HELLO (wrong pinned key) is reported once per attempt; closing then stays closed', async () => {
+    const other = curveKeyPair();
+    const fake = await FakeCurveServer.start({ secretKey: server.secretKey, publicKey: server.publicKey });
+    cleanups.push(() => fake.close());
+    const dealer = recordingDealer(fake.endpoint, { curve: { serverKey: other.publicKey, ...client } });
+    cleanups.push(() => dealer.close(0));
+    const closed = new Promise((resolve) => dealer.once('close', resolve)); // events.once would reject on 'error'
+    dealer.once('error', () => dealer.close(0)); // as a caller giving up on a host that is not the one it pinned
+    dealer.connect();
+    await within(closed, PATIENCE, 'the dealer to close');
+    assert.equal(dealer.errors.length, 1);
+    assert.equal(dealer.errors[0].code, 'EAUTH');
+    assert.ok(dealer.errors[0].message.includes(`closed the connection after our CURVE HELLO: is curve.serverKey ${other.publicKey} its key?`),
+      dealer.errors[0].message);
+    assert.equal(dealer.state, 'closed', 'no redial after close() from the error listener');
+    assert.equal(fake.connections.length, 1);
+    assert.deepEqual(fake.connections[0].log.map((e) => e.name ?? e.kind), ['greeting', 'HELLO']);
+    assert.equal(fake.connections[0].log[1].signatureOpens, false);
+  });
+
+  test('a server offering another mechanism (NULL) is refused with only our greeting sent', async () => {
+    const { fake, dealer } = await setUp({ mechanism: 'NULL' });
+    dealer.connect();
+    dealer.send(['never in plaintext']);
+    await eventually(() => dealer.errors.length >= 1, 'the refusal');
+    assert.equal(dealer.errors[0].code, 'EAUTH');
+    assert.match(dealer.errors[0].message, /"NULL" security mechanism, not CURVE/);
+    await within(fake.connections[0].closed, PATIENCE, 'the connection to drop');
+    assert.deepEqual(fake.connections[0].log.map((e) => e.name ?? e.kind), ['greeting']);
+  });
+
+  test('bad curve options are refused when the socket is made', () => {
+    const endpoint = 'tcp://127.0.0.1:1';
+    assert.throws(() => new ZmtpDealer(endpoint, { curve: {} }), /curve\.serverKey must be/);
+    assert.throws(() => new ZmtpDealer(endpoint, { curve: { serverKey: 'short' } }), /40 Z85 characters/);
+    assert.throws(() => new ZmtpDealer(endpoint, { curve: { serverKey: server.publicKey, publicKey: client.publicKey } }),
+      /needs its curve\.secretKey/);
+    assert.throws(() => new ZmtpDealer(endpoint, { curve: { serverKey: server.publicKey, publicKey: server.publicKey, secretKey: client.secretKey } }),
+      /not the public key of curve\.secretKey/);
+    assert.throws(() => new ZmtpDealer(endpoint, { curve: { serverKey: server.publicKey }, socketType: 'ROUTER' }), /client \(DEALER\) side only/);
+    assert.throws(() => new ZmtpDealer(endpoint, { curve: 'key' }), /curve must be an object/);
+    assert.equal(new ZmtpDealer(endpoint).curvePublicKey, null);
+    assert.equal(new ZmtpDealer(endpoint).mechanism, 'NULL');
+  });
+});
+
+// --- interop with libzmq ------------------------------------------------------------------------
+
+for (const [transport, bindEndpoint] of Object.entries(transports)) {
+  describe(`CURVE DEALER <-> libzmq ROUTER with CURVE_SERVER=1 (pyzmq) over ${transport}`, () => {
+    const server = curveKeyPair();
+    const client = curveKeyPair();
+    const cleanups = [];
+    after(async () => {
+      for (const cleanup of cleanups.reverse()) await cleanup();
+    });
+
+    async function router(options = {}) {
+      const started = await startCurveRouter(bindEndpoint(), { secretKey: server.secretKey, ...options });
+      cleanups.push(() => started.stop());
+      return started;
+    }
+
+    function dealer(endpoint, options) {
+      const made = recordingDealer(endpoint, options);
+      cleanups.push(() => made.close(0));
+      made.connect();
+      return made;
+    }
+
+    test('handshakes and gets every multipart message echoed intact and in order (empty, 64 KiB+ and 1 MiB frames)', async () => {
+      const echo = await router({ echo: true });
+      assert.equal(echo.publicKey, server.publicKey, 'libzmq derives the same public key from our Z85 secret key');
+      const node = dealer(echo.endpoint, { curve: { serverKey: server.publicKey, ...client }, routingId: `curve-${transport}` });
+      const sent = [
+        [Buffer.from('hello'), Buffer.alloc(0), Buffer.from('world')],
+        [Buffer.alloc(0)],
+        [randomBytes(65_536 + 1)],
+        [randomBytes(70_000), Buffer.alloc(0), randomBytes(255), randomBytes(256)],
+        [randomBytes(1 << 20), Buffer.from('tail')],
+      ];
+      for (let i = 0; i < 100; i++) sent.push([Buffer.from(`message ${i}`)]);
+      for (const frames of sent) node.send(frames);
+      await eventually(() => node.messages.length === sent.length, `${sent.length} echoes`);
+      node.messages.forEach((frames, i) => assert.deepEqual(frames, sent[i], `message ${i}`));
+      assert.equal(node.connects[0].mechanism, 'CURVE');
+      assert.deepEqual(node.errors, []);
+    });
+
+    test('the ROUTER addresses the dealer by routing id and reads what it sends, both ways intact', async () => {
+      const py = await router();
+      const node = dealer(py.endpoint, { curve: { serverKey: server.publicKey, ...client }, routingId: 'node-curve' });
+      node.send(['up', Buffer.from([0, 1, 2, 255])]);
+      const [routingId, ...frames] = await py.receive(PATIENCE);
+      assert.equal(routingId.toString(), 'node-curve');
+      assert.deepEqual(frames, [Buffer.from('up'), Buffer.from([0, 1, 2, 255])]);
+      const big = randomBytes(100_000);
+      py.send([routingId, Buffer.from('down'), Buffer.alloc(0), big]);
+      await eventually(() => node.messages.length === 1, 'the message from the ROUTER');
+      assert.deepEqual(node.messages[0], [Buffer.from('down'), Buffer.alloc(0), big]);
+    });
+
+    test('a wrong server key fails the handshake: nothing is delivered and the dealer reports EAUTH', async () => {
+      const py = await router();
+      const other = curveKeyPair();
+      const node = dealer(py.endpoint, { curve: { serverKey: other.publicKey, ...client }, routingId: 'wrong-key' });
+      node.send(['must not arrive']);
+      await py.next((e) => e.event.startsWith('handshake_failed'), PATIENCE, 'a failed handshake');
+      await py.next((e) => e.event.startsWith('handshake_failed'), PATIENCE, 'a second failed handshake (the redial)');
+      await eventually(() => node.errors.length >= 2, 'two EAUTH errors');
+      for (const error of node.errors) {
+        assert.equal(error.code, 'EAUTH');
+        assert.match(error.message, /closed the connection after our CURVE HELLO/);
+      }
+      assert.equal(node.connects.length, 0);
+      assert.ok(!py.log.events.some((e) => e.event === 'recv' || e.event === 'handshake'), 'nothing reached the ROUTER');
+    });
+
+    test('with a ZAP allow-list a listed client key is admitted and an unlisted one refused (400), nothing delivered', async () => {
+      const py = await router({ allow: [client.publicKey] });
+      const listed = dealer(py.endpoint, { curve: { serverKey: server.publicKey, ...client }, routingId: 'listed' });
+      listed.send(['let me in']);
+      const received = await py.next((e) => e.event === 'recv', PATIENCE, 'the listed client\'s message');
+      assert.equal(Buffer.from(received.frames[0], 'base64').toString(), 'listed');
+      assert.equal(received.user_id, client.publicKey, 'ZAP authenticated our long-term key');
+
+      const stranger = curveKeyPair();
+      const unlisted = dealer(py.endpoint, { curve: { serverKey: server.publicKey, ...stranger }, routingId: 'unlisted' });
+      unlisted.send(['let me in too']);
+      const refused = await py.next((e) => e.event === 'handshake_failed_auth', PATIENCE, 'the ZAP refusal');
+      assert.equal(refused.value, 400);
+      await eventually(() => unlisted.errors.length >= 1, 'the refusal at the dealer');
+      assert.equal(unlisted.errors[0].code, 'EREFUSED');
+      assert.equal(unlisted.errors[0].reason, '400');
+      assert.equal(unlisted.connects.length, 0);
+      assert.ok(!py.log.events.some((e) => e.event === 'recv'), 'nothing from the unlisted client reached the ROUTER');
+      assert.equal(listed.connected, true);
+    });
+
+    test('answers libzmq heartbeats inside MESSAGE boxes and stays connected', async () => {
+      const py = await router({ echo: true, heartbeatIvl: 100, heartbeatTimeout: 3000 });
+      const node = dealer(py.endpoint, { curve: { serverKey: server.publicKey, ...client } });
+      await eventually(() => node.pingsAnswered >= 5, 'five PINGs answered');
+      node.send(['still here']);
+      await eventually(() => node.messages.length === 1, 'the echo');
+      assert.deepEqual(strings(node.messages[0]), ['still here']);
+      assert.ok(!py.log.events.some((e) => e.event === 'disconnected'), 'libzmq never dropped us');
+      assert.equal(node.connects.length, 1);
+    });
+  });
+}
