@@ -15,6 +15,7 @@ import argparse
 import base64
 import json
 import os
+import shutil
 import sys
 import tempfile
 
@@ -47,7 +48,8 @@ def main():
                 f.write(f'metadata\ncurve\n    public-key = "{key}"\n')
         auth = ThreadAuthenticator(ctx)
         auth.start()
-        auth.configure_curve(domain="*", location=certificates)
+        auth.configure_curve(domain="*", location=certificates)  # reads the keys now
+        shutil.rmtree(certificates)
 
     sock = ctx.socket(zmq.ROUTER)
     sock.setsockopt(zmq.LINGER, 0)
@@ -108,6 +110,11 @@ def main():
                     line, pending = pending.split(b"\n", 1)
                     command = json.loads(line)
                     if command.get("quit"):
+                        if args.endpoint.startswith("ipc://") and not args.endpoint.startswith("ipc://@"):
+                            try:
+                                os.unlink(args.endpoint[len("ipc://"):])
+                            except OSError:
+                                pass
                         return
                     if "send" in command:
                         sock.send_multipart([base64.b64decode(f) for f in command["send"]])
