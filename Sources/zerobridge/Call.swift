@@ -24,7 +24,7 @@ struct Call: AsyncParsableCommand {
     @Option(help: "The host's endpoint, e.g. tcp://127.0.0.1:5555 or ipc:///tmp/host.sock.")
     var endpoint: String?
 
-    @Option(help: "Read the endpoint from a host's connection file instead.")
+    @Option(help: "Read the host's endpoint, key and CURVE server key from its connection file instead.")
     var connectionFile: String?
 
     @Option(help: "Give up after this many milliseconds (the host is told too).")
@@ -52,7 +52,7 @@ struct Call: AsyncParsableCommand {
         }
         var logger = Logger(label: "zerobridge.call")
         logger.logLevel = .error
-        var configuration = BridgePeer.Configuration(endpoint: try resolveEndpoint(), name: name)
+        var configuration = try peerConfiguration()
         configuration.logger = logger
         let peer = try BridgePeer(configuration: configuration)
         let stop = ShutdownSignal(trapping: [SIGINT, SIGTERM])
@@ -98,16 +98,14 @@ struct Call: AsyncParsableCommand {
         }
     }
 
-    private func resolveEndpoint() throws -> String {
-        if let endpoint { return endpoint }
-        let path = connectionFile!
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw ValidationError("cannot read the connection file \(path)")
+    /// From --endpoint, or from a connection file with its key and CURVE server key (SPEC 10).
+    private func peerConfiguration() throws -> BridgePeer.Configuration {
+        if let endpoint { return BridgePeer.Configuration(endpoint: endpoint, name: name) }
+        do {
+            return try BridgePeer.Configuration(connectionFile: ConnectionFile.read(connectionFile!), name: name)
+        } catch let error as BridgeError {
+            throw ValidationError(error.message)
         }
-        guard let file = try? JSONDecoder().decode(JSONValue.self, from: data), let endpoint = file["endpoint"]?.stringValue else {
-            throw ValidationError("\(path) is not a connection file (a JSON object with an \"endpoint\")")
-        }
-        return endpoint
     }
 
     /// Unbuffered, so each progress line shows as it comes.

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import ZeroBridge
 import ZeroBridgeFixtures
 
 struct Replay: AsyncParsableCommand {
@@ -92,17 +93,20 @@ struct Replay: AsyncParsableCommand {
 
     /// The endpoint of a keyless host's connection file.
     static func endpoint(fromConnectionFile path: String) throws -> String {
-        guard let data = FileManager.default.contents(atPath: path),
-              let file = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else {
-            throw ValidationError("cannot read the connection file \(path) as a JSON object")
+        let file: ConnectionFile
+        do {
+            file = try ConnectionFile.read(path)
+        } catch {
+            throw ValidationError(error.message)
         }
-        guard let endpoint = file["endpoint"] as? String, !endpoint.isEmpty else {
-            throw ValidationError("the connection file \(path) has no endpoint")
+        // Conversations are written as the wire carries them unsigned and in plaintext (SPEC 14.2).
+        guard file.key == nil else {
+            throw ValidationError("the connection file \(path) has a key: replay speaks unsigned, so run the host without one (serve --no-key)")
         }
-        if let key = file["key"] as? String, !key.isEmpty {
-            throw ValidationError("the connection file \(path) has a key; replay cannot sign messages yet")
+        guard file.curveServerKey == nil else {
+            throw ValidationError("the connection file \(path) asks for CURVE: replay speaks plaintext, so run the host without --curve")
         }
-        return endpoint
+        return file.endpoint
     }
 
     static func seconds(_ value: Double) -> String { String(format: "%.2f s", value) }

@@ -40,6 +40,9 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel: Logger.Level = .warning
 
+    @Flag(help: "With --connection-file: run without a connection key (by default a new key goes into the file, and every message must be signed with it: SPEC 3.1).")
+    var noKey = false
+
     @Flag(help: "Require CURVE encryption (SPEC 2.1). The host's public key goes into the connection file.")
     var curve = false
 
@@ -67,6 +70,7 @@ struct Serve: AsyncParsableCommand {
         configuration.heartbeat = .milliseconds(heartbeatMs)
         configuration.connectionFile = connectionFile
         configuration.logger = logger
+        if noKey { configuration.signing = .none }
         if curve || curveSecretKeyFile != nil || allowPeerKeys != nil {
             let keyPair = try curveSecretKeyFile.map(CurveKeys.load(orCreate:)) ?? CurveKeyPair.generate()
             configuration.curve = .init(keyPair: keyPair, allowedPeerKeys: try allowPeerKeys.map(CurveKeys.allowList(in:)))

@@ -36,6 +36,8 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
         public var connectionFile: String?
         /// Encryption and peer keys (SPEC 2.1); nil: plaintext, and any process that reaches the endpoint may connect.
         public var curve: Curve?
+        /// Signed connections (SPEC 3.1): by default, a new key when the host writes a connection file.
+        public var signing: Signing = .none
         /// Shares a context with other sockets (needed for `inproc://`); nil makes one. With ``curve``, the host runs
         /// the context's ZAP handler, so the context must not have one already.
         public var context: Context?
@@ -45,6 +47,14 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
             self.endpoint = endpoint
             self.name = name
         }
+    }
+
+    /// Whether every message must be signed with a connection key (SPEC 3.1).
+    public enum Signing: Sendable {
+        /// A new random key when the host writes a connection file (peers read it from there); none otherwise.
+        case automatic
+        case none
+        case key(ConnectionKey)
     }
 
     /// CURVE (ZeroMQ RFC 26) for the host: its key pair, and which peer keys may connect.
@@ -99,6 +109,12 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
     private var listenAgainAt: ContinuousClock.Instant?
     /// The socket's connection events; read on the thread's loop, and by ``releaseEndpoint()`` once it has ended.
     private var monitor: SocketMonitor?
+    /// Channels of keyed connections (SPEC 3.1); nil when the host runs without a key.
+    private var keyed: KeyedConnections?
+    /// When a refused message was last logged at warning level (the rest go to debug, so a flood cannot flood logs).
+    private var lastRefusalWarning = ContinuousClock.now - .seconds(60)
+    private let refusedCount = Atomic<Int>(0)
+    private let keyInUse = Mutex<ConnectionKey?>(nil)
 
     public init(configuration: Configuration) {
         self.configuration = configuration
@@ -107,6 +123,12 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
             throw BridgeError(.notAllowed, "a ZeroBridge host does not evaluate scripts")
         }
     }
+
+    /// Messages refused for a missing, wrong or replayed signature (SPEC 3.1) since the host started.
+    public var refusedMessages: Int { refusedCount.load(ordering: .relaxed) }
+
+    /// The key every message must be signed with, when the host requires one (written to its connection file).
+    public var connectionKey: ConnectionKey? { keyInUse.withLock { $0 } }
 
     /// The endpoint actually bound (a `*` port resolved); nil before ``start()``.
     public var boundEndpoint: String? { started.withLock { $0?.endpoint } }
@@ -140,6 +162,13 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
             // Disconnects end sessions, anonymous ones with work in flight included (SPEC 7.6); failed accepts
             // are how running out of file descriptors shows; `closed` tells when shutting down freed the endpoint.
             let monitor = try SocketMonitor(watching: router, events: [.disconnected, .acceptFailed, .closed])
+            let key: ConnectionKey? = switch configuration.signing {
+            case .automatic: configuration.connectionFile == nil ? nil : .generate()
+            case .none: nil
+            case .key(let key): key
+            }
+            keyed = key.map(KeyedConnections.init(key:))
+            keyInUse.withLock { $0 = key }
             let thread = try SocketThread(socket: router)
             started = Started(thread: thread, endpoint: endpoint, context: context, zap: zap)
             socketThread = thread
@@ -151,7 +180,7 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
                 stopped: { [self] in stopped() },
                 monitored: (monitor, { [self] event in connectionEvent(event) }),
                 closing: { [self] in releaseEndpoint() }))
-            if let path = configuration.connectionFile { try writeConnectionFile(path, endpoint: endpoint) }
+            if let path = configuration.connectionFile { try writeConnectionFile(path, endpoint: endpoint, key: key) }
             configuration.logger.info("listening", metadata: ["endpoint": "\(endpoint)"])
         }
     }
@@ -194,6 +223,7 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
         sessions.removeAll()
         sessionsByID.removeAll()
         sessionsByName.removeAll()
+        keyed = keyed.map { KeyedConnections(key: $0.key) }
         // Finished outside the lock: finishing a stream runs its termination handler, which takes the lock.
         let (waiters, watchers) = directory.withLock { directory in
             defer { directory.waiters.removeAll(); directory.watchers.removeAll() }
@@ -284,6 +314,7 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
            let closed = connections.message(over: fd, from: routingID) {
             connectionClosed(closed)
         }
+        if keyed != nil, frames.count >= 3, !acceptSignature(frames, from: routingID) { return }
         // With CURVE, the ZAP handler made the peer's public key the connection's User-Id.
         let session = sessions[routingID]
             ?? openSession(routingID, peerKey: configuration.curve == nil || frames.count < 2 ? nil : frames[1].metadata("User-Id"))
@@ -315,6 +346,26 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
         default:
             session.link.receive(message)
         }
+    }
+
+    /// SPEC 3.1: whether a message on a keyed connection is signed for it. One that is not is not processed: it is
+    /// counted, logged, and answered with an unsigned `unauthorized`.
+    private func acceptSignature(_ frames: [Frame], from routingID: [UInt8]) -> Bool {
+        let body = frames.dropFirst(2).map(\.bytes)
+        let verdict = keyed!.receive(on: routingID, frame0: frames[1].bytes, frames: body, now: Int64(WallClock.milliseconds)) {
+            (try? JSONValue.parse(body[0]))?["type"] == "hello"
+        }
+        guard case .refused(let reason) = verdict else { return true }
+        refusedCount.add(1, ordering: .relaxed)
+        let now = ContinuousClock.now
+        let level: Logger.Level = now - lastRefusalWarning >= .seconds(1) ? .warning : .debug
+        if level == .warning { lastRefusalWarning = now }
+        configuration.logger.log(level: level, "message refused: \(reason)",
+                                 metadata: ["connection": "\(Signature.hex(routingID))", "refused_so_far": "\(refusedMessages)"])
+        let session = sessions[routingID] ?? openSession(routingID, peerKey: nil)
+        let answer = Message.response(.init(id: nil, outcome: .failure(BridgeError(.unauthorized, reason))))
+        socketThread!.send(answer.frames(), after: [routingID, []], via: session.link.outbox)
+        return false
     }
 
     /// A connection closed, or could not be accepted. Events are read before the messages that came after them, so
@@ -369,9 +420,14 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
     private func openSession(_ routingID: [UInt8], peerKey: String?) -> Session {
         sessionCounter += 1
         let id = "s\(sessionCounter)-\(UUID().uuidString.prefix(8).lowercased())"
+        // On keyed connections every message is signed for its connection's channel; nothing is sent unsigned
+        // but the refusals above, so a connection without a channel yet gets nothing but those.
+        let sign: Session.Sign? = keyed == nil ? nil : { [unowned self] routingID, frames in
+            keyed?.sign(for: routingID, frames)
+        }
         let session = Session(routingID: routingID, id: id, heartbeat: configuration.heartbeat, thread: socketThread!,
                               handlers: handlers, limits: .init(maxInFlight: configuration.maxInFlight),
-                              logger: configuration.logger, defaultTimeout: configuration.defaultTimeout)
+                              logger: configuration.logger, defaultTimeout: configuration.defaultTimeout, sign: sign)
         session.peerKey = peerKey
         sessions[routingID] = session
         sessionsByID[id] = session
@@ -390,9 +446,10 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
         if let wanted = hello.session, wanted != session.id, let earlier = sessionsByID[wanted],
            earlier.name == hello.peer, earlier.link.isClosed == false, earlier.peerKey == session.peerKey,
            ResumeToken.matches(hello.resumeToken, earlier.resumeToken) {
-            forget(session)
+            forget(session, keepingChannel: true)  // the new connection's channel now carries the resumed session
             session.link.close(BridgeError(.peerLost, "replaced by a resumed session"))
             sessions[earlier.routingID] = nil
+            keyed?.close(earlier.routingID)
             connections.retire(earlier.routingID)
             socketThread!.discard(earlier.link.outbox)  // queued for the old connection: it is gone
             earlier.routingID = session.routingID
@@ -425,8 +482,10 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
         if !wasNamed { announce(.joined(session.remote)) }
     }
 
-    /// The session is over for the host's tables: its connection, its id and its name (which becomes free).
-    private func forget(_ session: Session) {
+    /// The session is over for the host's tables: its connection (and that connection's channel), its id and its
+    /// name (which becomes free).
+    private func forget(_ session: Session, keepingChannel: Bool = false) {
+        if !keepingChannel { keyed?.close(session.routingID) }
         if sessions[session.routingID] === session { sessions[session.routingID] = nil }
         if sessionsByID[session.id] === session { sessionsByID[session.id] = nil }
         if let name = session.name, sessionsByName[name] === session { sessionsByName[name] = nil }
@@ -527,9 +586,9 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
         await withCheckedContinuation { continuation in thread.perform { continuation.resume(returning: work()) } }
     }
 
-    private func writeConnectionFile(_ path: String, endpoint: String) throws {
+    private func writeConnectionFile(_ path: String, endpoint: String, key: ConnectionKey?) throws {
         var fields: [String: JSONValue] = ["protocol": 1, "endpoint": .string(endpoint), "host": .string(configuration.name),
-                                           "signature_scheme": "hmac-sha256", "key": ""]
+                                           "signature_scheme": "hmac-sha256", "key": .string(key?.hex ?? "")]
         if let curve = configuration.curve { fields["curve_server_key"] = .string(curve.keyPair.publicKey) }
         let file = JSONValue.object(fields)
         // Created with mode 0600 from the start: the file may carry a key.
@@ -566,14 +625,22 @@ final class Session: @unchecked Sendable {
     let link: Link
     let remote: RemotePeer
 
+    /// Frame 0 for a message to the connection with this routing id (SPEC 3.1); nil: none can be signed yet.
+    typealias Sign = ([UInt8], [[UInt8]]) -> [UInt8]?
+
     init(routingID: [UInt8], id: String, heartbeat: Duration, thread: SocketThread, handlers: HandlerTable,
-         limits: Link.Limits, logger: Logger, defaultTimeout: Duration) {
+         limits: Link.Limits, logger: Logger, defaultTimeout: Duration, sign: Sign? = nil) {
         let address = Address(routingID)
         self.address = address
         self.id = id
         self.heartbeat = heartbeat
         link = Link(thread: thread, handlers: handlers, limits: limits, logger: logger) { frames, outbox in
-            thread.send(frames, after: address.envelope, via: outbox)
+            guard let sign else { return thread.send(frames, after: address.envelope, via: outbox) }
+            // Signed in send order, which is the order the peer reads them in (the counters must increase).
+            guard let signature = sign(address.routingID, frames) else {
+                return logger.debug("nothing sent before the connection's channel is open")
+            }
+            thread.send(frames, after: [address.routingID, signature], via: outbox)
         }
         remote = RemotePeer(info: .init(name: nil, sessionID: id, actions: [], features: []), link: link,
                             defaultTimeout: defaultTimeout)

@@ -30,6 +30,8 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
         public var maxMessageBytes: Int = 64 << 20
         /// CURVE encryption (SPEC 2.1): the host's public key, which the host must prove, and this peer's key pair.
         public var curve: Curve?
+        /// The connection key of a keyed host (its connection file's `key`): everything is signed (SPEC 3.1).
+        public var key: ConnectionKey?
         /// Shares a context with other sockets (needed for `inproc://`); nil makes one.
         public var context: Context?
         public var logger = Logger(label: "zerobridge.peer")
@@ -64,6 +66,11 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
 
     public let configuration: Configuration
     public let handlers = HandlerTable()
+    private let signing: PeerSigning?
+
+    /// Messages from the host dropped for a missing, wrong or replayed signature (SPEC 3.1), and unsigned
+    /// `unauthorized` answers, since the peer started.
+    public var refusedMessages: Int { signing?.refused.load(ordering: .relaxed) ?? 0 }
     private let context: Context
     private let thread: SocketThread
     private let link: Link
@@ -95,8 +102,16 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
         let dealer = try Self.dealer(configuration, context)
         thread = try SocketThread(socket: dealer)
         heartbeat = configuration.heartbeat ?? .seconds(5)
+        let signing = configuration.key.map(PeerSigning.init(key:))
+        self.signing = signing
         link = Link(thread: thread, handlers: handlers, limits: .init(maxInFlight: 4096),
-                    logger: configuration.logger) { [thread] frames, outbox in thread.send(frames, after: [[]], via: outbox) }
+                    logger: configuration.logger) { [thread, logger = configuration.logger] frames, outbox in
+            guard let signing else { return thread.send(frames, after: [[]], via: outbox) }
+            guard let signature = signing.frame0(for: frames) else {
+                return logger.debug("not sent: a keyed connection opens with hello")
+            }
+            thread.send(frames, after: [signature], via: outbox)
+        }
         link.close(BridgeError(.peerLost, "not connected yet"))
         try handlers.add("$actions", replacing: true) { [handlers] _, _ in .array(handlers.actionNames.map(JSONValue.string)) }
         try handlers.add("$evaluate", replacing: true) { _, _ in
@@ -187,6 +202,7 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
     }
 
     private func received(_ frames: [Frame]) {
+        if let signing, frames.count >= 2, !signing.accept(frames, logger: configuration.logger) { return }
         guard let message = link.read(frames[...], maxBytes: configuration.maxMessageBytes) else { return }
         switch message {
         case .welcome(let message):
@@ -232,6 +248,7 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
     }
 
     private func openNewConnection() {
+        signing?.renew()  // a new connection opens a new channel
         thread.discard(link.outbox)
         do {
             thread.replaceSocket(with: try Self.dealer(configuration, context))
@@ -268,5 +285,58 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
             return state.waiters
         }
         for waiter in waiters.values { waiter.resume(throwing: error) }
+    }
+}
+
+/// The peer's side of a keyed connection (SPEC 3.1): the current connection's channel, opened by the first `hello`.
+/// Confined to the peer's socket thread, apart from the count.
+private final class PeerSigning: @unchecked Sendable {
+    let key: ConnectionKey
+    private var channel: KeyedChannel
+    private var opened = false
+    private var welcomed = false
+    let refused = Atomic<Int>(0)
+
+    init(key: ConnectionKey) {
+        self.key = key
+        channel = .peer(key)
+    }
+
+    func renew() {
+        channel = .peer(key)
+        opened = false
+        welcomed = false
+    }
+
+    /// Frame 0 for the next message; nil for anything before the opening `hello`.
+    func frame0(for frames: [[UInt8]]) -> [UInt8]? {
+        if opened { return channel.sign(frames) }
+        guard frames.first?.starts(with: Array(#"{"v":1,"type":"hello""#.utf8)) == true else { return nil }
+        opened = true
+        return channel.opening(frames, ms: Int64(WallClock.milliseconds))
+    }
+
+    /// Whether a message from the host is signed for this channel (and, before the first welcome, is that welcome).
+    /// An unsigned `unauthorized` answer is logged; anything else refused is dropped without an answer.
+    func accept(_ frames: [Frame], logger: Logger) -> Bool {
+        let body = frames.dropFirst().map(\.bytes)
+        if channel.accept(frames[0].bytes, body) {
+            if !welcomed {
+                guard (try? JSONValue.parse(body[0]))?["type"] == "welcome" else { return refuse("a signed message before the welcome", logger) }
+                welcomed = true
+            }
+            return true
+        }
+        if frames[0].count == 0, let answer = try? JSONValue.parse(body[0]), answer["type"] == "response",
+           answer["id"] == .null, answer["error"]?["code"] == "unauthorized" {
+            return refuse("the host refused a message: \(answer["error"]?["message"]?.stringValue ?? "")", logger)
+        }
+        return refuse(frames[0].count == 0 ? "an unsigned message" : "a wrong or replayed signature", logger)
+    }
+
+    private func refuse(_ reason: String, _ logger: Logger) -> Bool {
+        refused.add(1, ordering: .relaxed)
+        logger.warning("message from the host not processed: \(reason)")
+        return false
     }
 }

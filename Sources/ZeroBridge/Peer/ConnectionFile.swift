@@ -1,0 +1,67 @@
+import Foundation
+import ZeroMQ
+
+/// A host's connection file (SPEC 10): where it listens, and the keys a peer needs to talk to it.
+public struct ConnectionFile: Sendable, Equatable {
+    public var endpoint: String
+    public var host: String
+    /// The key every message is signed with (SPEC 3.1); nil when the host runs without one.
+    public var key: ConnectionKey?
+    /// The host's CURVE public key (SPEC 2.1), when the host requires CURVE.
+    public var curveServerKey: String?
+
+    /// Reads and checks the file; the error says what is wrong with it.
+    public static func read(_ path: String) throws(BridgeError) -> ConnectionFile {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw BridgeError(.invalidPayload, "cannot read the connection file \(path)")
+        }
+        guard let json = try? JSONValue.parse(Array(data)) else {
+            throw BridgeError(.invalidPayload, "\(path): not a connection file: not JSON")
+        }
+        do throws(BridgeError) {
+            return try parse(json)
+        } catch {
+            throw BridgeError(error.code, "\(path): \(error.message)")
+        }
+    }
+
+    public static func parse(_ file: JSONValue) throws(BridgeError) -> ConnectionFile {
+        func problem(_ text: String) -> BridgeError { BridgeError(.invalidPayload, "not a connection file: \(text)") }
+        guard case .object = file else { throw problem("not a JSON object") }
+        guard file["protocol"] == 1 else { throw problem("'protocol' must be the integer 1") }
+        guard let endpoint = file["endpoint"]?.stringValue, !endpoint.contains("*"),
+              let scheme = ["tcp://", "ipc://", "inproc://"].first(where: endpoint.hasPrefix), endpoint.count > scheme.count else {
+            throw problem("'endpoint' must be a tcp://, ipc:// or inproc:// endpoint without wildcards")
+        }
+        guard let host = file["host"]?.stringValue, Message.isValidName(host) else {
+            throw problem("'host' must be a string of 1 to 128 characters")
+        }
+        guard file["signature_scheme"] == "hmac-sha256" else { throw problem("'signature_scheme' must be \"hmac-sha256\"") }
+        guard let keyText = file["key"]?.stringValue, keyText.isEmpty || ConnectionKey(hex: keyText) != nil else {
+            throw problem("'key' must be hex digits (an even number of them), or empty")
+        }
+        var curveServerKey: String?
+        if let value = file["curve_server_key"] {
+            guard let text = value.stringValue, text.utf8.count == 40, text.unicodeScalars.allSatisfy(Self.z85.contains) else {
+                throw problem("'curve_server_key' must be 40 characters of Z85")
+            }
+            curveServerKey = text
+        }
+        return ConnectionFile(endpoint: endpoint, host: host, key: keyText.isEmpty ? nil : ConnectionKey(hex: keyText),
+                              curveServerKey: curveServerKey)
+    }
+
+    private static let z85 = Set("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#".unicodeScalars)
+}
+
+extension BridgePeer.Configuration {
+    /// A peer of the host that wrote `file`: its endpoint, its key, and CURVE with `keyPair` (a new pair when nil)
+    /// when the host requires it.
+    public init(connectionFile file: ConnectionFile, name: String, keyPair: CurveKeyPair? = nil) throws {
+        self.init(endpoint: file.endpoint, name: name)
+        key = file.key
+        if let serverKey = file.curveServerKey {
+            curve = .init(serverKey: serverKey, keyPair: try keyPair ?? CurveKeyPair.generate())
+        }
+    }
+}

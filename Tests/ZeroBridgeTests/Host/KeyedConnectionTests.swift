@@ -1,0 +1,171 @@
+import Foundation
+import Testing
+import ZeroMQ
+@testable import ZeroBridge
+
+/// SPEC 3.1 end to end: a keyed host, the Swift peer, and a raw peer that forges, garbles and replays.
+@Suite("Keyed connections")
+struct KeyedConnectionTests {
+    /// A DEALER that signs by hand, so a test can also sign wrongly.
+    final class SigningPeer: @unchecked Sendable {
+        let raw: RawPeer
+        var channel: KeyedChannel
+        var lastSent: [[UInt8]] = []
+
+        init(_ endpoint: String, key: ConnectionKey) throws {
+            raw = try RawPeer(endpoint)
+            channel = .peer(key)
+        }
+
+        func open(_ hello: JSONValue, ms: Int64 = Int64(WallClock.milliseconds)) throws {
+            try sendFrames([channel.opening([hello.serialized()], ms: ms), hello.serialized()])
+        }
+
+        func send(_ body: JSONValue) throws {
+            try sendFrames([channel.sign([body.serialized()]), body.serialized()])
+        }
+
+        func sendFrames(_ frames: [[UInt8]]) throws {
+            lastSent = frames
+            try raw.sendFrames(frames)
+        }
+
+        /// The next message as [frame 0 text, body], accepted through the channel when it is signed.
+        func receive() async throws -> (signed: Bool, body: JSONValue)? {
+            let deadline = ContinuousClock.now + patience
+            while ContinuousClock.now < deadline {
+                if let frames = try raw.socket.receiveBytes(dontWait: true) {
+                    let body = try JSONValue.parse(frames[1])
+                    if frames[0].isEmpty { return (false, body) }
+                    let accepted = channel.accept(frames[0], Array(frames[1...]))
+                    #expect(accepted, "a host message signed for this channel")
+                    if body["type"] == "ping" { try send(["v": 1, "type": "pong"]); continue }
+                    return (true, body)
+                }
+                try await Task.sleep(for: .milliseconds(1))
+            }
+            return nil
+        }
+    }
+
+    static func keyedHost(_ key: ConnectionKey = .generate()) throws -> (BridgeHost, ConnectionKey) {
+        let host = try startConformanceHost { $0.signing = .key(key) }
+        return (host, key)
+    }
+
+    @Test("a Swift peer given the key is served; everything it receives is signed for its channel")
+    func swiftPeer() async throws {
+        let (host, key) = try Self.keyedHost()
+        var configuration = BridgePeer.Configuration(endpoint: host.boundEndpoint!, name: "signer")
+        configuration.key = key
+        let peer = try BridgePeer(configuration: configuration)
+        try await peer.connect(timeout: patience)
+        let call = peer.stream("count", ["n": 3])
+        var seen = 0
+        for try await _ in call.progress { seen += 1 }
+        #expect(seen == 3)
+        #expect(try await peer.call("echo", "signed") == "signed")
+        #expect(host.refusedMessages == 0 && peer.refusedMessages == 0)
+        await peer.close()
+        await host.shutdown()
+    }
+
+    @Test("forged, garbled, unsigned and replayed messages are refused with an unsigned unauthorized, and counted; the channel goes on")
+    func refusals() async throws {
+        let (host, key) = try Self.keyedHost()
+        let peer = try SigningPeer(host.boundEndpoint!, key: key)
+        try peer.open(["v": 1, "type": "hello", "peer": "careful"])
+        #expect(try await peer.receive()?.body["type"] == "welcome")
+        try peer.send(["v": 1, "type": "request", "id": "1", "action": "echo", "payload": "one"])
+        #expect(try await peer.receive()?.body["result"] == "one")
+
+        let request: JSONValue = ["v": 1, "type": "request", "id": "2", "action": "emit", "payload": ["action": "ran"]]
+        var forger = KeyedChannel.peer(.generate(), nonce: peer.channel.nonce)
+        let forgedSignature = forger.sign([request.serialized()])
+        let attempts: [[[UInt8]]] = [
+            peer.lastSent,  // an exact replay of the last message
+            [Array("not-a-signature".utf8), request.serialized()],
+            [[], request.serialized()],
+            [forgedSignature, request.serialized()],  // signed with another key
+        ]
+        for frames in attempts {
+            try peer.sendFrames(frames)
+            let answer = try #require(try await peer.receive())
+            #expect(!answer.signed && answer.body["id"] == .null && answer.body.errorCode == "unauthorized", "\(answer)")
+        }
+        #expect(host.refusedMessages == 4)
+        // None of them ran: the next signed request is the first event the peer sees.
+        try peer.send(["v": 1, "type": "request", "id": "3", "action": "echo", "payload": "still here"])
+        #expect(try await peer.receive()?.body["result"] == "still here")
+        await host.shutdown()
+    }
+
+    @Test("an opening hello replayed on another connection, or with a stale clock, opens nothing")
+    func openingReplay() async throws {
+        let (host, key) = try Self.keyedHost()
+        let first = try SigningPeer(host.boundEndpoint!, key: key)
+        try first.open(["v": 1, "type": "hello", "peer": "original"])
+        #expect(try await first.receive()?.body["type"] == "welcome")
+        let copier = try RawPeer(host.boundEndpoint!)
+        try copier.sendFrames(first.lastSent)
+        #expect(try await copier.receive()?.errorCode == "unauthorized")
+        let stale = try SigningPeer(host.boundEndpoint!, key: key)
+        try stale.open(["v": 1, "type": "hello", "peer": "late"], ms: Int64(WallClock.milliseconds) - 301_000)
+        #expect(try await stale.receive()?.body.errorCode == "unauthorized")
+        await host.shutdown()
+    }
+
+    @Test("a Swift peer with the wrong key is never welcomed, and counts the host's refusals")
+    func wrongKey() async throws {
+        let (host, _) = try Self.keyedHost()
+        var configuration = BridgePeer.Configuration(endpoint: host.boundEndpoint!, name: "guesser")
+        configuration.key = .generate()
+        let peer = try BridgePeer(configuration: configuration)
+        #expect(await bridgeError { try await peer.connect(timeout: .seconds(2)) }?.code == .timeout)
+        #expect(peer.refusedMessages > 0 && host.refusedMessages > 0)
+        await peer.close()
+        await host.shutdown()
+    }
+
+    @Test("a host writing a connection file puts a new 256-bit key in it by default; .none writes none; the file reads back")
+    func connectionFileKey() async throws {
+        for signing in [BridgeHost.Signing.automatic, .none] {
+            let path = NSTemporaryDirectory() + "zb-keyed-\(UUID().uuidString.prefix(8)).json"
+            let host = try startConformanceHost { $0.connectionFile = path; $0.signing = signing }
+            let file = try ConnectionFile.read(path)
+            if case .automatic = signing {
+                #expect(file.key?.bytes.count == 32 && file.key == host.connectionKey)
+                let peer = try BridgePeer(configuration: .init(connectionFile: file, name: "from-file"))
+                try await peer.connect(timeout: patience)
+                #expect(try await peer.call("echo", 7) == 7)
+                await peer.close()
+            } else {
+                #expect(file.key == nil && host.connectionKey == nil)
+            }
+            await host.shutdown()
+        }
+    }
+}
+
+@Suite("Connection files")
+struct ConnectionFileTests {
+    @Test("every case of protocol/fixtures/connection-files.json is read or refused as it says")
+    func fixtureCases() throws {
+        let url = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("protocol/fixtures/connection-files.json")
+        let groups = try JSONValue.parse(Array(try Data(contentsOf: url)))
+        var count = 0
+        for group in groups.arrayValue ?? [] {
+            for test in group["tests"]?.arrayValue ?? [] {
+                let read = Result { () throws(BridgeError) in try ConnectionFile.parse(test["data"]!) }
+                let valid = test["valid"]!.boolValue!
+                switch read {
+                case .success: #expect(valid, "\(test["description"]!): accepted")
+                case .failure(let error): #expect(!valid, "\(test["description"]!): \(error.message)")
+                }
+                count += 1
+            }
+        }
+        #expect(count >= 20)
+    }
+}
