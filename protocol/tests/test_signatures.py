@@ -11,7 +11,7 @@ import struct
 
 import pytest
 
-FIXTURE = json.loads((pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "signatures.json").read_text())
+FIXTURE = json.loads((pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "signatures.json").read_text())[0]
 KEY = bytes.fromhex(FIXTURE["key"])
 
 

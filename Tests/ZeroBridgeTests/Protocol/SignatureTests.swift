@@ -8,7 +8,7 @@ struct SignatureTests {
     static let fixture: JSONValue = {
         let url = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("protocol/fixtures/signatures.json")
-        return try! JSONValue.parse(Array(try! Data(contentsOf: url)))
+        return try! JSONValue.parse(Array(try! Data(contentsOf: url)))[0]!
     }()
     static let key = ConnectionKey(hex: fixture["key"]!.stringValue!)!
 
