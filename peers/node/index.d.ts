@@ -165,6 +165,15 @@ export interface PeerOptions {
    */
   maxInFlight?: number;
   /**
+   * The connection key (hex) of a keyed host, when connecting to an endpoint (a connection file brings its own
+   * `key`, and then this must not be given). With a key every connection is keyed (SPEC 3.1): each new connection
+   * opens a fresh channel with a signed `hello`, everything sent on it is signed, and messages from the host that are
+   * not signed for that channel (forged, replayed, unsigned, or anything before the first `welcome`) are dropped,
+   * logged and counted in {@link Peer.rejectedMessages}, never answered. Keyed mode authenticates; it does not
+   * encrypt. Default: no key (`""` is no key too).
+   */
+  key?: string;
+  /**
    * Where diagnostics go: dropped or malformed messages from the host, host loss, listener errors.
    * Default: warnings to `console.warn`, debug lines to `NODE_DEBUG=zerobridge`.
    */
@@ -211,6 +220,14 @@ export class Peer {
   readonly limits: { max_message_bytes: number; max_in_flight: number } | null;
   /** True while a session is in force: welcomed, and the host not lost since. */
   readonly connected: boolean;
+  /**
+   * On a keyed connection (a `key`): messages from the host not processed since the peer started, because their
+   * signature was missing, wrong or replayed, or they came before the first `welcome` of their connection (SPEC 3.1);
+   * each is also logged (a warning at most once a second, the rest at debug). It includes the host's unsigned
+   * `unauthorized` answers (the host refused a message of this peer: typically a wrong key), which are logged as
+   * warnings, and makes `connect()`'s timeout error say so. Always 0 without a key.
+   */
+  readonly rejectedMessages: number;
 
   /**
    * `request.action`: calls an action on the host and resolves with `response.result`.
@@ -254,8 +271,8 @@ export class Peer {
  * Connects a new peer to a host and resolves once the host has welcomed it.
  *
  * `endpointOrConnectionFile` is `tcp://host:port`, `ipc:///path`, or the path of a host's connection
- * file (`{"protocol": 1, "endpoint", "host", "signature_scheme", "key"}`; only an empty `key` is
- * supported so far).
+ * file (`{"protocol": 1, "endpoint", "host", "signature_scheme", "key"}`); a file with a non-empty `key` makes
+ * every connection keyed (see {@link PeerOptions.key}).
  *
  * For example:
  * ```js

@@ -5,13 +5,16 @@ import { debuglog } from 'node:util';
 import { ZmtpDealer, ZmtpError } from './zmtp.js';
 import { Link, DEFAULT_MAX_IN_FLIGHT } from './link.js';
 import { BridgeError } from './errors.js';
-import { bodies, encode, readConnectionFile, isName } from './wire.js';
+import { bodies, decode, encode, readConnectionFile, isName } from './wire.js';
+import { PeerChannel, parseKey } from './signing.js';
 
 const debug = debuglog('zerobridge');
 const DEFAULT_TIMEOUT_MS = 30_000;
 const DEFAULT_HEARTBEAT_MS = 5000;
 // SPEC 6: a hello refused with name_taken is said again after this long, until a welcome (or the connect timeout).
 const NAME_RETRY_MS = 1000;
+// Refused messages are warned about at most this often (the rest go to debug): a flood must not flood the log.
+const REFUSAL_WARN_MS = 1000;
 
 function defaultLog(level, message) {
   if (level === 'warn') console.warn(`zerobridge: ${message}`);
@@ -41,6 +44,16 @@ export class Peer {
   // The session last welcomed into and its resume token, kept to resume it after a loss (SPEC 6). The token is a
   // secret: private, so no inspect, JSON or log of the peer shows it; null when the host gave none (1.1).
   #welcomed = null;
+  // Keyed connections (SPEC 3.1): the key, the current connection's channel, and what was sent while no connection
+  // was up, kept unsigned since it can only be signed for the channel of the connection that carries it. Private,
+  // like the token: the key is a secret.
+  #key = null;
+  #channel = null;
+  #unsent = [];
+  #unsentBytes = 0;
+  #rejected = 0;
+  #lastWarned = 0;
+  #unauthorized = null; // the message of the host's last unauthorized answer, for the connect timeout's error
 
   constructor(endpointOrConnectionFile, options = {}) {
     if (typeof endpointOrConnectionFile !== 'string' || endpointOrConnectionFile.length === 0) {
@@ -54,15 +67,17 @@ export class Peer {
     if (timeout !== null && timeout !== Infinity && !(Number.isFinite(timeout) && timeout > 0)) {
       throw new TypeError('options.timeout must be a positive number of milliseconds, null or Infinity');
     }
+    let key = options.key ?? '';
+    if (typeof key !== 'string') throw new TypeError('options.key must be the connection key as hex');
     if (endpointOrConnectionFile.includes('://')) {
       this.endpoint = endpointOrConnectionFile;
     } else {
+      if (options.key !== undefined) throw new TypeError('options.key is for an endpoint: a connection file brings its own key');
       const file = readConnectionFile(endpointOrConnectionFile);
-      if (file.key !== '') {
-        throw new BridgeError('unauthorized', `the connection file ${endpointOrConnectionFile} has a key: signed connections are not supported by this peer yet`);
-      }
       this.endpoint = file.endpoint;
+      key = file.key;
     }
+    if (key !== '') this.#key = parseKey(key);
     this.name = name;
     this.evaluate = evaluate === true;
     this.requestedHeartbeatMs = heartbeatMs;
@@ -97,7 +112,7 @@ export class Peer {
     });
     this.link = new Link({
       send: (frames) => this.sendFrames(frames),
-      isFull: () => this.dealer.full,
+      isFull: () => this.dealer.queuedBytes + this.#unsentBytes >= this.dealer.sendBufferBytes,
       handlers: this.handlers,
       evaluate: this.evaluate,
       maxInFlight,
@@ -112,6 +127,11 @@ export class Peer {
     this.dealer.on('message', (frames) => this.onMessage(frames));
     this.dealer.on('drain', () => this.link.onRoom());
     this.dealer.on('error', (error) => this.onTransportError(error));
+  }
+
+  /** Messages from the host not processed for their signature on a keyed connection (SPEC 3.1), since the peer started. */
+  get rejectedMessages() {
+    return this.#rejected;
   }
 
   /** True while a session with the host is in force (welcome received, host not lost). */
@@ -132,7 +152,9 @@ export class Peer {
         this.failConnect(this.nameTaken
           ? new BridgeError('name_taken', `the name ${JSON.stringify(this.name)} is held by another live session on the host at ${this.endpoint}: `
             + `still refused after ${this.timeout} ms`)
-          : new BridgeError('timeout', `no welcome from the host at ${this.endpoint} within ${this.timeout} ms`));
+          : new BridgeError('timeout', `no welcome from the host at ${this.endpoint} within ${this.timeout} ms`
+            + (this.#unauthorized === null ? '' : `; it answered unauthorized (${this.#unauthorized}): ${this.#key === null
+              ? 'it requires a key (connect through its connection file)' : 'is the key the host\'s?'}`)));
       }, this.timeout);
     }
     this.state = CONNECTING;
@@ -226,9 +248,10 @@ export class Peer {
       this.firstWelcome.reject(new BridgeError('cancelled', 'the peer was closed before the host welcomed it'));
     }
     this.link.abandonAll(new BridgeError('cancelled', 'the peer was closed'));
+    this.#dropUnsent();
     if (wasConnected) {
       try {
-        this.dealer.send(encode(bodies.bye()));
+        this.transmit(encode(bodies.bye()));
       } catch (error) {
         this.log('debug', `could not say bye: ${error.message}`);
       }
@@ -242,7 +265,7 @@ export class Peer {
     // A hello announcing new handlers goes before anything sent after handle() in the same turn.
     if (this.helloScheduled && (this.state === READY || this.state === GREETING)) this.sayHello();
     try {
-      this.dealer.send(frames);
+      this.transmit(frames);
     } catch (error) {
       if (error instanceof ZmtpError && error.code === 'EAGAIN') {
         throw new BridgeError('overloaded', `cannot send: ${error.message}`);
@@ -250,6 +273,33 @@ export class Peer {
       if (error instanceof ZmtpError && error.code === 'ECLOSED') throw new BridgeError('cancelled', 'the peer is closed');
       throw error;
     }
+  }
+
+  /**
+   * Writes one message. On a keyed connection it is signed for the connection's channel (the first message on it,
+   * always the hello onConnected() sends, opens the channel); while no connection is up it waits here unsigned.
+   */
+  transmit(frames) {
+    if (this.#key === null) {
+      this.dealer.send(frames);
+      return;
+    }
+    if (this.#channel === null || !this.dealer.connected) {
+      if (this.state === CLOSED) throw new BridgeError('cancelled', 'the peer is closed');
+      if (this.#unsent.length >= this.dealer.sendQueueLimit) {
+        throw new BridgeError('overloaded', `cannot send: not connected to ${this.endpoint} and ${this.#unsent.length} messages are already queued`);
+      }
+      this.#unsent.push(frames);
+      for (let i = 1; i < frames.length; i += 1) this.#unsentBytes += frames[i].length;
+      return;
+    }
+    const rest = frames.slice(1);
+    this.dealer.send([this.#channel.sign(rest), ...rest]);
+  }
+
+  #dropUnsent() {
+    this.#unsent = [];
+    this.#unsentBytes = 0;
   }
 
   sayHello() {
@@ -274,15 +324,23 @@ export class Peer {
 
   onConnected() {
     if (this.state === CLOSED) return;
+    if (this.#key !== null) this.#channel = new PeerChannel(this.#key); // SPEC 3.1: a fresh channel per connection
     this.link.lastHeard = Date.now();
     this.session = null;
     this.nameTaken = false;
     clearTimeout(this.helloRetry); // this connection's hello goes now
     this.state = GREETING;
     this.sayHello();
+    if (this.#unsent.length === 0) return;
+    // What was sent before this connection was up follows the hello, as the dealer's own queue does unkeyed.
+    const unsent = this.#unsent;
+    this.#dropUnsent();
+    for (const frames of unsent) this.transmit(frames);
+    this.link.onRoom();
   }
 
   onDisconnected() {
+    this.#channel = null;
     if (this.state === CLOSED) return;
     // The dealer redials by itself; what was written to the broken connection is gone with it.
     if (this.state === READY || this.state === GREETING) this.hostLost(`the connection to the host at ${this.endpoint} broke`, false);
@@ -309,6 +367,8 @@ export class Peer {
       };
     }
     if (!redial) return;
+    this.#channel = null;
+    this.#dropUnsent(); // dropped with the dealer's queue: nothing meant for the lost host goes out later
     this.redials += 1;
     // The first redial is at once; a host that keeps refusing us (bye again, silence again) is retried with backoff.
     const delay = this.redials === 1 ? 0 : Math.min(this.reconnectIvl * 2 ** (this.redials - 2), this.reconnectIvlMax);
@@ -317,7 +377,32 @@ export class Peer {
 
   onMessage(frames) {
     if (this.state === CLOSED) return;
+    if (this.#key !== null && !this.#accepts(frames)) return;
     this.link.receive(frames);
+  }
+
+  /**
+   * SPEC 3.1: whether a message on a keyed connection is signed by the host for this connection's channel, after
+   * what was accepted before and (at first) being its welcome. What is refused is counted and logged, never answered;
+   * an unsigned unauthorized answer (the host refused something of ours) is logged as such.
+   */
+  #accepts(frames) {
+    let why = 'fewer than 2 frames';
+    if (frames.length >= 2) {
+      why = this.#channel === null ? 'no channel' : this.#channel.refusal(frames[0], frames.slice(1));
+      if (why === null) return true;
+    }
+    this.#rejected += 1;
+    const body = frames.length >= 2 && frames[0].length === 0 ? decode(frames).body : undefined;
+    const unauthorized = body?.type === 'response' && body.id === null && body.ok === false && body.error.code === 'unauthorized';
+    if (unauthorized) this.#unauthorized = body.error.message;
+    const now = Date.now();
+    const level = now - this.#lastWarned >= REFUSAL_WARN_MS ? 'warn' : 'debug';
+    if (level === 'warn') this.#lastWarned = now;
+    this.log(level, unauthorized
+      ? `the host refused a message of this peer as unauthorized (${body.error.message}): is the key the host's?`
+      : `dropped a message from the host: ${why} (${this.#rejected} refused so far)`);
+    return false;
   }
 
   onSessionMessage(body) {
@@ -366,6 +451,7 @@ export class Peer {
           this.retryHello(body.error.message);
           return;
         }
+        if (body.error.code === 'unauthorized') this.#unauthorized = body.error.message; // a keyed host, and we have no key
         this.log('warn', `the host answered ${body.error.code}: ${body.error.message}`);
         return;
       case 'hello':

@@ -1,20 +1,25 @@
 // A scripted host in this very process, on src/zmtp-router.js: FakeHost's moves, plus what a host in a
 // child process cannot do on cue: stop reading (so that what the peer sends piles up in its own queue),
-// write several messages in one turn (so that the peer reads them together), and tell connections apart.
+// write several messages in one turn (so that the peer reads them together), and tell connections apart. Given a
+// key, it plays a keyed host (SPEC 3.1): it checks each message on arrival (in order, as counters need) and records
+// why it would refuse it in `refusal` (null: accepted), and signs what it sends; tests forge with sendFrames().
 
 import { ZmtpRouter } from '../src/zmtp-router.js';
 import { FakeHost } from './fake-host.js';
 import { within } from './processes.js';
+import { KeyedHost } from './keyed-host.js';
+import { parseKey } from '../src/signing.js';
 
 export class RouterHost extends FakeHost {
-  static async start(bindEndpoint) {
+  static async start(bindEndpoint, { key } = {}) {
     const router = new ZmtpRouter();
     await router.bind(bindEndpoint);
-    return new RouterHost(router);
+    return new RouterHost(router, key);
   }
 
-  constructor(router) {
+  constructor(router, key) {
     super(router);
+    this.keyed = key ? new KeyedHost(parseKey(key)) : null;
     this.messages = []; // everything received and not taken by next(), in arrival order
     this.connected = []; // routing ids (hex) in the order their connections completed the handshake
     this.disconnected = new Set(); // routing ids (hex) whose connections closed
@@ -26,7 +31,8 @@ export class RouterHost extends FakeHost {
       } catch {
         // not JSON: only a predicate that looks at the raw frames can match it
       }
-      this.messages.push({ routingId, signature: frames[0], body, frames });
+      const refusal = this.keyed?.receive(routingId.toString('hex'), frames[0], frames.slice(1));
+      this.messages.push({ routingId, signature: frames[0], body, frames, refusal });
       this.wake();
     });
     router.on('connect', (routingId) => {
@@ -76,9 +82,15 @@ export class RouterHost extends FakeHost {
     return message;
   }
 
-  send(body, { routingId = this.routingId, attachments = [] } = {}) {
+  send(body, options) {
+    this.router.send(options?.routingId ?? this.routingId, this.framesOf(body, options));
+  }
+
+  /** The frames send() would send (signed, with a key: each call takes the next counter), to send later or twice. */
+  framesOf(body, { routingId = this.routingId, attachments = [] } = {}) {
     const bytes = typeof body === 'string' || Buffer.isBuffer(body) ? Buffer.from(body) : Buffer.from(JSON.stringify(body));
-    this.router.send(routingId, [Buffer.alloc(0), bytes, ...attachments]);
+    const frames = [bytes, ...attachments];
+    return [this.keyed ? this.keyed.sign(Buffer.from(routingId).toString('hex'), frames) : Buffer.alloc(0), ...frames];
   }
 
   sendFrames(frames, routingId = this.routingId) {

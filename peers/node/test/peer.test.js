@@ -111,14 +111,11 @@ describe('peer: session', () => {
     assert.equal(body.error.code, 'bad_message', 'the bad welcome was also answered bad_message');
   });
 
-  test('refuses bad arguments and unsupported connection files clearly', async () => {
+  test('refuses bad arguments and unreadable connection files clearly', async () => {
     await assert.rejects(connect('tcp://127.0.0.1', { name: 'n' }), TypeError);
     await assert.rejects(connect('tcp://127.0.0.1:5555', {}), /options.name/);
     await assert.rejects(connect('tcp://127.0.0.1:5555', { name: 'n', heartbeatMs: 0 }), TypeError);
     const dir = mkdtempSync(path.join(tmpdir(), 'zb-node-peer-'));
-    const signed = path.join(dir, 'signed.json');
-    writeFileSync(signed, JSON.stringify({ protocol: 1, endpoint: 'tcp://127.0.0.1:5555', host: 'h', signature_scheme: 'hmac-sha256', key: 'abcd' }));
-    await assert.rejects(connect(signed, { name: 'n' }), expectCode('unauthorized'));
     await assert.rejects(connect(path.join(dir, 'none.json'), { name: 'n' }), expectCode('bad_message'));
     assert.throws(() => new Peer('tcp://127.0.0.1:5555', { name: 'n' }).handle('$evaluate', async () => 1), /reserved/);
   });

@@ -1,0 +1,147 @@
+// Keyed connections (SPEC 3.1) byte for byte: every sign and verify case of protocol/fixtures/signatures.json
+// (SPEC 14.1a), the peer's channel, and the strict parsing of frame 0.
+
+import { describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { PeerChannel, mac, parseKey, parseSignature, signMessage, signOpening } from '../src/signing.js';
+import { KeyedHost } from '../test-helpers/keyed-host.js';
+import { repoRoot } from '../test-helpers/processes.js';
+
+// A list of fixture objects (SPEC 14.1a), each with its key; read as a list whether or not it is wrapped in one.
+const fixtures = [JSON.parse(readFileSync(path.join(repoRoot, 'protocol/fixtures/signatures.json'), 'utf8'))].flat();
+const [fixture] = fixtures;
+const key = parseKey(fixture.key);
+const toFrame = (frame) => (typeof frame === 'string' ? Buffer.from(frame, 'utf8') : Buffer.from(frame.hex, 'hex'));
+
+describe('signatures.json: sign', () => {
+  test('the fixture has sign cases', () => assert.ok(fixtures.every((f) => f.sign.length > 0)));
+  for (const c of fixtures.flatMap((f) => f.sign.map((s) => ({ ...s, key: parseKey(f.key) })))) {
+    test(`signatures.json: sign: ${c.description}`, () => {
+      const { key } = c;
+      const frames = c.frames.map(toFrame);
+      const frame0 = c.kind === 'hello'
+        ? signOpening(key, c.channel, c.ms, frames)
+        : signMessage(key, c.kind, c.channel, c.counter, frames);
+      assert.equal(frame0.toString('latin1'), c.frame0);
+      assert.deepEqual(parseSignature(frame0), c.kind === 'hello'
+        ? { nonce: c.channel, ms: BigInt(c.ms), mac: Buffer.from(c.frame0.split('.')[3], 'hex') }
+        : { counter: BigInt(c.counter), mac: Buffer.from(c.frame0.split('.')[2], 'hex') });
+    });
+  }
+});
+
+describe('signatures.json: verify', () => {
+  test('the fixture has verify cases for both sides', () => {
+    assert.deepEqual(new Set(fixtures.flatMap((f) => f.verify.map((c) => c.side))), new Set(['host', 'peer']));
+  });
+  for (const c of fixtures.flatMap((f) => f.verify.map((v) => ({ ...v, key: parseKey(f.key) })))) {
+    test(`signatures.json: verify: ${c.description}`, () => {
+      const { key } = c;
+      const host = c.side === 'host' ? new KeyedHost(key, { now: () => c.now_ms }) : null;
+      const peer = c.side === 'peer' ? new PeerChannel(key, c.channel) : null;
+      c.messages.forEach((m, i) => {
+        const frame0 = Buffer.from(m.frame0, 'latin1');
+        const frames = m.frames.map(toFrame);
+        const why = host ? host.receive(m.connection ?? 'a', frame0, frames) : peer.refusal(frame0, frames);
+        assert.equal(why === null, m.accept, `message ${i} (${m.note ?? m.frame0}): ${why ?? 'accepted'}`);
+      });
+    });
+  }
+});
+
+describe('signing: the peer\'s channel', () => {
+  const [opening, first] = fixture.sign;
+
+  test('opens with its hello at the given clock, then signs p2h from counter 1', () => {
+    const channel = new PeerChannel(key, opening.channel);
+    assert.equal(channel.sign(opening.frames.map(toFrame), opening.ms).toString('latin1'), opening.frame0);
+    assert.equal(channel.sign(first.frames.map(toFrame)).toString('latin1'), first.frame0);
+    assert.match(channel.sign([Buffer.from('{}')]).toString('latin1'), /^m\.2\.[0-9a-f]{64}$/);
+  });
+
+  test('each channel gets a fresh 128-bit nonce and opens with the wall clock', () => {
+    const a = new PeerChannel(key);
+    const b = new PeerChannel(key);
+    assert.match(a.nonce, /^[0-9a-f]{32}$/);
+    assert.notEqual(a.nonce, b.nonce);
+    const before = Date.now();
+    const parsed = parseSignature(a.sign([Buffer.from('{"v":1,"type":"hello","peer":"p"}')]));
+    assert.equal(parsed.nonce, a.nonce);
+    assert.ok(parsed.ms >= BigInt(before) && parsed.ms <= BigInt(Date.now()));
+  });
+
+  test('the host\'s messages from counter 1, gaps allowed; the largest counter 2^63-1 is still accepted', () => {
+    const channel = new PeerChannel(key, opening.channel);
+    const welcome = [Buffer.from('{"v":1,"type":"welcome"}')];
+    assert.equal(channel.refusal(signMessage(key, 'h2p', opening.channel, 4, welcome), welcome), null);
+    const last = 2n ** 63n - 1n;
+    assert.equal(channel.refusal(signMessage(key, 'h2p', opening.channel, last, welcome), welcome), null);
+    assert.match(channel.refusal(signMessage(key, 'h2p', opening.channel, last, welcome), welcome), /replayed/);
+  });
+
+  test('nothing before the first welcome, not even a well-signed message; the welcome after it is accepted', () => {
+    const channel = new PeerChannel(key, opening.channel);
+    const ping = [Buffer.from('{"v":1,"type":"ping"}')];
+    assert.match(channel.refusal(signMessage(key, 'h2p', opening.channel, 1, ping), ping), /before the channel's first welcome/);
+    const welcome = [Buffer.from('{"v":1,"type":"welcome"}')];
+    assert.equal(channel.refusal(signMessage(key, 'h2p', opening.channel, 2, welcome), welcome), null);
+    assert.equal(channel.refusal(signMessage(key, 'h2p', opening.channel, 3, ping), ping), null);
+  });
+
+  test('an opening signature from the host, and a signature with another key, are refused', () => {
+    const channel = new PeerChannel(key, opening.channel);
+    const welcome = [Buffer.from('{"v":1,"type":"welcome"}')];
+    assert.match(channel.refusal(signOpening(key, opening.channel, 1, welcome), welcome), /opening/);
+    const other = parseKey('00'.repeat(32));
+    assert.match(channel.refusal(signMessage(other, 'h2p', opening.channel, 1, welcome), welcome), /wrong signature/);
+  });
+});
+
+describe('signing: frame 0 and keys', () => {
+  const hex = 'ab'.repeat(32);
+
+  test('frame 0 is read strictly', () => {
+    for (const text of ['', 'm', 'm.1', `m.1.${hex}.`, `m..${hex}`, `m.-1.${hex}`, `m.1e3.${hex}`, `m.1.${hex.toUpperCase()}`,
+      `m. 1.${hex}`, `M.1.${hex}`, `m.1.${hex}0`, `h.${'0'.repeat(32)}.01.${hex}`, `h.${'0'.repeat(32)}..${hex}`,
+      `h.${'0'.repeat(33)}.1.${hex}`, `h.${'0'.repeat(32)}.1.${hex}.x`, `m.1.${hex}\n`, `x.1.${hex}`,
+      `m.99999999999999999999.${hex}`, `h.${'0'.repeat(32)}.9223372036854775808.${hex}`]) {
+      assert.equal(parseSignature(Buffer.from(text, 'latin1')), null, JSON.stringify(text));
+    }
+    assert.deepEqual(parseSignature(Buffer.from(`m.9223372036854775807.${hex}`)), { counter: 2n ** 63n - 1n, mac: Buffer.from(hex, 'hex') });
+    assert.deepEqual(parseSignature(Buffer.from(`h.${'0'.repeat(32)}.0.${hex}`)), { nonce: '0'.repeat(32), ms: 0n, mac: Buffer.from(hex, 'hex') });
+    // A multi-byte character must not pass for its code units.
+    assert.equal(parseSignature(Buffer.concat([Buffer.from('m.1.'), Buffer.from(`${hex.slice(1)}\u00e9`, 'utf8')])), null);
+  });
+
+  test('frame boundaries and attachments are under the MAC', () => {
+    const ab = mac(key, 'p2h', 'c', 1, [Buffer.from('ab'), Buffer.from('c')]);
+    const a = mac(key, 'p2h', 'c', 1, [Buffer.from('a'), Buffer.from('bc')]);
+    assert.notDeepEqual(ab, a);
+    assert.notDeepEqual(mac(key, 'p2h', 'c', 1, [Buffer.from('x')]), mac(key, 'p2h', 'c', 1, [Buffer.from('x'), Buffer.alloc(0)]));
+  });
+
+  test('a key is hex of an even, non-zero number of digits, either case', () => {
+    assert.deepEqual(parseKey('0aFf'), Buffer.from([0x0a, 0xff]));
+    for (const bad of ['', 'abc', 'zz', '0x00', ' 00', 42]) assert.throws(() => parseKey(bad), TypeError, String(bad));
+  });
+});
+
+describe('signing: the host\'s opening history', () => {
+  const hello = [Buffer.from('{"v":1,"type":"hello","peer":"p"}')];
+  const nonce = (i) => i.toString(16).padStart(32, '0');
+
+  test('a nonce forgotten early raises a floor: no opening at or before it is accepted again', () => {
+    let now = 1_000_000;
+    const host = new KeyedHost(key, { now: () => now, capacity: 2 });
+    for (let i = 1; i <= 3; i += 1) assert.equal(host.receive(`c${i}`, signOpening(key, nonce(i), now + i, hello), hello), null);
+    // nonce 1 (ms now+1) was forgotten to keep 2: its replay, and any opening not later than it, is refused.
+    assert.match(host.receive('c4', signOpening(key, nonce(1), now + 1, hello), hello), /replayed/);
+    assert.match(host.receive('c5', signOpening(key, nonce(9), now + 1, hello), hello), /replayed/);
+    assert.equal(host.receive('c6', signOpening(key, nonce(10), now + 2, hello), hello), null);
+    now += 900_000; // long after: old nonces are forgotten, and their openings fail the clock bound anyway
+    assert.match(host.receive('c7', signOpening(key, nonce(2), now - 900_000 + 2, hello), hello), /clock/);
+    assert.equal(host.nonces.size, 0);
+  });
+});
