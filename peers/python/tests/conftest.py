@@ -80,6 +80,11 @@ class HostProcess:
             )
         return text.removeprefix("zerobridge ready ").strip()
 
+    def stderr_text(self) -> str:
+        """What the host wrote to stderr so far (read at an offset: the host writes through the same file)."""
+        descriptor = self._stderr.fileno()
+        return os.pread(descriptor, os.fstat(descriptor).st_size, 0).decode(errors="replace")
+
     def stop(self) -> None:
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
@@ -138,15 +143,17 @@ class FakeHost:
 
     As a 1.2 host it gives each session a resume token and resumes a session only with it; `tokens=False`
     plays a 1.1 host (no tokens; the session id alone resumes). `refuse_names` answers every hello with
-    `name_taken`, as a host does while another live session holds the name."""
+    `name_taken`, as a host does while another live session holds the name. With `curve_secret_key` (Z85) it is a
+    CURVE server that accepts any client key."""
 
     def __init__(self, *, heartbeat_ms: int = 5000, max_message_bytes: int = 1 << 20, endpoint: str | None = None,
-                 rcvhwm: int | None = None, tokens: bool = True):
+                 rcvhwm: int | None = None, tokens: bool = True, curve_secret_key: bytes | None = None):
         self.heartbeat_ms = heartbeat_ms
         self.tokens: dict[str, str] | None = {} if tokens else None  # session -> its resume token
         self.refuse_names = False
         self.max_message_bytes = max_message_bytes
         self.rcvhwm = rcvhwm
+        self.curve_secret_key = curve_secret_key
         self.silent = False
         self.sessions = 0
         self.known_sessions: set[str] = set()
@@ -163,6 +170,9 @@ class FakeHost:
         if self.rcvhwm is not None:  # a small receive queue: a host that stops reading soon stops the peer's sends
             self.socket.setsockopt(zmq.RCVHWM, self.rcvhwm)
             self.socket.setsockopt(zmq.RCVBUF, 4096)
+        if self.curve_secret_key is not None:
+            self.socket.curve_server = True
+            self.socket.curve_secretkey = self.curve_secret_key
         if self._endpoint is None:
             port = self.socket.bind_to_random_port("tcp://127.0.0.1")
             self.endpoint = f"tcp://127.0.0.1:{port}"

@@ -439,6 +439,47 @@ async def test_a_reconnected_peer_resumes_with_the_token_of_its_session(fake_hos
         await pending
 
 
+# --- SPEC 2.1: without CURVE, $evaluate is for the first host that welcomed the peer ------------------------------
+
+
+async def test_after_a_loss_evaluate_is_neither_offered_nor_served_without_curve(
+    fake_host: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="zerobridge")
+    async with fake_host() as host, zerobridge.connect(host.endpoint, name="p", evaluate=True) as peer:
+        assert (await host.next("hello"))["features"] == ["evaluate"]
+        await send_request(host, "e1", "$evaluate", {"script": "return 1 + 1"})
+        assert (await host.next("response", id="e1"))["result"] == 2
+        for _ in range(2):  # lost twice: warned once
+            host.send(None, {"v": 1, "type": "bye"})
+            hello = await host.next("hello", timeout=10)
+            assert hello["features"] == [] and "session" not in hello
+            await peer.wait_connected(10)
+        await send_request(host, "e2", "$evaluate", {"script": "return 1 + 1"})
+        error = (await host.next("response", id="e2"))["error"]
+        assert error["code"] == "not_allowed" and "CURVE" in error["message"]
+        assert peer.evaluate_enabled  # the user's choice stands; the peer withdrew it from later hosts
+    assert caplog.text.count("$evaluate is refused from now on") == 1
+
+
+async def test_a_dropped_connection_withdraws_evaluate_even_when_the_session_resumes(fake_host: Any, ipc_dir: Path) -> None:
+    endpoint = f"ipc://{ipc_dir}/fake.sock"
+    async with fake_host(endpoint=endpoint) as host:
+        peer = await zerobridge.connect(endpoint, name="p", evaluate=True)
+        assert (await host.next("hello"))["features"] == ["evaluate"]
+        known = dict(host.tokens or {})
+    try:
+        # Whoever binds the endpoint now may be another process, even one that plays along with the resume.
+        async with fake_host(endpoint=endpoint) as back:
+            back.sessions, back.known_sessions, back.tokens = 1, {"session-1"}, known
+            hello = await back.next("hello", timeout=10)
+            assert hello["session"] == "session-1" and hello["features"] == []
+            await send_request(back, "e", "$evaluate", {"script": "return 1"})
+            assert (await back.next("response", id="e", timeout=10))["error"]["code"] == "not_allowed"
+    finally:
+        await peer.close()
+
+
 async def test_name_taken_while_connecting_is_retried_until_welcomed(fake_host: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(zerobridge.peer, "HELLO_RETRY_INTERVAL", 0.2)
     async with fake_host() as host:

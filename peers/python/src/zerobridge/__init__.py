@@ -13,6 +13,8 @@ For example::
 ``connect`` gives the async peer (pyzmq's ``zmq.asyncio``); ``connect_sync`` gives a blocking twin
 with the same methods. ``connect(..., evaluate=True)`` lets the host run arbitrary Python code in
 this process (``$evaluate``); it is off by default: leave it off unless you trust the host.
+A host that requires CURVE is reached through its connection file (``curve_server_key``) or the
+``curve_*`` arguments of ``connect``; ``peer.curve_public_key`` goes on the host's allow-list.
 """
 
 from __future__ import annotations

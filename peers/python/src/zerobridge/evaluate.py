@@ -2,7 +2,8 @@
 
 DANGER: this runs arbitrary Python code from the host, with every right this process has (files,
 network, subprocesses). It is off unless the user passes ``evaluate=True`` to ``connect``; only
-turn it on when you trust the host and everyone who can reach its endpoint.
+turn it on when you trust the host and everyone who can reach its endpoint (CURVE with an allow-list
+decides who can). Without CURVE the peer keeps it for the first host that welcomed it only (SPEC 2.1).
 
 The script becomes the body of ``async def __evaluate__(<argument names>)``: the arguments are
 local names, ``await`` works, and the value of ``return`` is the result (None without one).

@@ -24,7 +24,7 @@ import zmq
 import zmq.asyncio
 from zmq.utils.monitor import parse_monitor_message
 
-from . import errors, wire
+from . import curve, errors, wire
 from .errors import BridgeError, BridgeTimeout, NameTaken, NotAllowed, PeerLost, UnknownAction
 from .evaluate import evaluate as run_script
 from .link import DEFAULT_MAX_IN_FLIGHT, Link, OutgoingCall, RequestContext
@@ -42,6 +42,7 @@ class ConnectionInfo:
     endpoint: str
     key: bytes = b""
     host: str | None = None
+    curve_server_key: str | None = None  # the host's CURVE public key (Z85): connect with CURVE (SPEC 2.1)
 
 
 _ENDPOINT = re.compile(r"^(tcp|ipc|inproc)://[^*]+$")
@@ -49,7 +50,8 @@ _HEX_KEY = re.compile(r"^([0-9a-fA-F]{2})*$")
 
 
 def read_connection_file(path: str | os.PathLike[str]) -> ConnectionInfo:
-    """Parse a connection file (SPEC section 10): all five fields required, extra fields ignored.
+    """Parse a connection file (SPEC section 10): all five fields required, ``curve_server_key`` optional,
+    extra fields ignored.
 
     ``{"protocol": 1, "endpoint": "tcp://127.0.0.1:41234", "host": "etl", "signature_scheme": "hmac-sha256", "key": ""}``
     """
@@ -75,7 +77,10 @@ def read_connection_file(path: str | os.PathLike[str]) -> ConnectionInfo:
     key = data.get("key")
     if not isinstance(key, str) or not _HEX_KEY.match(key):
         raise ValueError(f"{where}: key must be hex (an even number of digits) or empty")
-    return ConnectionInfo(endpoint=endpoint, key=bytes.fromhex(key), host=host)
+    server_key = data.get("curve_server_key")
+    if server_key is not None and not curve.is_key(server_key):
+        raise ValueError(f"{where}: curve_server_key must be a CURVE public key (40 characters of Z85)")
+    return ConnectionInfo(endpoint=endpoint, key=bytes.fromhex(key), host=host, curve_server_key=server_key)
 
 
 def resolve_target(target: str | os.PathLike[str]) -> ConnectionInfo:
@@ -216,6 +221,9 @@ class Peer:
         heartbeat_ms: int | None = None,
         connect_timeout: float = 10.0,
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+        curve_server_key: str | bytes | None = None,
+        curve_key_pair: tuple[str | bytes, str | bytes] | None = None,
+        curve_secret_key_file: str | os.PathLike[str] | None = None,
     ) -> None:
         if not (isinstance(name, str) and 1 <= len(name) <= wire.MAX_ID_LENGTH):
             raise ValueError(f"name must be a string of 1..128 characters, not {name!r}")
@@ -224,8 +232,15 @@ class Peer:
         if not (type(max_in_flight) is int and max_in_flight > 0):
             raise ValueError(f"max_in_flight must be a positive integer, not {max_in_flight!r}")
         self.info = resolve_target(target)
+        self._curve = curve.configure(
+            curve_server_key if curve_server_key is not None else self.info.curve_server_key,
+            curve_key_pair,
+            curve_secret_key_file,
+        )
         self.name = name
         self.evaluate_enabled = evaluate
+        # Why $evaluate was withdrawn (SPEC 2.1: without CURVE, only the first host that welcomed us gets it).
+        self._evaluate_withdrawn: str | None = None
         self._heartbeat_wish = heartbeat_ms
         self._connect_timeout = connect_timeout
         self.max_in_flight = max_in_flight
@@ -253,6 +268,7 @@ class Peer:
         # While waiting for a welcome: the host's latest name_taken, and the timer that says hello again (SPEC 6, Names).
         self._refused: BridgeError | None = None
         self._hello_retry: asyncio.TimerHandle | None = None
+        self._handshake_failure: str | None = None  # why the last transport handshake failed, for the timeout's message
 
         self.session: str | None = None
         self._resume_token: str | None = None  # the session's secret (SPEC 6): sent to resume it, never logged
@@ -284,6 +300,16 @@ class Peer:
         return self.info.endpoint
 
     @property
+    def curve_public_key(self) -> str | None:
+        """This peer's CURVE public key (Z85), for the host's allow-list; None without CURVE."""
+        return self._curve.public_key if self._curve is not None else None
+
+    @property
+    def curve_server_key(self) -> str | None:
+        """The host's CURVE public key this peer requires the host to prove; None without CURVE."""
+        return self._curve.server_key if self._curve is not None else None
+
+    @property
     def connected(self) -> bool:
         """True while a session with the host is in force."""
         return self._state == "connected"
@@ -310,9 +336,8 @@ class Peer:
                     f"the name {self.name!r} is held by another live session at {self.endpoint}:"
                     f" not welcomed within {self._connect_timeout} s"
                 ) from None
-            raise BridgeTimeout(
-                f"no welcome from {self.endpoint} within {self._connect_timeout} s (is the host running?)"
-            ) from None
+            why = self._handshake_failure or "is the host running?"
+            raise BridgeTimeout(f"no welcome from {self.endpoint} within {self._connect_timeout} s ({why})") from None
         except BaseException:
             await self.close()
             raise
@@ -323,6 +348,8 @@ class Peer:
             await asyncio.wait_for(self._connected.wait(), timeout)
         except asyncio.TimeoutError:
             why = f" (another live session holds the name {self.name!r})" if self._refused is not None else ""
+            if not why and self._handshake_failure is not None:
+                why = f" ({self._handshake_failure})"
             raise BridgeTimeout(f"not reconnected to {self.endpoint} within {timeout} s{why}") from None
 
     async def close(self) -> None:
@@ -437,6 +464,8 @@ class Peer:
         if request.action == "$evaluate":
             if not self.evaluate_enabled:
                 raise NotAllowed("evaluation is off on this peer (connect(..., evaluate=True) turns it on)")
+            if self._evaluate_withdrawn is not None:
+                raise NotAllowed(self._evaluate_withdrawn)
             return await run_script(request.payload, self._eval_namespace)
         if request.action == "$actions":
             return list(self.actions)
@@ -536,7 +565,7 @@ class Peer:
             wire.Hello(
                 peer=self.name,
                 actions=self.actions,
-                features=("evaluate",) if self.evaluate_enabled else (),
+                features=("evaluate",) if self.evaluate_enabled and self._evaluate_withdrawn is None else (),
                 session=self.session if resume else None,
                 resume_token=self._resume_token if resume else None,
                 heartbeat_ms=self._heartbeat_wish,
@@ -559,12 +588,28 @@ class Peer:
         if self._state in ("closed", "new"):
             return
         log.log(logging.INFO if reason.endswith("bye") else logging.WARNING, "lost the host at %s: %s", self.endpoint, reason)
+        self._withdraw_evaluate()
         self._state = "lost"
         self._connected.clear()
         self._refused = None
         if self._link is not None:
             self._link.retire(PeerLost(f"lost the host: {reason}"))
         self._spawn(self._reopen())
+
+    def _withdraw_evaluate(self) -> None:
+        """SPEC 2.1: without CURVE, nothing proves that the host we reach next is the one that welcomed us (another
+        local process may have taken the endpoint meanwhile), so $evaluate is for that first host only."""
+        if not self.evaluate_enabled or self._curve is not None or self.host is None or self._evaluate_withdrawn:
+            return
+        self._evaluate_withdrawn = (
+            "evaluation was turned off when this peer lost the first host that welcomed it: without CURVE nothing"
+            " proves a host is that one (connect with curve_server_key to keep it across reconnects)"
+        )
+        log.warning(
+            "lost the connection to the host at %s: $evaluate is refused from now on, since without CURVE nothing"
+            " proves that the host reached next is the same one (connect with curve_server_key to keep it)",
+            self.endpoint,
+        )
 
     async def _reopen(self) -> None:
         await self._close_socket(linger_ms=0)
@@ -582,8 +627,10 @@ class Peer:
         # A frame from the host past this is refused by libzmq as its header arrives (the connection is dropped and
         # made again), so a hostile host cannot make this peer allocate without bound (SPEC 7.10).
         socket.setsockopt(zmq.MAXMSGSIZE, RECEIVE_LIMIT)
+        if self._curve is not None:
+            self._curve.apply(socket)
         socket.connect(self.endpoint)
-        monitor = socket.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED)
+        monitor = socket.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED | _HANDSHAKE_FAILED)
         self._socket = socket
         self._monitor = monitor
 
@@ -695,17 +742,37 @@ class Peer:
         dropped = False
         while True:
             try:
-                event = parse_monitor_message(await monitor.recv_multipart())["event"]
+                message = parse_monitor_message(await monitor.recv_multipart())
             except zmq.ZMQError:
                 if monitor.closed:
                     return
                 continue
+            event = message["event"]
             if event == zmq.EVENT_DISCONNECTED:
                 dropped = True
-            elif event == zmq.EVENT_HANDSHAKE_SUCCEEDED and dropped:
-                dropped = False
-                if self._state == "connected":
-                    self._send_hello(resume=True)
+                self._withdraw_evaluate()  # the next connection may reach another process
+            elif event & _HANDSHAKE_FAILED:
+                self._on_handshake_failed(event, message["value"])
+            elif event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+                self._handshake_failure = None
+                if dropped:
+                    dropped = False
+                    if self._state == "connected":
+                        self._send_hello(resume=True)
+
+    def _on_handshake_failed(self, event: int, value: int) -> None:
+        """Say why libzmq keeps failing to connect (logged when the reason changes; the connect timeout names it)."""
+        if event == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
+            why = f"the host refused this peer's key (ZAP status {value})"
+            if self._curve is not None:
+                why += f": is {self._curve.public_key} on its allow-list?"
+        elif self._curve is not None:
+            why = f"the CURVE handshake failed: is {self._curve.server_key} the host's public key, and does it use CURVE?"
+        else:
+            why = "the handshake failed: does the host require CURVE (curve_server_key)?"
+        if why != self._handshake_failure:
+            log.warning("cannot connect to %s: %s", self.endpoint, why)
+        self._handshake_failure = why
 
     def _spawn(self, coroutine: Awaitable[Any]) -> asyncio.Task[Any]:
         task = asyncio.ensure_future(coroutine)
@@ -714,6 +781,10 @@ class Peer:
         return task
 
 
+# libzmq's reports of a failed ZMTP handshake (a CURVE key refused or not proved, a mechanism mismatch).
+_HANDSHAKE_FAILED = (
+    zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_AUTH
+)
 # How often a peer whose name the host refuses (name_taken) says hello again while it waits for a welcome (SPEC 6).
 HELLO_RETRY_INTERVAL = 1.0
 # How many already-queued messages one wake-up handles before letting other tasks run.
@@ -739,6 +810,9 @@ def connect(
     heartbeat_ms: int | None = None,
     connect_timeout: float = 10.0,
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+    curve_server_key: str | bytes | None = None,
+    curve_key_pair: tuple[str | bytes, str | bytes] | None = None,
+    curve_secret_key_file: str | os.PathLike[str] | None = None,
 ) -> Peer:
     """A peer for the host at ``target`` (an endpoint, or the path of a connection file).
 
@@ -747,9 +821,16 @@ def connect(
     registered with ``@peer.handler`` before entering are listed in the first hello.
 
     ``evaluate=True`` lets the host run arbitrary Python in this process through ``$evaluate``:
-    only turn it on for a host you trust. ``heartbeat_ms`` is this peer's wish; the host's welcome
-    says the value in force. ``max_in_flight`` bounds how many of the host's requests and events run
-    at once; more are answered ``overloaded``.
+    only turn it on for a host you trust. Without CURVE it holds only for the first host that
+    welcomed the peer (SPEC 2.1). ``heartbeat_ms`` is this peer's wish; the host's welcome says the
+    value in force. ``max_in_flight`` bounds how many of the host's requests and events run at once;
+    more are answered ``overloaded``.
+
+    CURVE (SPEC 2.1): with the host's public key (``curve_server_key``, Z85, or a connection file's
+    ``curve_server_key``) every socket the peer opens is encrypted and refuses a host that cannot
+    prove that key. The peer's own key pair is ``curve_key_pair`` (public, secret), or the one whose
+    secret key ``curve_secret_key_file`` holds (created, mode 0600, when missing), else a new one;
+    ``peer.curve_public_key`` is what goes on the host's allow-list.
     """
     return Peer(
         target,
@@ -760,6 +841,9 @@ def connect(
         heartbeat_ms=heartbeat_ms,
         connect_timeout=connect_timeout,
         max_in_flight=max_in_flight,
+        curve_server_key=curve_server_key,
+        curve_key_pair=curve_key_pair,
+        curve_secret_key_file=curve_secret_key_file,
     )
 
 

@@ -190,6 +190,11 @@ class SyncPeer:
     def session(self) -> str | None:
         return self._peer.session
 
+    @property
+    def curve_public_key(self) -> str | None:
+        """This peer's CURVE public key (Z85), for the host's allow-list; None without CURVE."""
+        return self._peer.curve_public_key
+
     def call(self, action: str, payload: Any = None, *, timeout: float | None = None) -> Any:
         return self._runner.run(self._peer.call(action, payload, timeout=timeout))
 
@@ -236,10 +241,14 @@ def connect(
     heartbeat_ms: int | None = None,
     connect_timeout: float = 10.0,
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+    curve_server_key: str | bytes | None = None,
+    curve_key_pair: tuple[str | bytes, str | bytes] | None = None,
+    curve_secret_key_file: str | os.PathLike[str] | None = None,
 ) -> SyncPeer:
     """Connect now (blocking until the host's welcome) and return the blocking peer.
 
-    Same arguments as :func:`zerobridge.connect`; the same warning about ``evaluate=True`` applies.
+    Same arguments as :func:`zerobridge.connect` (CURVE included); the same warning about
+    ``evaluate=True`` applies.
     """
     runner = _LoopThread()
     try:
@@ -254,6 +263,9 @@ def connect(
                 heartbeat_ms=heartbeat_ms,
                 connect_timeout=connect_timeout,
                 max_in_flight=max_in_flight,
+                curve_server_key=curve_server_key,
+                curve_key_pair=curve_key_pair,
+                curve_secret_key_file=curve_secret_key_file,
             )
             await peer.start()
             return peer
