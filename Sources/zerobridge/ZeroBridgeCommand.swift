@@ -49,7 +49,7 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "The host's CURVE secret key (Z85, 40 characters) in this file; created (mode 0600) with a new key when missing. Implies --curve. Without it, a new key each run.")
     var curveSecretKeyFile: String?
 
-    @Option(help: "Only peers whose CURVE public keys (Z85, one a line, # for comments) are in this file may connect. Implies --curve.")
+    @Option(help: "Only peers whose CURVE public keys (Z85, one a line; a line starting with # that is not a key is a comment) are in this file may connect. Implies --curve.")
     var allowPeerKeys: String?
 
     func validate() throws {
@@ -113,11 +113,15 @@ enum CurveKeys {
             throw ValidationError("cannot read the allow-list \(path)")
         }
         var keys = Set<String>()
+        // '#' is a Z85 character, so a comment is a line that starts with '#' and is not a key, or what follows a
+        // key after white space.
         for (number, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
-            let key = line.prefix { $0 != "#" }.trimmingCharacters(in: .whitespaces)
-            if key.isEmpty { continue }
-            guard isKey(key) else { throw ValidationError("\(path):\(number + 1): not a CURVE public key (40 characters of Z85)") }
-            keys.insert(key)
+            guard let first = line.split(whereSeparator: \.isWhitespace).first.map(String.init) else { continue }
+            if isKey(first) {
+                keys.insert(first)
+            } else if !first.hasPrefix("#") {
+                throw ValidationError("\(path):\(number + 1): not a CURVE public key (40 characters of Z85)")
+            }
         }
         return keys
     }
