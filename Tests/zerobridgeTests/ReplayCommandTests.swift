@@ -79,17 +79,24 @@ struct ReplayCommandTests {
         #expect(report.failures.first?.message.contains("$.result: expected 3, got 4") == true)
     }
 
-    @Test("replay finds the endpoint in a connection file")
+    @Test("replay finds the endpoint in a connection file without a key, and refuses a keyed one, saying why")
     func connectionFile() async throws {
-        let file = try temporaryFolder() + "/host.json"
-        var configuration = BridgeHost.Configuration(endpoint: "tcp://127.0.0.1:*", name: "conformance")
-        configuration.connectionFile = file
-        let host = BridgeHost(configuration: configuration)
-        try Conformance.install(on: host)
-        try host.start()
-        defer { Task { await host.shutdown() } }
-        let run = try await runZerobridge(["replay", echo, "--connection-file", file])
-        #expect(run.status == 0, "\(run.output)\(run.errors)")
+        for signing in [BridgeHost.Signing.none, .automatic] {
+            let file = try temporaryFolder() + "/host.json"
+            var configuration = BridgeHost.Configuration(endpoint: "tcp://127.0.0.1:*", name: "conformance")
+            configuration.connectionFile = file
+            configuration.signing = signing
+            let host = BridgeHost(configuration: configuration)
+            try Conformance.install(on: host)
+            try host.start()
+            let run = try await runZerobridge(["replay", echo, "--connection-file", file])
+            if case .none = signing {
+                #expect(run.status == 0, "\(run.output)\(run.errors)")
+            } else {
+                #expect(run.status != 0 && run.errors.contains("has a key: replay speaks unsigned"), "\(run.errors)")
+            }
+            await host.shutdown()
+        }
     }
 
     @Test("replay with no host, no such fixture, or a broken fixture exits non-zero and says why")

@@ -37,7 +37,7 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
         /// Encryption and peer keys (SPEC 2.1); nil: plaintext, and any process that reaches the endpoint may connect.
         public var curve: Curve?
         /// Signed connections (SPEC 3.1): by default, a new key when the host writes a connection file.
-        public var signing: Signing = .none
+        public var signing: Signing = .automatic
         /// Shares a context with other sockets (needed for `inproc://`); nil makes one. With ``curve``, the host runs
         /// the context's ZAP handler, so the context must not have one already.
         public var context: Context?
