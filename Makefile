@@ -21,6 +21,7 @@ deps-system:
 	command -v node >/dev/null || missing="$$missing nodejs"; \
 	command -v python3 >/dev/null || missing="$$missing python3 python3-venv"; \
 	command -v ip >/dev/null || missing="$$missing iproute2"; \
+	command -v tcpdump >/dev/null || missing="$$missing tcpdump"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
