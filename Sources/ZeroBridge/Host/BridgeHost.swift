@@ -314,7 +314,7 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
            let closed = connections.message(over: fd, from: routingID) {
             connectionClosed(closed)
         }
-        if keyed != nil, frames.count >= 3, !acceptSignature(frames, from: routingID) { return }
+        if keyed != nil, !acceptSignature(frames, from: routingID) { return }
         // With CURVE, the ZAP handler made the peer's public key the connection's User-Id.
         let session = sessions[routingID]
             ?? openSession(routingID, peerKey: configuration.curve == nil || frames.count < 2 ? nil : frames[1].metadata("User-Id"))
@@ -352,9 +352,11 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
     /// counted, logged, and answered with an unsigned `unauthorized`.
     private func acceptSignature(_ frames: [Frame], from routingID: [UInt8]) -> Bool {
         let body = frames.dropFirst(2).map(\.bytes)
-        let verdict = keyed!.receive(on: routingID, frame0: frames[1].bytes, frames: body, now: Int64(WallClock.milliseconds)) {
-            (try? JSONValue.parse(body[0]))?["type"] == "hello"
-        }
+        let verdict: KeyedConnections.Verdict = body.isEmpty
+            ? .refused("a message on a keyed connection is a signature and a body")
+            : keyed!.receive(on: routingID, frame0: frames[1].bytes, frames: body, now: Int64(WallClock.milliseconds)) {
+                (try? JSONValue.parse(body[0]))?["type"] == "hello"
+            }
         guard case .refused(let reason) = verdict else { return true }
         refusedCount.add(1, ordering: .relaxed)
         let now = ContinuousClock.now

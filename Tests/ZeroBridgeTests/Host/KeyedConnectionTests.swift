@@ -87,13 +87,14 @@ struct KeyedConnectionTests {
             [Array("not-a-signature".utf8), request.serialized()],
             [[], request.serialized()],
             [forgedSignature, request.serialized()],  // signed with another key
+            [request.serialized()],  // one frame: no signature at all
         ]
         for frames in attempts {
             try peer.sendFrames(frames)
             let answer = try #require(try await peer.receive())
             #expect(!answer.signed && answer.body["id"] == .null && answer.body.errorCode == "unauthorized", "\(answer)")
         }
-        #expect(host.refusedMessages == 4)
+        #expect(host.refusedMessages == 5)
         // None of them ran: the next signed request is the first event the peer sees.
         try peer.send(["v": 1, "type": "request", "id": "3", "action": "echo", "payload": "still here"])
         #expect(try await peer.receive()?.body["result"] == "still here")
