@@ -214,29 +214,16 @@ struct CallTests {
     @Test("a Swift peer whose hellos go unanswered on a connection opens a new one, and is welcomed there")
     func unansweredHelloReconnects() async throws {
         // A host that takes the connection and never answers: hung, or the far end of a half-open connection.
-        let context = try Context()
-        let router = try Socket(.router, context: context)
-        try router.set(.linger(milliseconds: 0), .receiveTimeout(milliseconds: patienceMilliseconds))
-        try router.bind(freshEndpoint("ipc"))
-        var configuration = BridgePeer.Configuration(endpoint: try router.lastEndpoint, name: "persistent")
-        configuration.context = context
-        let peer = try BridgePeer(configuration: configuration)
-        let connecting = Task { try await peer.connect(timeout: patience) }
-        let first = try #require(try await onOwnThread { try router.receiveBytes() })
+        let host = try RawHost(peerName: "persistent")
+        let connecting = Task { try await host.peer.connect(timeout: patience) }
+        let first = try #require(try await host.receive())
         #expect(try JSONValue.parse(first[2])["type"] == "hello")
         // Every hello on the first connection is ignored; the first message from another connection is a hello.
-        let second = try #require(try await onOwnThread { () throws -> [[UInt8]]? in
-            while let message = try router.receiveBytes() {
-                if message[0] != first[0] { return message }
-            }
-            return nil  // nothing for a minute
-        })
+        let second = try #require(try await host.receive(otherThan: first[0]))
         #expect(try JSONValue.parse(second[2])["type"] == "hello")
-        let welcome: JSONValue = ["v": 1, "type": "welcome", "host": "late", "session": "s2", "actions": [],
-                                  "heartbeat_ms": 60000, "limits": ["max_message_bytes": 1000, "max_in_flight": 10]]
-        try router.send([second[0], [], welcome.serialized()])
+        try host.welcome(second[0], session: "s2")
         #expect(try await connecting.value.sessionID == "s2")
-        await peer.close()
+        await host.peer.close()
     }
 
     @Test("host -> peer calls: typed call, stream with progress, and evaluate refused by a Swift peer")

@@ -133,30 +133,18 @@ struct LifecycleTests {
 
     @Test("after losing its host, the Swift peer says hello with its session and that session's resume token")
     func swiftPeerSendsToken() async throws {
-        let context = try Context()
-        let router = try Socket(.router, context: context)
-        try router.set(.linger(milliseconds: 0), .receiveTimeout(milliseconds: patienceMilliseconds))
-        try router.bind(freshEndpoint("ipc"))
-        var configuration = BridgePeer.Configuration(endpoint: try router.lastEndpoint, name: "returning")
-        configuration.context = context
-        let peer = try BridgePeer(configuration: configuration)
-        let connecting = Task { try await peer.connect(timeout: patience) }
-        let hello = try #require(try await onOwnThread { try router.receiveBytes() })
+        let host = try RawHost(peerName: "returning")
+        let connecting = Task { try await host.peer.connect(timeout: patience) }
+        let hello = try #require(try await host.receive())
         #expect(try JSONValue.parse(hello[2])["resume_token"] == nil, "nothing to resume yet")
         let token = String(repeating: "5a", count: 32)
-        let welcome: JSONValue = ["v": 1, "type": "welcome", "host": "h", "session": "s1", "resume_token": .string(token),
-                                  "actions": [], "heartbeat_ms": 60000, "limits": ["max_message_bytes": 1000, "max_in_flight": 10]]
-        try router.send([hello[0], [], welcome.serialized()])
+        try host.welcome(hello[0], session: "s1", token: token)
         _ = try await connecting.value
-        let bye: JSONValue = ["v": 1, "type": "bye"]
-        try router.send([hello[0], [], bye.serialized()])
+        try host.send(["v": 1, "type": "bye"], to: hello[0])
         // The lost peer reconnects over a new connection and asks for its session back.
-        let again = try #require(try await onOwnThread { () throws -> [[UInt8]]? in
-            while let message = try router.receiveBytes() { if message[0] != hello[0] { return message } }
-            return nil
-        })
+        let again = try #require(try await host.receive(otherThan: hello[0]))
         let body = try JSONValue.parse(again[2])
         #expect(body["type"] == "hello" && body["session"] == "s1" && body["resume_token"] == .string(token))
-        await peer.close()
+        await host.peer.close()
     }
 }

@@ -115,6 +115,45 @@ func bridgeError(_ body: () async throws -> Void) async -> BridgeError? {
     }
 }
 
+/// A bare ROUTER playing a host by hand, with a Swift peer connected to it: for hosts that misbehave (stay silent,
+/// say bye) in ways the real one never would.
+final class RawHost: @unchecked Sendable {
+    let router: Socket
+    let peer: BridgePeer
+
+    init(peerName: String) throws {
+        let context = try Context()
+        router = try Socket(.router, context: context)
+        try router.set(.linger(milliseconds: 0), .receiveTimeout(milliseconds: patienceMilliseconds))
+        try router.bind(freshEndpoint("ipc"))
+        var configuration = BridgePeer.Configuration(endpoint: try router.lastEndpoint, name: peerName)
+        configuration.context = context
+        peer = try BridgePeer(configuration: configuration)
+    }
+
+    /// The next message as [routing id, signature, body...], from any connection, or only from one other than
+    /// `connection` (a peer that reconnected); nil after a minute.
+    func receive(otherThan connection: [UInt8]? = nil) async throws -> [[UInt8]]? {
+        try await onOwnThread { [router] in
+            while let message = try router.receiveBytes() {
+                if message[0] != connection { return message }
+            }
+            return nil
+        }
+    }
+
+    func send(_ body: JSONValue, to connection: [UInt8]) throws {
+        try router.send([connection, [], body.serialized()])
+    }
+
+    func welcome(_ connection: [UInt8], session: String, token: String? = nil) throws {
+        var welcome: [String: JSONValue] = ["v": 1, "type": "welcome", "host": "raw", "session": .string(session), "actions": [],
+                                            "heartbeat_ms": 60000, "limits": ["max_message_bytes": 1000, "max_in_flight": 10]]
+        if let token { welcome["resume_token"] = .string(token) }
+        try send(.object(welcome), to: connection)
+    }
+}
+
 /// A logger whose lines (message and metadata, at every level) a test can read.
 final class CapturedLog: @unchecked Sendable {
     private let lines = Mutex<[String]>([])
