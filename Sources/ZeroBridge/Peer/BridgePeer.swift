@@ -294,7 +294,6 @@ private final class PeerSigning: @unchecked Sendable {
     let key: ConnectionKey
     private var channel: KeyedChannel
     private var opened = false
-    private var welcomed = false
     let refused = Atomic<Int>(0)
 
     init(key: ConnectionKey) {
@@ -305,7 +304,6 @@ private final class PeerSigning: @unchecked Sendable {
     func renew() {
         channel = .peer(key)
         opened = false
-        welcomed = false
     }
 
     /// Frame 0 for the next message; nil for anything before the opening `hello`.
@@ -316,17 +314,11 @@ private final class PeerSigning: @unchecked Sendable {
         return channel.opening(frames, ms: Int64(WallClock.milliseconds))
     }
 
-    /// Whether a message from the host is signed for this channel (and, before the first welcome, is that welcome).
-    /// An unsigned `unauthorized` answer is logged; anything else refused is dropped without an answer.
+    /// Whether a message from the host is signed for this channel. An unsigned `unauthorized` answer is logged;
+    /// anything else refused is dropped without an answer.
     func accept(_ frames: [Frame], logger: Logger) -> Bool {
         let body = frames.dropFirst().map(\.bytes)
-        if channel.accept(frames[0].bytes, body) {
-            if !welcomed {
-                guard (try? JSONValue.parse(body[0]))?["type"] == "welcome" else { return refuse("a signed message before the welcome", logger) }
-                welcomed = true
-            }
-            return true
-        }
+        if channel.accept(frames[0].bytes, body) { return true }
         if frames[0].count == 0, let answer = try? JSONValue.parse(body[0]), answer["type"] == "response",
            answer["id"] == .null, answer["error"]?["code"] == "unauthorized" {
             return refuse("the host refused a message: \(answer["error"]?["message"]?.stringValue ?? "")", logger)

@@ -116,6 +116,22 @@ struct KeyedConnectionTests {
         await host.shutdown()
     }
 
+    @Test("on a keyed connection, a name held by another session is answered name_taken, signed, before any welcome")
+    func nameTakenSigned() async throws {
+        let (host, key) = try Self.keyedHost()
+        var configuration = BridgePeer.Configuration(endpoint: host.boundEndpoint!, name: "single")
+        configuration.key = key
+        let first = try BridgePeer(configuration: configuration)
+        try await first.connect(timeout: patience)
+        let second = try BridgePeer(configuration: configuration)
+        #expect(await bridgeError { try await second.connect(timeout: .seconds(1)) }?.code == .nameTaken)
+        #expect(second.refusedMessages == 0)
+        await first.close()
+        try await second.connect(timeout: patience)
+        await second.close()
+        await host.shutdown()
+    }
+
     @Test("a Swift peer with the wrong key is never welcomed, and counts the host's refusals")
     func wrongKey() async throws {
         let (host, _) = try Self.keyedHost()
