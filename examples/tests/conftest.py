@@ -103,7 +103,7 @@ class ImportHost:
 
     def call(self, action: str, payload: Any = None) -> subprocess.CompletedProcess[str]:
         """`zerobridge call`, as a person poking the host would."""
-        return subprocess.run([str(ZEROBRIDGE), "call", action, json.dumps(payload), "--endpoint", self.endpoint],
+        return subprocess.run([str(ZEROBRIDGE), "call", action, json.dumps(payload), "--connection-file", str(self.connection_file)],
                               capture_output=True, text=True, timeout=60)
 
     def call_ok(self, action: str, payload: Any = None) -> Any:

@@ -1,5 +1,5 @@
 """CURVE across machines (SPEC 2.1): the host in one network namespace, peers in another, joined by a veth pair,
-over tcp. A capture of the link (tcpdump) shows the ZMTP greeting naming CURVE and nothing of the payloads; the
+over tcp (a host listening there without CURVE warns in its log). A capture of the link (tcpdump) shows the ZMTP greeting naming CURVE and nothing of the payloads; the
 same capture method run against a plaintext host does show them, so the check can fail. A peer whose key is not on
 the host's allow-list is refused, and the host logs its key."""
 
@@ -110,13 +110,14 @@ def test_curve_between_namespaces_hides_payloads_and_refuses_unlisted_keys(
     canary = "PLAINTEXT-CANARY-" + secrets.token_hex(6)
 
     # Control: the same capture of a plaintext host shows the payloads, so a capture without them means something.
-    plain, _ = serve(host_ns, f"tcp://{subnet}.1:5556")
+    plain, plain_log = serve(host_ns, f"tcp://{subnet}.1:5556")
     try:
         capture = Capture(peer_ns, device, 5556, folder / "plain.pcap")
         assert run_peer(peer_ns, f"tcp://{subnet}.1:5556", canary, None, 20).startswith("ok")
         assert canary.encode() in capture.stop(until=lambda data: canary.encode() in data)
     finally:
         stop(plain)
+    assert "listening off loopback without CURVE" in plain_log.read_text(), "a plaintext host off loopback warns"
 
     host, log = serve(host_ns, f"tcp://{subnet}.1:5555", "--curve-secret-key-file", str(folder / "host.key"),
                       "--allow-peer-keys", str(folder / "peers.txt"), "--connection-file", str(folder / "host.json"),
@@ -137,3 +138,4 @@ def test_curve_between_namespaces_hides_payloads_and_refuses_unlisted_keys(
     text = log.read_text()
     assert "peer key refused" in text and unlisted[0] in text, text
     assert listed[0] not in text, "the listed peer was not refused"
+    assert "without CURVE" not in text
