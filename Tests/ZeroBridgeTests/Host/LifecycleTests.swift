@@ -120,9 +120,10 @@ struct LifecycleTests {
         configuration.heartbeat = .milliseconds(200)
         let peer = try BridgePeer(configuration: configuration)
         let start = ContinuousClock.now
-        let refused = await bridgeError { try await peer.connect(timeout: .milliseconds(1500)) }
+        // The refusal comes in milliseconds; the peer retries until its timeout, long enough for a loaded machine.
+        let refused = await bridgeError { try await peer.connect(timeout: .seconds(5)) }
         #expect(refused?.code == .nameTaken)
-        #expect(ContinuousClock.now - start >= .milliseconds(1500), "refusals are retried until the timeout")
+        #expect(ContinuousClock.now - start >= .seconds(5), "refusals are retried until the timeout")
         // The name frees when the holder leaves; the peer, still saying hello, is welcomed.
         try holder.send(["v": 1, "type": "bye"])
         try await peer.connect(timeout: patience)
