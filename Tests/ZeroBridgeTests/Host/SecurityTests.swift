@@ -20,7 +20,7 @@ struct SecurityTests {
         return try BridgePeer(configuration: configuration)
     }
 
-    @Test("a CURVE host serves a Swift peer that knows its key; the connection file carries the host's public key")
+    @Test("a CURVE host serves a Swift peer through its connection file, which carries the host's public key and a signing key")
     func curveRoundTrip() async throws {
         let file = NSTemporaryDirectory() + "zb-curve-\(UUID().uuidString.prefix(8)).json"
         let server = try CurveKeyPair.generate()
@@ -28,9 +28,9 @@ struct SecurityTests {
             configuration.curve = .init(keyPair: server)
             configuration.connectionFile = file
         }
-        let written = try JSONValue.parse(Array(try Data(contentsOf: URL(fileURLWithPath: file))))
-        #expect(written["curve_server_key"] == .string(server.publicKey))
-        let peer = try Self.curvePeer(host, serverKey: server.publicKey, keyPair: try CurveKeyPair.generate())
+        let written = try ConnectionFile.read(file)
+        #expect(written.curveServerKey == server.publicKey && written.key != nil, "CURVE and a signing key together")
+        let peer = try BridgePeer(configuration: .init(connectionFile: written, name: "encrypted"))
         try await peer.connect(timeout: patience)
         #expect(try await peer.call("echo", ["big": .string(String(repeating: "x", count: 100_000))])["big"]?.stringValue?.count == 100_000)
         await peer.close()
