@@ -136,6 +136,8 @@ export interface PeerOptions {
   /**
    * `hello.features` gets `"evaluate"`: lets the host run JavaScript in this process through
    * `$evaluate`. Off by default (`$evaluate` is answered `not_allowed`). Read the README first.
+   * Without CURVE it holds for the first host that welcomed this peer only: after losing that host the
+   * peer says `hello` without the feature and answers `$evaluate` with `not_allowed` (SPEC 2.1).
    */
   evaluate?: boolean;
   /**
@@ -174,6 +176,14 @@ export interface PeerOptions {
    */
   key?: string;
   /**
+   * CURVE (SPEC 2.1): encrypts every connection and makes the host prove it holds the secret key of `serverKey`.
+   * A connection file with `curve_server_key` turns it on by itself; this gives keys of your own. `serverKey` (the
+   * host's public key) wins over the file's; without `secretKey` the peer makes itself a fresh key pair;
+   * `publicKey`, if given, must match `secretKey`. Keys are 40-character Z85 strings or 32-byte buffers. A key pair
+   * with no server key here or in the file is an error: the peer never falls back to plaintext. Combines with `key`.
+   */
+  curve?: { serverKey?: string | Uint8Array; publicKey?: string | Uint8Array; secretKey?: string | Uint8Array };
+  /**
    * Where diagnostics go: dropped or malformed messages from the host, host loss, listener errors.
    * Default: warnings to `console.warn`, debug lines to `NODE_DEBUG=zerobridge`.
    */
@@ -197,6 +207,8 @@ export class Peer {
    * Connects, sends `hello` and resolves once the host's `welcome` arrives. Rejects at the `timeout`
    * option with `timeout`, or with `name_taken` when the host kept refusing the name because another
    * live session holds it (say, this program's previous run, until the host has seen that one end).
+   * With CURVE, rejects at once with `unauthorized` when the host refuses this peer's key (its message
+   * names {@link Peer.curvePublicKey} and the allow-list) or does not prove it holds the server key.
    */
   connect(): Promise<this>;
 
@@ -220,6 +232,11 @@ export class Peer {
   readonly limits: { max_message_bytes: number; max_in_flight: number } | null;
   /** True while a session is in force: welcomed, and the host not lost since. */
   readonly connected: boolean;
+  /**
+   * With CURVE: this peer's public key (Z85, 40 characters), for the host's allow-list
+   * (`zerobridge serve --allow-peer-keys FILE`); null without CURVE. The secret key is never shown.
+   */
+  readonly curvePublicKey: string | null;
   /**
    * On a keyed connection (a `key`): messages from the host not processed since the peer started, because their
    * signature was missing, wrong or replayed, or they came before the first `welcome` of their connection (SPEC 3.1);
@@ -271,8 +288,9 @@ export class Peer {
  * Connects a new peer to a host and resolves once the host has welcomed it.
  *
  * `endpointOrConnectionFile` is `tcp://host:port`, `ipc:///path`, or the path of a host's connection
- * file (`{"protocol": 1, "endpoint", "host", "signature_scheme", "key"}`); a file with a non-empty `key` makes
- * every connection keyed (see {@link PeerOptions.key}).
+ * file (`{"protocol": 1, "endpoint", "host", "signature_scheme", "key", "curve_server_key"?}`); a file with a
+ * non-empty `key` makes every connection keyed (see {@link PeerOptions.key}), one with `curve_server_key` makes it
+ * CURVE (see {@link PeerOptions.curve}).
  *
  * For example:
  * ```js
@@ -281,3 +299,9 @@ export class Peer {
  * ```
  */
 export function connect(endpointOrConnectionFile: string, options: PeerOptions): Promise<Peer>;
+
+/**
+ * A fresh CURVE key pair in Z85 (like `zmq_curve_keypair()`): give it to {@link PeerOptions.curve} and put
+ * `publicKey` on the host's allow-list. Keep `secretKey` secret.
+ */
+export function curveKeyPair(): { publicKey: string; secretKey: string };

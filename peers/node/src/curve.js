@@ -423,7 +423,12 @@ export function z85Decode(text) {
 export function curveKey(key, what = 'key') {
   if (typeof key === 'string') {
     if (key.length !== 40) throw new TypeError(`${what} must be 40 Z85 characters, got ${key.length}`);
-    return z85Decode(key);
+    try {
+      return z85Decode(key);
+    } catch {
+      // Not z85Decode's message: it quotes the offending characters, and this may be a secret key.
+      throw new TypeError(`${what} must be 40 Z85 characters (ZeroMQ RFC 32), and is not Z85`);
+    }
   }
   if (key instanceof Uint8Array && key.length === KEY_BYTES) return Buffer.from(key);
   throw new TypeError(`${what} must be a 40-character Z85 string or 32 bytes`);

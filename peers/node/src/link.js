@@ -102,7 +102,7 @@ export class Link {
    * @param {() => boolean} options.isFull             whether what waits for the host is at its bound (SPEC 7.13);
    *                                                   the owner calls onRoom() when it may no longer be
    * @param {Map<string, Function>} options.handlers   action name -> handler, read at each request
-   * @param {boolean} options.evaluate                 whether `$evaluate` runs scripts
+   * @param {() => string|null} options.evaluate        why `$evaluate` is refused now (`not_allowed`), or null: it runs scripts
    * @param {number} options.maxInFlight               the host's requests and events run at once (SPEC 7.11, 7.13)
    * @param {(action: string, payload: any, context: {action: string, signal: AbortSignal}) => Promise<unknown>|null} options.onEvent
    *   runs the listeners of an event; returns a promise (never rejecting) while some still run, else null
@@ -382,9 +382,10 @@ export class Link {
     if (action === '$actions') {
       run = async () => [...this.handlers.keys()];
     } else if (action === '$evaluate') {
-      run = this.evaluate
+      const refusal = this.evaluate();
+      run = refusal === null
         ? () => evaluateScript(request.payload)
-        : async () => { throw new BridgeError('not_allowed', 'this peer does not evaluate scripts (connect with evaluate: true to allow it)'); };
+        : async () => { throw new BridgeError('not_allowed', refusal); };
     } else {
       const handler = this.handlers.get(action);
       run = handler

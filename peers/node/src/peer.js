@@ -29,6 +29,22 @@ const READY = 'ready'; // welcome received: a session is in force
 const LOST = 'lost'; // the host went silent, said bye or the connection broke; a fresh connection is on its way
 const CLOSED = 'closed';
 
+/**
+ * The ZmtpDealer's `curve` option from `options.curve` and a connection file's `curve_server_key`: CURVE whenever a
+ * server key is known (the option's wins), with the given key pair or a fresh one. A key pair without a server key is
+ * an error, never plaintext.
+ */
+function curveSettings(given, fileServerKey) {
+  if (given === undefined || given === null) return fileServerKey === undefined ? null : { serverKey: fileServerKey };
+  if (typeof given !== 'object') throw new TypeError('options.curve must be an object { serverKey?, publicKey?, secretKey? }');
+  const serverKey = given.serverKey ?? fileServerKey;
+  if (serverKey === undefined) {
+    throw new TypeError('options.curve needs serverKey, the host\'s CURVE public key (or a connection file with curve_server_key): '
+      + 'CURVE cannot run without it, and this peer does not fall back to plaintext');
+  }
+  return { serverKey, publicKey: given.publicKey, secretKey: given.secretKey };
+}
+
 /** A stream() that failed before anything was sent. */
 function failedStream(error) {
   const result = Promise.reject(error);
@@ -54,6 +70,8 @@ export class Peer {
   #rejected = 0;
   #lastWarned = 0;
   #unauthorized = null; // the message of the host's last unauthorized answer, for the connect timeout's error
+  // SPEC 2.1: why `$evaluate` was withdrawn (without CURVE, only the first host that welcomed us may evaluate), or null.
+  #evaluateWithdrawn = null;
 
   constructor(endpointOrConnectionFile, options = {}) {
     if (typeof endpointOrConnectionFile !== 'string' || endpointOrConnectionFile.length === 0) {
@@ -69,6 +87,7 @@ export class Peer {
     }
     let key = options.key ?? '';
     if (typeof key !== 'string') throw new TypeError('options.key must be the connection key as hex');
+    let fileServerKey;
     if (endpointOrConnectionFile.includes('://')) {
       this.endpoint = endpointOrConnectionFile;
     } else {
@@ -76,6 +95,7 @@ export class Peer {
       const file = readConnectionFile(endpointOrConnectionFile);
       this.endpoint = file.endpoint;
       key = file.key;
+      fileServerKey = file.curveServerKey;
     }
     if (key !== '') this.#key = parseKey(key);
     this.name = name;
@@ -106,6 +126,7 @@ export class Peer {
     this.reconnectIvlMax = options.reconnectIvlMax ?? 5000;
 
     this.dealer = new ZmtpDealer(this.endpoint, {
+      curve: curveSettings(options.curve, fileServerKey),
       reconnectIvl: options.reconnectIvl,
       reconnectIvlMax: options.reconnectIvlMax,
       sendQueueLimit: options.sendQueueLimit,
@@ -114,7 +135,7 @@ export class Peer {
       send: (frames) => this.sendFrames(frames),
       isFull: () => this.dealer.queuedBytes + this.#unsentBytes >= this.dealer.sendBufferBytes,
       handlers: this.handlers,
-      evaluate: this.evaluate,
+      evaluate: () => (this.evaluate ? this.#evaluateWithdrawn : 'this peer does not evaluate scripts (connect with evaluate: true to allow it)'),
       maxInFlight,
       onEvent: (action, payload, context) => this.dispatchEvent(action, payload, context),
       onSession: (body) => this.onSessionMessage(body),
@@ -132,6 +153,11 @@ export class Peer {
   /** Messages from the host not processed for their signature on a keyed connection (SPEC 3.1), since the peer started. */
   get rejectedMessages() {
     return this.#rejected;
+  }
+
+  /** This peer's CURVE public key (Z85), for the host's allow-list; null without CURVE. */
+  get curvePublicKey() {
+    return this.dealer.curvePublicKey;
   }
 
   /** True while a session with the host is in force (welcome received, host not lost). */
@@ -304,7 +330,7 @@ export class Peer {
 
   sayHello() {
     this.helloScheduled = false;
-    const features = this.evaluate ? ['evaluate'] : [];
+    const features = this.evaluate && this.#evaluateWithdrawn === null ? ['evaluate'] : [];
     // A hello while a session is in force keeps it (handlers changed). After a loss it asks to resume the last
     // session, which takes that session's token (SPEC 6); without one (a 1.1 host) we start afresh.
     const last = this.#welcomed;
@@ -354,6 +380,7 @@ export class Peer {
    */
   hostLost(why, redial) {
     this.log('warn', `lost the host: ${why}`);
+    this.#withdrawEvaluate();
     this.state = LOST;
     this.lostBecause = why;
     this.session = null;
@@ -373,6 +400,19 @@ export class Peer {
     // The first redial is at once; a host that keeps refusing us (bye again, silence again) is retried with backoff.
     const delay = this.redials === 1 ? 0 : Math.min(this.reconnectIvl * 2 ** (this.redials - 2), this.reconnectIvlMax);
     this.dealer.reconnect(delay);
+  }
+
+  /**
+   * SPEC 2.1: without CURVE nothing proves that the host reached after a loss is the one that welcomed us (another
+   * local process may have taken the endpoint), so `$evaluate` is for that first host only. With CURVE every
+   * connection proves the pinned server key, and evaluation stays on.
+   */
+  #withdrawEvaluate() {
+    if (!this.evaluate || this.dealer.mechanism === 'CURVE' || this.#welcomed === null || this.#evaluateWithdrawn !== null) return;
+    this.#evaluateWithdrawn = 'evaluation was turned off when this peer lost the first host that welcomed it: without CURVE '
+      + 'nothing proves that a host is that one';
+    this.log('warn', `$evaluate is refused from now on: this peer lost the first host that welcomed it, and without CURVE nothing `
+      + `proves that the host at ${this.endpoint} is still that one (give the peer the host's CURVE server key to keep evaluation on)`);
   }
 
   onMessage(frames) {
@@ -485,9 +525,21 @@ export class Peer {
 
   onTransportError(error) {
     this.log('warn', `ZMTP error: ${error.message}`);
-    if (this.state !== READY && this.state !== LOST) {
-      this.failConnect(new BridgeError('bad_message', `cannot talk to ${this.endpoint}: ${error.message}`, { cause: error }));
+    if (this.state !== READY && this.state !== LOST) this.failConnect(this.#connectError(error));
+  }
+
+  /** Why connecting failed: a CURVE handshake that failed says which side's key was the problem. */
+  #connectError(error) {
+    const curve = this.dealer.mechanism === 'CURVE';
+    if (curve && error.code === 'EREFUSED') {
+      return new BridgeError('unauthorized', `the host at ${this.endpoint} refused this peer's CURVE key ${this.curvePublicKey}: `
+        + `is it on the host's allow-list? (${error.message})`, { cause: error });
     }
+    if (curve && error.code === 'EAUTH') {
+      return new BridgeError('unauthorized', `the host at ${this.endpoint} did not prove it holds the CURVE server key `
+        + `${this.dealer.curveServerKey}: is that the host's key? (${error.message})`, { cause: error });
+    }
+    return new BridgeError('bad_message', `cannot talk to ${this.endpoint}: ${error.message}`, { cause: error });
   }
 
   /** Runs an event's listeners; returns a promise (never rejecting) while async ones still run, else null. */

@@ -3,6 +3,7 @@
 
 import { readFileSync } from 'node:fs';
 import { BridgeError } from './errors.js';
+import { curveKey } from './curve.js';
 
 export const PROTOCOL_VERSION = 1;
 export const MAX_DEPTH = 64;
@@ -281,8 +282,9 @@ export const bodies = {
 };
 
 /**
- * Reads a connection file: `{"protocol": 1, "endpoint", "host", "signature_scheme": "hmac-sha256", "key"}`.
- * Returns `{ endpoint, host, key }`; throws a BridgeError (`bad_message`) naming the file and the problem.
+ * Reads a connection file: `{"protocol": 1, "endpoint", "host", "signature_scheme": "hmac-sha256", "key",
+ * "curve_server_key"?}`. Returns `{ endpoint, host, key }`, plus `curveServerKey` (Z85) when the file has one;
+ * throws a BridgeError (`bad_message`) naming the file and the problem.
  */
 export function readConnectionFile(path) {
   let text;
@@ -299,7 +301,9 @@ export function readConnectionFile(path) {
   }
   const problem = connectionFileProblem(parsed);
   if (problem) throw new BridgeError('bad_message', `the connection file ${path} is not valid: ${problem}`);
-  return { endpoint: parsed.endpoint, host: parsed.host, key: parsed.key };
+  const info = { endpoint: parsed.endpoint, host: parsed.host, key: parsed.key };
+  if (parsed.curve_server_key !== undefined) info.curveServerKey = parsed.curve_server_key;
+  return info;
 }
 
 /** Why a parsed connection file is invalid, or null. */
@@ -312,5 +316,13 @@ export function connectionFileProblem(file) {
   if (!isName(file.host)) return 'host must be a string of 1..128 characters';
   if (file.signature_scheme !== 'hmac-sha256') return 'signature_scheme must be "hmac-sha256"';
   if (typeof file.key !== 'string' || !/^([0-9a-fA-F]{2})*$/.test(file.key)) return 'key must be hex (an even number of digits) or empty';
+  if (has(file, 'curve_server_key')) {
+    if (typeof file.curve_server_key !== 'string') return 'curve_server_key must be the host\'s CURVE public key in Z85 (40 characters)';
+    try {
+      curveKey(file.curve_server_key, 'curve_server_key');
+    } catch (error) {
+      return error.message;
+    }
+  }
   return null;
 }

@@ -185,8 +185,10 @@ const MESSAGE_COMMAND = 0x02;
  * moves them. Every check that fails throws a ZmtpError, and the connection is dropped.
  */
 class CurveClient {
+  #keys; // the socket's long-term keys, secret key included: private, like the socket's own copy
+
   constructor(keys, endpoint) {
-    this.keys = keys;
+    this.#keys = keys;
     this.endpoint = endpoint;
     this.transient = generateKeyPair();
     this.sent = 0n; // our last short nonce (HELLO is 1)
@@ -208,7 +210,7 @@ class CurveClient {
   /** HELLO: version 1.0, 72 bytes of anti-amplification padding, C', short nonce, Box[64 zeros](C'->S). */
   hello() {
     const short = this.shortNonce();
-    const signature = box(Buffer.alloc(64), nonce('CurveZMQHELLO---', short), this.keys.serverKey, this.transient.secretKey);
+    const signature = box(Buffer.alloc(64), nonce('CurveZMQHELLO---', short), this.#keys.serverKey, this.transient.secretKey);
     return commandFrame('HELLO', Buffer.concat([Buffer.from([1, 0]), Buffer.alloc(72), this.transient.publicKey, short, signature]));
   }
 
@@ -216,10 +218,10 @@ class CurveClient {
   welcome(data) {
     if (this.phase !== 'welcome') throw new ZmtpError(`unexpected WELCOME from ${this.endpoint}`);
     if (data.length !== 16 + 144) throw new ZmtpError(`malformed WELCOME from ${this.endpoint} (${data.length} bytes)`);
-    const opened = boxOpen(data.subarray(16), nonce('WELCOME-', data.subarray(0, 16)), this.keys.serverKey, this.transient.secretKey);
+    const opened = boxOpen(data.subarray(16), nonce('WELCOME-', data.subarray(0, 16)), this.#keys.serverKey, this.transient.secretKey);
     if (opened === null) {
       throw new ZmtpError(`${this.endpoint} could not prove it holds the secret key of curve.serverKey `
-        + `${z85Encode(this.keys.serverKey)} (its WELCOME does not open): refusing it`, 'EAUTH');
+        + `${z85Encode(this.#keys.serverKey)} (its WELCOME does not open): refusing it`, 'EAUTH');
     }
     this.serverTransient = opened.subarray(0, 32);
     try {
@@ -234,10 +236,10 @@ class CurveClient {
   /** INITIATE: cookie, short nonce, Box[C + vouch + metadata](C'->S'), the vouch being Box[C' + S](C->S'). */
   initiate(metadataBytes) {
     const vouchNonce = randomBytes(16);
-    const vouch = box(Buffer.concat([this.transient.publicKey, this.keys.serverKey]), nonce('VOUCH---', vouchNonce),
-      this.serverTransient, this.keys.secretKey);
+    const vouch = box(Buffer.concat([this.transient.publicKey, this.#keys.serverKey]), nonce('VOUCH---', vouchNonce),
+      this.serverTransient, this.#keys.secretKey);
     const short = this.shortNonce();
-    const sealed = secretbox(Buffer.concat([this.keys.publicKey, vouchNonce, vouch, metadataBytes]),
+    const sealed = secretbox(Buffer.concat([this.#keys.publicKey, vouchNonce, vouch, metadataBytes]),
       nonce('CurveZMQINITIATE', short), this.boxKey);
     return commandFrame('INITIATE', Buffer.concat([this.cookie, short, sealed]));
   }
@@ -329,11 +331,15 @@ const CLOSED = 'closed';
  *
  * With `curve: { serverKey, publicKey?, secretKey? }` the socket is a CURVE client (RFC 26): the other
  * side must prove it holds the secret key of `serverKey` before anything but our HELLO is sent, and every
- * frame then travels in a MESSAGE box. A side that cannot prove it, a box that does not open, a short
- * nonce that does not increase, or an ERROR command drops the connection with a ZmtpError (`EAUTH`,
- * `EPROTO` or `EREFUSED`); it is then retried like any other failure.
+ * frame then travels in a MESSAGE box. A failure drops the connection (retried like any other) and is
+ * reported as a ZmtpError: `EAUTH` when the other side cannot prove its key (or a box does not open),
+ * `EREFUSED` when it refuses us (an ERROR command, or a close after our INITIATE: our key is not allowed),
+ * `EPROTO` for the rest.
  */
 export class ZmtpDealer extends EventEmitter {
+  // The long-term CURVE keys, or null. Private: they hold our secret key, which no inspect, JSON or log shows.
+  #curveKeys = null;
+
   constructor(endpoint, options = {}) {
     super();
     this.endpoint = endpoint;
@@ -352,9 +358,9 @@ export class ZmtpDealer extends EventEmitter {
     this.socketType = options.socketType ?? 'DEALER';
     if (!LEGAL_PEERS[this.socketType]) throw new TypeError(`socketType must be DEALER or ROUTER, not ${JSON.stringify(this.socketType)}`);
     this.accepted = false;
-    this.curveKeys = options.curve === undefined || options.curve === null ? null : curveOptions(options.curve);
-    if (this.curveKeys && this.socketType !== 'DEALER') throw new TypeError('CURVE is implemented for the client (DEALER) side only');
-    this.mechanism = this.curveKeys ? 'CURVE' : 'NULL';
+    this.#curveKeys = options.curve === undefined || options.curve === null ? null : curveOptions(options.curve);
+    if (this.#curveKeys && this.socketType !== 'DEALER') throw new TypeError('CURVE is implemented for the client (DEALER) side only');
+    this.mechanism = this.#curveKeys ? 'CURVE' : 'NULL';
     this.curve = null; // this connection's CurveClient, from the greeting on
 
     this.state = IDLE;
@@ -375,7 +381,12 @@ export class ZmtpDealer extends EventEmitter {
 
   /** Our long-term CURVE public key in Z85 (for a host's allow-list), or null without CURVE. */
   get curvePublicKey() {
-    return this.curveKeys ? z85Encode(this.curveKeys.publicKey) : null;
+    return this.#curveKeys ? z85Encode(this.#curveKeys.publicKey) : null;
+  }
+
+  /** The server's public key we require it to prove, in Z85, or null without CURVE. */
+  get curveServerKey() {
+    return this.#curveKeys ? z85Encode(this.#curveKeys.serverKey) : null;
   }
 
   /** True once the handshake with the other side is complete and until the connection breaks. */
@@ -561,9 +572,9 @@ export class ZmtpDealer extends EventEmitter {
     if (curve && curve.phase !== 'open' && !curve.failed && this.listenerCount('error') > 0) {
       // libzmq drops a CURVE client silently when our HELLO does not open for its key (a wrong
       // curve.serverKey) and, under RFC 26, may do the same when it refuses our key after INITIATE.
-      this.emitSafely('error', new ZmtpError(curve.phase === 'welcome'
-        ? `${this.endpoint} closed the connection after our CURVE HELLO: is curve.serverKey ${z85Encode(this.curveKeys.serverKey)} its key?`
-        : `${this.endpoint} closed the connection after our CURVE INITIATE: it did not accept our key ${this.curvePublicKey}`, 'EAUTH'));
+      this.emitSafely('error', curve.phase === 'welcome'
+        ? new ZmtpError(`${this.endpoint} closed the connection after our CURVE HELLO: is curve.serverKey ${this.curveServerKey} its key?`, 'EAUTH')
+        : new ZmtpError(`${this.endpoint} closed the connection after our CURVE INITIATE: it did not accept our key ${this.curvePublicKey}`, 'EREFUSED'));
     }
     this.emitSafely('drain'); // what the socket held is gone with it
     if (this.state !== IDLE) return; // a 'disconnect' or 'drain' listener closed or redialled us
@@ -586,7 +597,7 @@ export class ZmtpDealer extends EventEmitter {
 
   /** Writes one message: as ZMTP frames, or with CURVE one MESSAGE box per frame (MORE inside the box). */
   writeMessage(frames) {
-    if (!this.curveKeys) {
+    if (!this.#curveKeys) {
       this.write(encodeFrames(frames));
       return;
     }
@@ -596,7 +607,7 @@ export class ZmtpDealer extends EventEmitter {
 
   /** Writes a ZMTP command after the handshake: sealed in a MESSAGE box with CURVE. */
   writeCommand(name, data) {
-    if (!this.curveKeys) {
+    if (!this.#curveKeys) {
       this.write(commandFrame(name, data));
       return;
     }
@@ -674,17 +685,17 @@ export class ZmtpDealer extends EventEmitter {
     const greeting = input.take(GREETING_SIZE);
     const mechanism = greeting.subarray(12, 32).toString('latin1').replace(/\0+$/, '');
     if (mechanism !== this.mechanism) {
-      throw new ZmtpError(this.curveKeys
+      throw new ZmtpError(this.#curveKeys
         ? `${this.endpoint} offers the ${JSON.stringify(mechanism)} security mechanism, not CURVE: refusing to talk without it`
         : `${this.endpoint} requires the ${JSON.stringify(mechanism)} security mechanism (CURVE needs the curve option); we speak NULL`,
-      this.curveKeys ? 'EAUTH' : 'EPROTO');
+      this.#curveKeys ? 'EAUTH' : 'EPROTO');
     }
     // The as-server byte is not checked: libzmq sends 0 even from a CURVE server. The handshake itself
     // proves the server role (only the holder of curve.serverKey's secret key can answer HELLO).
     this.peerVersion = `${greeting[10]}.${greeting[11]}`;
     this.state = HANDSHAKE;
-    if (this.curveKeys) {
-      this.curve = new CurveClient(this.curveKeys, this.endpoint);
+    if (this.#curveKeys) {
+      this.curve = new CurveClient(this.#curveKeys, this.endpoint);
       this.write(this.curve.hello());
     } else {
       this.write(readyCommand(this.socketType, this.routingId));

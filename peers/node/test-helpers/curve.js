@@ -198,6 +198,10 @@ class FakeConnection extends EventEmitter {
     this.log.push({ kind: 'command', name: 'INITIATE', nonce: short, vouched, metadata: this.metadata });
     if (!vouched) throw new Error('INITIATE vouch does not prove the client key');
     this.clientKey = clientKey;
+    if (this.server.options.closeAfterInitiate) {
+      this.socket.destroy(); // RFC 26 lets a server refuse a client key without a word
+      return;
+    }
     if (this.server.options.errorAfter === 'initiate') {
       this.socket.write(command('ERROR', Buffer.concat([Buffer.from([this.server.options.errorReason.length]), Buffer.from(this.server.options.errorReason)])));
       return;
@@ -244,7 +248,7 @@ class FakeConnection extends EventEmitter {
 /**
  * A CurveZMQ server on tcp://127.0.0.1 holding `secretKey` (Z85 or 32 bytes). Options: `mechanism` for the
  * greeting (default CURVE), `impostorSecretKey` (answer HELLO with a WELCOME made with this key instead),
- * `errorAfter: 'hello' | 'initiate'` with `errorReason` (send ERROR there). Events: `connection`, `ready`.
+ * `errorAfter: 'hello' | 'initiate'` with `errorReason` (send ERROR there), `closeAfterInitiate` (close instead of READY). Events: `connection`, `ready`.
  */
 export class FakeCurveServer extends EventEmitter {
   static async start(options) {

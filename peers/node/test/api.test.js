@@ -10,9 +10,9 @@ const declarations = readFileSync(`${packageDir}/index.d.ts`, 'utf8');
 
 test('the package resolves by its name through "exports" and has exactly the declared exports', async () => {
   const zerobridge = await import('zerobridge');
-  assert.deepEqual(Object.keys(zerobridge).sort(), ['BridgeError', 'Peer', 'connect']);
+  assert.deepEqual(Object.keys(zerobridge).sort(), ['BridgeError', 'Peer', 'connect', 'curveKeyPair']);
   for (const name of ['BridgeError', 'Peer']) assert.match(declarations, new RegExp(`export class ${name}\\b`));
-  assert.match(declarations, /export function connect\(/);
+  for (const name of ['connect', 'curveKeyPair']) assert.match(declarations, new RegExp(`export function ${name}\\(`));
   const pkg = JSON.parse(readFileSync(`${packageDir}/package.json`, 'utf8'));
   assert.equal(pkg.type, 'module');
   assert.equal(pkg.types, './index.d.ts');
@@ -27,7 +27,7 @@ test('every public Peer member is declared', async () => {
     assert.match(peerDeclaration, new RegExp(`\\n  ${method}(<[^>]*>)?\\(`), `${method} is declared`);
   }
   const peer = new Peer('tcp://127.0.0.1:9', { name: 'api' });
-  for (const field of ['endpoint', 'name', 'session', 'host', 'hostActions', 'heartbeatMs', 'limits', 'connected']) {
+  for (const field of ['endpoint', 'name', 'session', 'host', 'hostActions', 'heartbeatMs', 'limits', 'connected', 'rejectedMessages', 'curvePublicKey']) {
     assert.ok(field in peer, `${field} exists`);
     assert.match(peerDeclaration, new RegExp(`readonly ${field}:`), `${field} is declared`);
   }

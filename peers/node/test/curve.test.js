@@ -341,6 +341,16 @@ describe('the CURVE client handshake (src/zmtp.js) against a scripted CurveZMQ s
     assert.equal(dealer.connects.length, 0);
   });
 
+  test('a server that closes after our INITIATE refused our key (EREFUSED), and the error names it', async () => {
+    const { fake, dealer } = await setUp({ closeAfterInitiate: true });
+    dealer.connect();
+    await eventually(() => dealer.errors.length >= 1, 'the refusal');
+    assert.equal(dealer.errors[0].code, 'EREFUSED');
+    assert.ok(dealer.errors[0].message.includes(`it did not accept our key ${client.publicKey}`), dealer.errors[0].message);
+    assert.deepEqual(fake.connections[0].log.map((e) => e.name ?? e.kind), ['greeting', 'HELLO', 'INITIATE']);
+    assert.equal(dealer.connects.length, 0);
+  });
+
   test('a MESSAGE whose short nonce does not increase drops the connection (EPROTO); what came before is delivered', async () => {
     const { fake, dealer } = await setUp();
     let ready = fake.nextReady();
