@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hmac
 import inspect
 import json
 import os
@@ -19,6 +20,9 @@ from typing import Any
 import pytest
 import zmq
 import zmq.asyncio
+
+from zerobridge import signing
+from zerobridge.link import now_ms
 
 ZEROBRIDGE_BIN = os.environ.get("ZEROBRIDGE_BIN", "/work/main/.build/debug/zerobridge")
 ASYNC_TEST_TIMEOUT = 30.0  # no test may hang the suite
@@ -134,6 +138,68 @@ def start_host(ipc_dir: Path) -> Iterator[Callable[..., HostProcess]]:
         process.stop()
 
 
+# --- the host's side of keyed connections (SPEC 3.1) ----------------------------------------
+
+
+class HostChannels:
+    """The host's rules of keyed connections, for tests: each connection (a routing id) gets a channel from a signed
+    opening `hello` whose ms is within 300 s of the host's clock and whose nonce was never accepted before; after it,
+    `p2h` counters must increase. The host signs `h2p` with counters of its own. Unlike a real host it remembers
+    every nonce it accepted (it lives for one test)."""
+
+    CLOCK_BOUND_MS = 300_000
+
+    def __init__(self, key: bytes) -> None:
+        self.key = key
+        self.nonces: set[str] = set()
+        self.channels: dict[bytes, list[Any]] = {}  # connection -> [nonce, greatest counter accepted, last sent]
+
+    def receive(self, connection: bytes, frame0: bytes, frames: list[bytes], now: int) -> str | None:
+        """Why the message is refused, or None when it is accepted."""
+        signature = signing.parse(frame0)
+        channel = self.channels.get(connection)
+        if channel is not None:
+            if not isinstance(signature, signing.Signed):
+                return "not signed m.<counter>.<mac> on an open channel"
+            if signature.counter <= channel[1]:
+                return "counter not increasing"
+            if not hmac.compare_digest(signature.mac, signing.mac(self.key, signing.P2H, channel[0], signature.counter, frames)):
+                return "wrong MAC"
+            channel[1] = signature.counter
+            return None
+        if not isinstance(signature, signing.Opening):
+            return "the first message is not signed as an opening"
+        if not hmac.compare_digest(signature.mac, signing.mac(self.key, signing.HELLO, signature.nonce, signature.ms, frames)):
+            return "wrong MAC"
+        if _body_type(frames[0]) != "hello":
+            return "an opening signature on a message that is not hello"
+        if abs(signature.ms - now) > self.CLOCK_BOUND_MS:
+            return "the opening's clock is more than 300 s off"
+        if signature.nonce in self.nonces:
+            return "a replayed opening"
+        self.nonces.add(signature.nonce)
+        self.channels[connection] = [signature.nonce, 0, 0]
+        return None
+
+    def sign(self, connection: bytes, frames: list[bytes]) -> bytes:
+        """Frame 0 for the next message to `connection` (which must have a channel)."""
+        channel = self.channels[connection]
+        channel[2] += 1
+        return signing.sign_message(self.key, signing.H2P, channel[0], channel[2], frames)
+
+
+def _body_type(frame: bytes) -> Any:
+    try:
+        body = json.loads(frame)
+    except ValueError:
+        return None
+    return body.get("type") if isinstance(body, dict) else None
+
+
+UNAUTHORIZED_ANSWER = json.dumps({"v": 1, "type": "response", "id": None, "ok": False,
+                                  "error": {"code": "unauthorized", "message": "wrong signature"}}).encode()
+
+
 # --- a scripted host inside the test -------------------------------------------------------
 
 
@@ -144,16 +210,23 @@ class FakeHost:
     As a 1.2 host it gives each session a resume token and resumes a session only with it; `tokens=False`
     plays a 1.1 host (no tokens; the session id alone resumes). `refuse_names` answers every hello with
     `name_taken`, as a host does while another live session holds the name. With `curve_secret_key` (Z85) it is a
-    CURVE server that accepts any client key."""
+    CURVE server that accepts any client key. With `key` it is a keyed host (SPEC 3.1): it processes only what
+    `HostChannels` accepts, answers the rest with an unsigned `unauthorized` (recorded in `refused`), and signs what it
+    sends. `raw` holds every message received as frames, `sent` every message sent, both with their routing ids."""
 
     def __init__(self, *, heartbeat_ms: int = 5000, max_message_bytes: int = 1 << 20, endpoint: str | None = None,
-                 rcvhwm: int | None = None, tokens: bool = True, curve_secret_key: bytes | None = None):
+                 rcvhwm: int | None = None, tokens: bool = True, curve_secret_key: bytes | None = None,
+                 key: bytes | None = None):
         self.heartbeat_ms = heartbeat_ms
         self.tokens: dict[str, str] | None = {} if tokens else None  # session -> its resume token
         self.refuse_names = False
         self.max_message_bytes = max_message_bytes
         self.rcvhwm = rcvhwm
         self.curve_secret_key = curve_secret_key
+        self.keyed = HostChannels(key) if key else None
+        self.refused: list[tuple[bytes, str]] = []
+        self.raw: list[tuple[bytes, list[bytes]]] = []
+        self.sent: list[tuple[bytes, list[bytes]]] = []
         self.silent = False
         self.sessions = 0
         self.known_sessions: set[str] = set()
@@ -201,6 +274,13 @@ class FakeHost:
         while True:
             await self._reading.wait()
             routing, *frames = await self.socket.recv_multipart()
+            self.raw.append((routing, frames))
+            if self.keyed is not None:
+                why = self.keyed.receive(routing, frames[0], frames[1:], now_ms()) if len(frames) >= 2 else "too few frames"
+                if why is not None:
+                    self.refused.append((routing, why))
+                    self.send_frames(routing, [b"", UNAUTHORIZED_ANSWER], sign=False)
+                    continue
             try:
                 body = json.loads(frames[1])
             except (IndexError, ValueError):
@@ -247,9 +327,13 @@ class FakeHost:
         frame = body if isinstance(body, bytes) else json.dumps(body).encode()
         self.send_frames(routing, [b"", frame, *attachments])
 
-    def send_frames(self, routing: bytes | None, frames: list[bytes]) -> None:
+    def send_frames(self, routing: bytes | None, frames: list[bytes], *, sign: bool = True) -> None:
+        """Send frames as they are, but (a keyed host, `sign`) with frame 0 signed for the connection's channel."""
         target = routing if routing is not None else self.routing
         assert target is not None, "no peer has said hello yet"
+        if sign and self.keyed is not None:
+            frames = [self.keyed.sign(target, frames[1:]), *frames[1:]]
+        self.sent.append((target, frames))
         self.socket.send_multipart([target, *frames])
 
     async def next(self, type: str, timeout: float = 5.0, **fields: Any) -> dict[str, Any]:

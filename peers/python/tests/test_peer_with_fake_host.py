@@ -627,24 +627,6 @@ def test_bad_connection_files_are_refused_clearly(tmp_path: Path, content: str, 
         zerobridge.connect(tmp_path / "missing.json", name="p")
 
 
-async def test_signed_connection_signs_and_checks_every_message(fake_host: Any, tmp_path: Path) -> None:
-    from zerobridge import wire
-
-    key = bytes.fromhex("a1b2c3")
-    async with fake_host() as host:
-        path = tmp_path / "connection.json"
-        path.write_text(json.dumps({"protocol": 1, "endpoint": host.endpoint, "host": "fake",
-                                    "signature_scheme": "hmac-sha256", "key": key.hex()}))
-        peer = zerobridge.connect(path, name="p", handlers={"echo": lambda p: p}, connect_timeout=0.5)
-        # The fake host does not sign its welcome, so the peer must refuse it and time out.
-        with pytest.raises(BridgeTimeout):
-            await peer.start()
-        hello_routing, _ = await host.next_with_routing("hello")
-        unauthorized = await host.next("response")
-        assert unauthorized["error"]["code"] == "unauthorized"
-        assert hello_routing is not None and wire.PROTOCOL_VERSION == 1
-
-
 async def test_ctrl_c_in_the_blocking_twin_cancels_the_call_on_the_host(fake_host: Any) -> None:
     script = (
         "import sys, zerobridge\n"

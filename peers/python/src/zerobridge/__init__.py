@@ -15,6 +15,8 @@ with the same methods. ``connect(..., evaluate=True)`` lets the host run arbitra
 this process (``$evaluate``); it is off by default: leave it off unless you trust the host.
 A host that requires CURVE is reached through its connection file (``curve_server_key``) or the
 ``curve_*`` arguments of ``connect``; ``peer.curve_public_key`` goes on the host's allow-list.
+A connection file with a ``key`` (``zerobridge serve --connection-file`` writes one by default) makes
+every message signed and checked (``peer.refused_messages`` counts what the peer refused).
 """
 
 from __future__ import annotations

@@ -222,7 +222,6 @@ class Link:
         serve: Serve,
         on_message: OnMessage,
         serve_event: ServeEvent | None = None,
-        key: bytes = b"",
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
         loop: asyncio.AbstractEventLoop | None = None,
     ) -> None:
@@ -234,7 +233,6 @@ class Link:
         self._serve = serve
         self._serve_event = serve_event
         self._on_message = on_message
-        self._key = key
         self._ids = itertools.count(1)
         self._calls: dict[str, OutgoingCall] = {}
         self._served: dict[str, _Served] = {}
@@ -285,7 +283,7 @@ class Link:
 
     def send(self, message: wire.Message) -> None:
         """Encode ``message`` and queue it for sending, whatever the queue holds. TypeError when its payload is not JSON."""
-        self._enqueue(wire.encode(message, key=self._key))
+        self._enqueue(wire.encode(message))
 
     def writable(self) -> None:
         """The transport has room again: send what waits, in order."""
@@ -330,7 +328,7 @@ class Link:
         timeout_ms = None if timeout is None else max(1, math.ceil(timeout * 1000))
         wall_deadline = None if timeout_ms is None else now_ms() + timeout_ms
         request = wire.Request(request_id, action, payload, timeout_ms, progress, wall_deadline)
-        frames = wire.encode(request, key=self._key)
+        frames = wire.encode(request)
         self._check_size(frames)
         deadline = None if timeout is None else self.loop.time() + timeout
         outgoing = OutgoingCall(self, request, deadline)
@@ -354,7 +352,7 @@ class Link:
                 left = max(1, math.ceil((outgoing.deadline - self.loop.time()) * 1000))
                 request = wire.Request(request.id, request.action, request.payload, left, request.progress, request.deadline)
             outgoing.sent = True
-            frames = wire.encode(request, key=self._key)
+            frames = wire.encode(request)
             self._queue.append(frames)
             self.queued_bytes += _size(frames)
             self.last_sent = self.loop.time()
@@ -362,7 +360,7 @@ class Link:
     def post(self, action: str, payload: Any = None) -> None:
         """Send an event (never answered). BridgeError ``overloaded`` while the outgoing queue is over its bound."""
         _check_action(action)
-        frames = wire.encode(wire.Event(action, payload), key=self._key)
+        frames = wire.encode(wire.Event(action, payload))
         self._check_size(frames)
         if self.over_limit or self._waiting_calls:
             raise BridgeError(
@@ -438,7 +436,7 @@ class Link:
 
     def _encode_progress(self, context: RequestContext, payload: Any, replaced: int) -> list[bytes]:
         message = wire.Progress(context.id, context._seq + 1, payload, replaced or None)
-        return wire.encode(message, key=self._key)
+        return wire.encode(message)
 
     def _flush_progress(self) -> None:
         """Send unsent progress, oldest first within each request, one request after another."""
@@ -482,7 +480,7 @@ class Link:
             return  # the other side was given up: what it sent still is not processed (SPEC 7.3)
         self.last_heard = self.loop.time()
         try:
-            message = wire.decode(frames, key=self._key)
+            message = wire.decode(frames)
         except wire.WireError as error:
             self._on_unreadable(error)
             return
@@ -616,13 +614,13 @@ class Link:
 
     def _respond_raw(self, response: wire.Response) -> None:
         try:
-            frames = wire.encode(response, key=self._key)
+            frames = wire.encode(response)
             self._check_size(frames)
         except TypeError as error:
             response = wire.Response.failure(response.id, BridgeError(errors.HANDLER_ERROR, f"result {error}"))
-            frames = wire.encode(response, key=self._key)
+            frames = wire.encode(response)
         except BridgeError as error:
-            frames = wire.encode(wire.Response.failure(response.id, error), key=self._key)
+            frames = wire.encode(wire.Response.failure(response.id, error))
         self._enqueue(frames)
 
     # --- events from the other side --------------------------------------------------------

@@ -15,8 +15,9 @@ import json
 import logging
 import os
 import re
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from types import TracebackType
 from typing import Any, TypeVar, cast
 
@@ -24,10 +25,10 @@ import zmq
 import zmq.asyncio
 from zmq.utils.monitor import parse_monitor_message
 
-from . import curve, errors, wire
+from . import curve, errors, signing, wire
 from .errors import BridgeError, BridgeTimeout, NameTaken, NotAllowed, PeerLost, UnknownAction
 from .evaluate import evaluate as run_script
-from .link import DEFAULT_MAX_IN_FLIGHT, Link, OutgoingCall, RequestContext
+from .link import DEFAULT_MAX_IN_FLIGHT, Link, OutgoingCall, RequestContext, now_ms
 
 log = logging.getLogger("zerobridge")
 
@@ -40,7 +41,7 @@ class ConnectionInfo:
     """Where and how to reach a host: an endpoint, or the contents of a connection file."""
 
     endpoint: str
-    key: bytes = b""
+    key: bytes = field(default=b"", repr=False)  # the connection key (SPEC 3.1): a secret, never in a log line
     host: str | None = None
     curve_server_key: str | None = None  # the host's CURVE public key (Z85): connect with CURVE (SPEC 2.1)
 
@@ -86,9 +87,20 @@ def read_connection_file(path: str | os.PathLike[str]) -> ConnectionInfo:
 def resolve_target(target: str | os.PathLike[str]) -> ConnectionInfo:
     """An endpoint (``tcp://``, ``ipc://``, ...) as is; anything else is read as a connection file."""
     text = os.fspath(target)
-    if "://" in text and not os.path.exists(text):
-        return ConnectionInfo(endpoint=text)
-    return read_connection_file(text)
+    return ConnectionInfo(endpoint=text) if _is_endpoint(text) else read_connection_file(text)
+
+
+def _is_endpoint(text: str) -> bool:
+    return "://" in text and not os.path.exists(text)
+
+
+def _parse_key(key: str | bytes) -> bytes:
+    """A connection key given as hex text (as in a connection file) or as raw bytes."""
+    if isinstance(key, (bytes, bytearray)):
+        return bytes(key)
+    if isinstance(key, str) and _HEX_KEY.fullmatch(key):
+        return bytes.fromhex(key)
+    raise ValueError("key must be hex (an even number of digits) or bytes")  # the value is not echoed: a secret
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,6 +236,7 @@ class Peer:
         curve_server_key: str | bytes | None = None,
         curve_key_pair: tuple[str | bytes, str | bytes] | None = None,
         curve_secret_key_file: str | os.PathLike[str] | None = None,
+        key: str | bytes | None = None,
     ) -> None:
         if not (isinstance(name, str) and 1 <= len(name) <= wire.MAX_ID_LENGTH):
             raise ValueError(f"name must be a string of 1..128 characters, not {name!r}")
@@ -232,6 +245,12 @@ class Peer:
         if not (type(max_in_flight) is int and max_in_flight > 0):
             raise ValueError(f"max_in_flight must be a positive integer, not {max_in_flight!r}")
         self.info = resolve_target(target)
+        # A connection file is read again when the host refuses our key: a restarted host writes a new one.
+        self._connection_file = None if _is_endpoint(os.fspath(target)) else os.fspath(target)
+        if key is not None:
+            if self._connection_file is not None:
+                raise ValueError("key= goes with an endpoint: a connection file brings its own key")
+            self.info = replace(self.info, key=_parse_key(key))
         self._curve = curve.configure(
             curve_server_key if curve_server_key is not None else self.info.curve_server_key,
             curve_key_pair,
@@ -269,6 +288,12 @@ class Peer:
         self._refused: BridgeError | None = None
         self._hello_retry: asyncio.TimerHandle | None = None
         self._handshake_failure: str | None = None  # why the last transport handshake failed, for the timeout's message
+        # Keyed connections (SPEC 3.1): what was refused, why (for the timeout's message), when it was last warned
+        # about (a flood must not flood the log), and the timer that reads the connection file again.
+        self._refused_count = 0
+        self._refusal: str | None = None
+        self._refusal_warned: dict[bool, float] = {}
+        self._key_check: asyncio.TimerHandle | None = None
 
         self.session: str | None = None
         self._resume_token: str | None = None  # the session's secret (SPEC 6): sent to resume it, never logged
@@ -310,6 +335,12 @@ class Peer:
         return self._curve.server_key if self._curve is not None else None
 
     @property
+    def refused_messages(self) -> int:
+        """How many messages from the host were not processed for their signature on a keyed connection (SPEC 3.1),
+        the host's unsigned ``unauthorized`` answers included, since the peer was made."""
+        return self._refused_count
+
+    @property
     def connected(self) -> bool:
         """True while a session with the host is in force."""
         return self._state == "connected"
@@ -336,7 +367,7 @@ class Peer:
                     f"the name {self.name!r} is held by another live session at {self.endpoint}:"
                     f" not welcomed within {self._connect_timeout} s"
                 ) from None
-            why = self._handshake_failure or "is the host running?"
+            why = self._handshake_failure or self._refusal or "is the host running?"
             raise BridgeTimeout(f"no welcome from {self.endpoint} within {self._connect_timeout} s ({why})") from None
         except BaseException:
             await self.close()
@@ -348,8 +379,8 @@ class Peer:
             await asyncio.wait_for(self._connected.wait(), timeout)
         except asyncio.TimeoutError:
             why = f" (another live session holds the name {self.name!r})" if self._refused is not None else ""
-            if not why and self._handshake_failure is not None:
-                why = f" ({self._handshake_failure})"
+            if not why and (self._handshake_failure or self._refusal) is not None:
+                why = f" ({self._handshake_failure or self._refusal})"
             raise BridgeTimeout(f"not reconnected to {self.endpoint} within {timeout} s{why}") from None
 
     async def close(self) -> None:
@@ -496,6 +527,8 @@ class Peer:
                 self._on_name_taken(error)
             case wire.Response(error=error) if error is not None:  # "id": null: it answers none of our calls
                 log.warning("the host refused a message: %s", error)
+                if error.code == errors.UNAUTHORIZED:  # (a keyed peer never gets here: such answers are unsigned)
+                    self._refusal = "the host requires a key: connect through its connection file, or give key="
 
     def _on_welcome(self, welcome: wire.Welcome) -> None:
         if self._state in ("closed", "new"):
@@ -507,6 +540,7 @@ class Peer:
         self.session = welcome.session
         self._resume_token = welcome.resume_token  # None from a 1.1 host: then hellos resume by session alone
         self._refused = None
+        self._refusal = None
         self._cancel_hello_retry()
         self.host = welcome.host
         self.host_actions = welcome.actions
@@ -545,6 +579,57 @@ class Peer:
         if self._hello_retry is not None:
             self._hello_retry.cancel()
             self._hello_retry = None
+
+    # --- keyed connections (SPEC 3.1) ------------------------------------------------------
+
+    def _accepts(self, channel: signing.PeerChannel, link: Link, frames: list[bytes]) -> bool:
+        """Whether a message from the host is signed for this connection's channel with a counter past those accepted
+        before. What is refused is counted and logged, never answered."""
+        why = channel.refusal(frames[0], frames[1:]) if len(frames) >= 2 else "fewer than 2 frames"
+        if why is None:
+            return True
+        self._refused_count += 1
+        answer = _unauthorized_answer(frames)
+        if answer is not None:  # the host refused something of ours: it does not hold our key
+            self._refusal = f"the host refused this peer's messages as unauthorized ({answer}): is the key the host's?"
+            self._warn_refusal(True, f"{self._refusal} ({self._refused_count} refused so far)")
+            if self._key_check is None:
+                self._check_key(link)
+            return False
+        self._warn_refusal(False, f"dropped a message from the host: {why} ({self._refused_count} refused so far)")
+        if self._refusal is None:
+            self._refusal = f"messages from the host were refused: {why} (does it use this key?)"
+        return False
+
+    def _warn_refusal(self, unauthorized: bool, message: str) -> None:
+        """A warning at most every REFUSAL_WARN_INTERVAL for each kind of refusal; the rest at debug level."""
+        now = time.monotonic()
+        last = self._refusal_warned.get(unauthorized)
+        if last is None or now - last >= REFUSAL_WARN_INTERVAL:
+            self._refusal_warned[unauthorized] = now
+            log.warning("%s", message)
+        else:
+            log.debug("%s", message)
+
+    def _check_key(self, link: Link) -> None:
+        """The host refuses our key. If it came from a connection file, read the file again, now and every
+        KEY_CHECK_INTERVAL until welcomed: a host restarted through the file has written a new key in it, which a
+        new connection then uses. (A file without a key is not followed: that would turn signing off.)"""
+        self._key_check = None
+        if self._connection_file is None or link is not self._link or self._state not in ("connecting", "lost"):
+            return
+        try:
+            key = read_connection_file(self._connection_file).key
+        except ValueError:
+            key = b""  # not there (yet): a host removes it when it stops, and writes it once bound
+        if key and key != self.info.key:
+            log.info("the connection file %s holds a new key: opening a new connection with it", self._connection_file)
+            self.info = replace(self.info, key=key)
+            self._refusal = None
+            link.retire(PeerLost("the connection key changed"))
+            self._spawn(self._reopen())
+        elif self._loop is not None:
+            self._key_check = self._loop.call_later(KEY_CHECK_INTERVAL, self._check_key, link)
 
     def _announce(self) -> None:
         """Send a new hello (once per loop turn) so the host learns our current actions."""
@@ -613,7 +698,7 @@ class Peer:
 
     async def _reopen(self) -> None:
         await self._close_socket(linger_ms=0)
-        if self._state == "lost":
+        if self._state in ("connecting", "lost"):
             self.session = self._resume_token = None  # a fresh session: what the old one owed us is failed already
             self._open_socket()
 
@@ -629,29 +714,39 @@ class Peer:
         socket.setsockopt(zmq.MAXMSGSIZE, RECEIVE_LIMIT)
         if self._curve is not None:
             self._curve.apply(socket)
-        socket.connect(self.endpoint)
+        # The monitor first: over ipc a loaded machine can finish the handshake before a monitor set up after connect,
+        # and a keyed connection must see it to know that a later disconnect broke a connection that was up.
         monitor = socket.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED | _HANDSHAKE_FAILED)
+        socket.connect(self.endpoint)
         self._socket = socket
         self._monitor = monitor
 
+        # A keyed connection's channel lives and dies with the socket (SPEC 3.1: a new one for every connection).
+        channel = signing.PeerChannel(self.info.key) if self.info.key else None
+
         def send(frames: list[bytes]) -> bool:  # this link only ever sends on this socket
-            return self._send_frames(socket, link, frames)
+            return self._send_frames(socket, link, channel, frames)
 
         link = Link(
             send=send,
             serve=self._serve,
             serve_event=self._serve_event,
             on_message=self._on_message,
-            key=self.info.key,
             max_in_flight=self.max_in_flight,
         )
         self._link = link
         self._heartbeat_task = None
-        self._socket_tasks = [self._spawn(self._read(socket, link)), self._spawn(self._watch_transport(monitor))]
+        self._socket_tasks = [
+            self._spawn(self._read(socket, link, channel)),
+            self._spawn(self._watch_transport(monitor, link, keyed=channel is not None)),
+        ]
         self._send_hello(resume=False)
 
     async def _close_socket(self, *, linger_ms: int) -> None:
         self._cancel_hello_retry()
+        if self._key_check is not None:
+            self._key_check.cancel()
+            self._key_check = None
         tasks = self._socket_tasks
         if self._heartbeat_task is not None:
             tasks = [*tasks, self._heartbeat_task]
@@ -677,21 +772,32 @@ class Peer:
             socket, self._socket = self._socket, None
             socket.close(linger=linger_ms)
 
-    def _send_frames(self, socket: zmq.asyncio.Socket, link: Link, frames: list[bytes]) -> bool:
-        """Hand ``frames`` to libzmq without waiting; False when its queue is full (the link then waits
-        for :meth:`_wait_for_room`). Messages for a closed socket are dropped."""
+    def _send_frames(
+        self, socket: zmq.asyncio.Socket, link: Link, channel: signing.PeerChannel | None, frames: list[bytes]
+    ) -> bool:
+        """Hand ``frames`` to libzmq without waiting, signed on a keyed connection; False when its queue is
+        full (the link then waits for :meth:`_wait_for_room`). Messages for a closed socket are dropped."""
         if socket.closed:
             head = bytes(frames[1][:80])
             if head.startswith(b'{"v":1,"type":"hello"'):
                 head = b'{"v":1,"type":"hello",...'  # it may carry the resume token, which is never logged
             log.debug("not sent (socket closed): %r", head)
             return True
+        if channel is not None:
+            # Signed as it is handed over, so that counters follow the order on the wire.
+            signature = channel.sign(frames[1:], now_ms())
+            if signature is None:
+                log.debug("not sent: a keyed connection opens with hello")
+                return True
+            frames = [signature, *frames[1:]]
         future = cast("asyncio.Future[Any]", socket.send_multipart(frames, flags=zmq.DONTWAIT))
         if not future.done():  # pyzmq queued it behind its own waiters: it goes out in order
             future.add_done_callback(_log_send_failure)
             return True
         error = future.exception()
         if isinstance(error, zmq.Again):
+            if channel is not None:
+                channel.unsent()
             self._wait_for_room(socket, link)
             return False
         if error is not None:
@@ -713,7 +819,7 @@ class Peer:
             self._room_task = None
             link.writable()
 
-    async def _read(self, socket: zmq.asyncio.Socket, link: Link) -> None:
+    async def _read(self, socket: zmq.asyncio.Socket, link: Link, channel: signing.PeerChannel | None) -> None:
         # Messages already queued are taken with plain non-blocking receives on a shadow of the same socket: one
         # asyncio Future per message (pyzmq's awaitable receive) costs more than decoding the message.
         ready: zmq.Socket[Any] = zmq.Socket.shadow(socket.underlying)
@@ -725,7 +831,8 @@ class Peer:
                     return
                 log.warning("receive failed: %s", error)
                 continue
-            link.receive(frames)
+            if channel is None or self._accepts(channel, link, frames):
+                link.receive(frames)
             for _ in range(_DRAIN_BATCH):
                 try:
                     frames = ready.recv_multipart(zmq.NOBLOCK)
@@ -735,11 +842,17 @@ class Peer:
                     if socket.closed:
                         return
                     break
-                link.receive(frames)
+                if channel is None or self._accepts(channel, link, frames):
+                    link.receive(frames)
 
-    async def _watch_transport(self, monitor: zmq.asyncio.Socket) -> None:
-        """After the TCP/IPC connection comes back, say hello again to learn whether our session survived."""
+    async def _watch_transport(self, monitor: zmq.asyncio.Socket, link: Link, *, keyed: bool) -> None:
+        """After the TCP/IPC connection comes back, say hello again to learn whether our session survived.
+
+        On a keyed connection a broken connection is a loss instead: libzmq would send what it still holds, signed
+        for the old channel, on the next connection before any new opening hello, and the host would refuse it all.
+        So a new socket opens a new channel, as after any loss."""
         dropped = False
+        handshook = False
         while True:
             try:
                 message = parse_monitor_message(await monitor.recv_multipart())
@@ -751,10 +864,14 @@ class Peer:
             if event == zmq.EVENT_DISCONNECTED:
                 dropped = True
                 self._withdraw_evaluate()  # the next connection may reach another process
+                if keyed and handshook and link is self._link and not link.retired:
+                    self._on_host_lost("the connection broke (on a keyed connection a new one opens a new channel)")
+                    return
             elif event & _HANDSHAKE_FAILED:
                 self._on_handshake_failed(event, message["value"])
             elif event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
                 self._handshake_failure = None
+                handshook = True
                 if dropped:
                     dropped = False
                     if self._state == "connected":
@@ -787,12 +904,30 @@ _HANDSHAKE_FAILED = (
 )
 # How often a peer whose name the host refuses (name_taken) says hello again while it waits for a welcome (SPEC 6).
 HELLO_RETRY_INTERVAL = 1.0
+# Keyed connections: how often refused messages are warned about (the rest go to debug), and how often the
+# connection file is read again while the host refuses the peer's key.
+REFUSAL_WARN_INTERVAL = 10.0
+KEY_CHECK_INTERVAL = 1.0
 # How many already-queued messages one wake-up handles before letting other tasks run.
 _DRAIN_BATCH = 256
 # libzmq's send high-water mark (messages): past it, sends wait in the link's own bounded queue.
 SEND_HWM = 1000
 # The largest frame taken from the host: 64 MiB and the 64 KiB slack of SPEC 7.10, as the Swift peer.
 RECEIVE_LIMIT = (64 << 20) + (64 << 10)
+
+
+def _unauthorized_answer(frames: list[bytes]) -> str | None:
+    """The message of an unsigned ``response`` with ``"id": null`` and code ``unauthorized`` (how a host refuses what it
+    cannot verify, SPEC 3.1); None for anything else."""
+    if len(frames) < 2 or len(frames[0]) != 0:
+        return None
+    try:
+        message = wire.decode(frames)
+    except wire.WireError:
+        return None
+    if isinstance(message, wire.Response) and message.id is None and message.error is not None:
+        return message.error.message if message.error.code == errors.UNAUTHORIZED else None
+    return None
 
 
 def _log_send_failure(future: asyncio.Future[Any]) -> None:
@@ -813,6 +948,7 @@ def connect(
     curve_server_key: str | bytes | None = None,
     curve_key_pair: tuple[str | bytes, str | bytes] | None = None,
     curve_secret_key_file: str | os.PathLike[str] | None = None,
+    key: str | bytes | None = None,
 ) -> Peer:
     """A peer for the host at ``target`` (an endpoint, or the path of a connection file).
 
@@ -831,6 +967,10 @@ def connect(
     prove that key. The peer's own key pair is ``curve_key_pair`` (public, secret), or the one whose
     secret key ``curve_secret_key_file`` holds (created, mode 0600, when missing), else a new one;
     ``peer.curve_public_key`` is what goes on the host's allow-list.
+
+    Keyed connections (SPEC 3.1): a connection file with a ``key`` (as ``zerobridge serve --connection-file``
+    writes by default), or ``key`` (hex or bytes) beside an endpoint, makes the peer sign everything it sends
+    and process only what the host signed for the current connection; ``peer.refused_messages`` counts the rest.
     """
     return Peer(
         target,
@@ -844,6 +984,7 @@ def connect(
         curve_server_key=curve_server_key,
         curve_key_pair=curve_key_pair,
         curve_secret_key_file=curve_secret_key_file,
+        key=key,
     )
 
 

@@ -195,6 +195,11 @@ class SyncPeer:
         """This peer's CURVE public key (Z85), for the host's allow-list; None without CURVE."""
         return self._peer.curve_public_key
 
+    @property
+    def refused_messages(self) -> int:
+        """Messages from the host not processed for their signature on a keyed connection (SPEC 3.1)."""
+        return self._peer.refused_messages
+
     def call(self, action: str, payload: Any = None, *, timeout: float | None = None) -> Any:
         return self._runner.run(self._peer.call(action, payload, timeout=timeout))
 
@@ -244,10 +249,11 @@ def connect(
     curve_server_key: str | bytes | None = None,
     curve_key_pair: tuple[str | bytes, str | bytes] | None = None,
     curve_secret_key_file: str | os.PathLike[str] | None = None,
+    key: str | bytes | None = None,
 ) -> SyncPeer:
     """Connect now (blocking until the host's welcome) and return the blocking peer.
 
-    Same arguments as :func:`zerobridge.connect` (CURVE included); the same warning about
+    Same arguments as :func:`zerobridge.connect` (CURVE and ``key`` included); the same warning about
     ``evaluate=True`` applies.
     """
     runner = _LoopThread()
@@ -266,6 +272,7 @@ def connect(
                 curve_server_key=curve_server_key,
                 curve_key_pair=curve_key_pair,
                 curve_secret_key_file=curve_secret_key_file,
+                key=key,
             )
             await peer.start()
             return peer

@@ -58,7 +58,11 @@ def fixture_tests(
                 pytest.fail("fixture_tests needs endpoint=, endpoint_fixture= or $ZEROBRIDGE_ENDPOINT", pytrace=False)
         from .peer import resolve_target  # an endpoint as is; anything else is a connection file
 
-        return resolve_target(os.fspath(found)).endpoint
+        info = resolve_target(os.fspath(found))
+        if info.key:  # conversations are raw frames, sent unsigned: a keyed host would refuse them all
+            pytest.fail(f"{os.fspath(found)} has a key: conversations speak unsigned, so run the host without one"
+                        " (zerobridge serve --no-key)", pytrace=False)
+        return info.endpoint
 
     @pytest.mark.parametrize("zerobridge_conversation", [pytest.param(c, id=c.description) for c in conversations])
     def test_conversation(zerobridge_conversation: Conversation, request: pytest.FixtureRequest) -> None:

@@ -1,12 +1,12 @@
 """The wire format: message bodies <-> ZeroMQ frames, and the validation rules of protocol v1.
 
-A message, as a DEALER sees it, is ``[signature, body, attachments...]``. The signature frame is
-empty without a key, else the lowercase hex HMAC-SHA256 of frames 1..n keyed with the connection key.
-The body is one UTF-8 JSON object; ``{"$attachment": i}`` inside it refers to frame ``2 + i`` (a
+A message, as a DEALER sees it, is ``[signature, body, attachments...]``. Frame 0 is written empty
+and ignored here: on a keyed connection the peer signs and checks it around this module (SPEC 3.1,
+:mod:`zerobridge.signing`), since a signature belongs to a connection, not to a message. The body is one UTF-8 JSON object; ``{"$attachment": i}`` inside it refers to frame ``2 + i`` (a
 reference to a frame that is not there is ``bad_message``).
 
 :func:`decode` turns frames into one of the message classes below or raises :class:`WireError`
-carrying the code to answer with (``bad_message``, ``unsupported_version``, ``unauthorized``) and
+carrying the code to answer with (``bad_message``, ``unsupported_version``) and
 the offending message's id when it could be read. :func:`encode` does the reverse; ``bytes`` values
 inside a payload travel as attachments and come back as ``bytes``.
 
@@ -15,8 +15,6 @@ Nothing here does I/O.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import math
 import re
@@ -25,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard, Union
 
-from .errors import BAD_MESSAGE, UNAUTHORIZED, UNSUPPORTED_VERSION, BridgeError, error_from_code
+from .errors import BAD_MESSAGE, UNSUPPORTED_VERSION, BridgeError, error_from_code
 
 PROTOCOL_VERSION = 1
 MAX_ID_LENGTH = 128
@@ -150,24 +148,11 @@ _TYPE_NAMES: dict[type, str] = {
 }
 
 
-# --- signatures ----------------------------------------------------------------------------
-
-
-def sign(key: bytes, frames: Sequence[bytes]) -> bytes:
-    """Frame 0 for ``frames`` (frames 1..n): empty without a key."""
-    if not key:
-        return b""
-    mac = hmac.new(key, digestmod=hashlib.sha256)
-    for frame in frames:
-        mac.update(frame)
-    return mac.hexdigest().encode("ascii")
-
-
 # --- encoding ------------------------------------------------------------------------------
 
 
-def encode(message: Message, *, key: bytes = b"") -> list[bytes]:
-    """The frames of ``message``. Raises TypeError/ValueError when a payload is not JSON."""
+def encode(message: Message) -> list[bytes]:
+    """The frames of ``message``, frame 0 empty. Raises TypeError/ValueError when a payload is not JSON."""
     attachments: list[bytes] = []
     body = _body_of(message, attachments)
     try:
@@ -175,7 +160,7 @@ def encode(message: Message, *, key: bytes = b"") -> list[bytes]:
     except (TypeError, ValueError) as error:
         raise TypeError(f"not JSON-serializable: {error}") from None
     frames = [text.encode("utf-8"), *attachments]
-    return [sign(key, frames), *frames]
+    return [b"", *frames]
 
 
 def _body_of(message: Message, attachments: list[bytes]) -> dict[str, Any]:
@@ -303,12 +288,10 @@ def _check_text(text: str) -> None:
         raise ValueError("a \\u escape leaves a surrogate unpaired") from None
 
 
-def decode(frames: Sequence[bytes], *, key: bytes = b"") -> Message:
-    """The message carried by ``frames`` (as a DEALER receives them), or raise WireError."""
+def decode(frames: Sequence[bytes]) -> Message:
+    """The message carried by ``frames`` (as a DEALER receives them; frame 0 is not looked at), or raise WireError."""
     if len(frames) < 2:
         raise WireError(BAD_MESSAGE, f"expected at least 2 frames (signature, body), got {len(frames)}")
-    if key and not hmac.compare_digest(bytes(frames[0]), sign(key, frames[1:])):
-        raise WireError(UNAUTHORIZED, "bad or missing signature")
     try:
         text = bytes(frames[1]).decode("utf-8")
     except UnicodeDecodeError:

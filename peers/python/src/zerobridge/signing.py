@@ -1,0 +1,143 @@
+"""Keyed connections (SPEC 3.1): frame 0 signs each message for one connection's channel.
+
+The peer's first message on a connection is its ``hello``, signed ``h.<nonce>.<ms>.<mac>``: the
+nonce (128 random bits, new for every connection) names the connection's channel. Everything after
+it, both ways, is signed ``m.<counter>.<mac>`` with a counter each side increases per message. The
+MAC is the lowercase hex HMAC-SHA256, keyed with the connection key, of
+``zerobridge-1\\n<kind>\\n<channel>\\n<ms or counter>\\n`` and then, for each of frames 1..n, its
+length (8 bytes big-endian) and its bytes; ``kind`` is ``hello``, ``p2h`` or ``h2p``.
+
+:class:`PeerChannel` is the peer's side of one connection. Nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+HELLO, P2H, H2P = "hello", "p2h", "h2p"
+MAX_COUNTER = 2**63 - 1
+# Strict forms: fixed-length lowercase hex, decimals without sign or leading zeros. 19 digits at most, so nothing
+# huge is ever turned into an int (the range check follows).
+_OPENING = re.compile(rb"h\.([0-9a-f]{32})\.(0|[1-9][0-9]{0,18})\.([0-9a-f]{64})")
+_MESSAGE = re.compile(rb"m\.([1-9][0-9]{0,18})\.([0-9a-f]{64})")
+_HELLO_BODY = b'{"v":1,"type":"hello"'  # how wire.encode starts a hello
+
+
+def new_nonce() -> str:
+    """A new channel's name: 128 bits from the OS's CSPRNG, as 32 lowercase hex digits."""
+    return secrets.token_hex(16)
+
+
+def mac(key: bytes, kind: str, channel: str, stamp: int, frames: Sequence[bytes]) -> bytes:
+    """The MAC (lowercase hex, 64 digits) of ``frames`` (frames 1..n); ``stamp`` is the opening's ms or the counter.
+    Each frame goes in after its length, so [ab, c] and [a, bc] sign differently."""
+    digest = hmac.new(key, f"zerobridge-1\n{kind}\n{channel}\n{stamp}\n".encode(), hashlib.sha256)
+    for frame in frames:
+        digest.update(len(frame).to_bytes(8, "big"))
+        digest.update(frame)
+    return digest.hexdigest().encode("ascii")
+
+
+def sign_opening(key: bytes, channel: str, ms: int, frames: Sequence[bytes]) -> bytes:
+    """Frame 0 of a channel's opening hello."""
+    return b"h.%s.%d.%s" % (channel.encode("ascii"), ms, mac(key, HELLO, channel, ms, frames))
+
+
+def sign_message(key: bytes, kind: str, channel: str, counter: int, frames: Sequence[bytes]) -> bytes:
+    """Frame 0 of any later message (``kind`` ``p2h`` or ``h2p``, ``counter`` 1..2^63-1)."""
+    return b"m.%d.%s" % (counter, mac(key, kind, channel, counter, frames))
+
+
+@dataclass(frozen=True, slots=True)
+class Opening:
+    nonce: str
+    ms: int
+    mac: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Signed:
+    counter: int
+    mac: bytes
+
+
+def parse(frame0: bytes) -> Opening | Signed | None:
+    """Frame 0 read by the rules; None for anything else (empty, garbled, upper case, out of range)."""
+    frame0 = bytes(frame0)
+    if (match := _MESSAGE.fullmatch(frame0)) is not None:
+        counter = int(match[1])
+        return Signed(counter, match[2]) if counter <= MAX_COUNTER else None
+    if (match := _OPENING.fullmatch(frame0)) is not None:
+        ms = int(match[2])
+        return Opening(match[1].decode("ascii"), ms, match[3]) if ms <= MAX_COUNTER else None
+    return None
+
+
+class PeerChannel:
+    """The peer's side of one keyed connection: a fresh channel, opened by the hello it signs first; then ``p2h``
+    counters 1, 2, ... out, and in only the host's ``h2p`` messages on this channel with increasing counters (the
+    answer to the hello included, be it a welcome or a ``name_taken``)."""
+
+    __slots__ = ("_key", "nonce", "_opened", "_sent", "_received")
+
+    def __init__(self, key: bytes, nonce: str | None = None) -> None:
+        self._key = key
+        self.nonce = nonce or new_nonce()
+        self._opened = False
+        self._sent = 0  # the counter of the last message signed after the opening
+        self._received = 0  # the greatest counter accepted from the host
+
+    def __repr__(self) -> str:  # the key is a secret: never in a log line
+        return f"PeerChannel(nonce={self.nonce!r}, sent={self._sent}, received={self._received})"
+
+    def sign(self, frames: Sequence[bytes], now_ms: int) -> bytes | None:
+        """Frame 0 for the next message (``frames`` are its frames 1..n); None for anything but a hello before the
+        opening, which must be the connection's first message."""
+        if not self._opened:
+            if bytes(frames[0][: len(_HELLO_BODY)]) != _HELLO_BODY:
+                return None
+            self._opened = True
+            return sign_opening(self._key, self.nonce, now_ms, frames)
+        self._sent += 1
+        return sign_message(self._key, P2H, self.nonce, self._sent, frames)
+
+    def unsent(self) -> None:
+        """The message just signed did not go out. An opening is made again; a counter may skip (receivers allow
+        gaps), so nothing else is undone."""
+        if self._sent == 0:
+            self._opened = False
+
+    def refusal(self, frame0: bytes, frames: Sequence[bytes]) -> str | None:
+        """Why a message from the host is refused, or None when it is accepted (and its counter recorded)."""
+        signature = parse(frame0)
+        if signature is None:
+            return "no signature" if len(frame0) == 0 else "not a signature"
+        if isinstance(signature, Opening):
+            return "an opening signature (only a peer opens a channel)"
+        if signature.counter <= self._received:
+            return f"counter {signature.counter} replayed or out of order (last accepted {self._received})"
+        if not hmac.compare_digest(signature.mac, mac(self._key, H2P, self.nonce, signature.counter, frames)):
+            return "wrong signature"
+        self._received = signature.counter
+        return None
+
+
+__all__ = [
+    "H2P",
+    "HELLO",
+    "MAX_COUNTER",
+    "P2H",
+    "Opening",
+    "PeerChannel",
+    "Signed",
+    "mac",
+    "new_nonce",
+    "parse",
+    "sign_message",
+    "sign_opening",
+]
