@@ -44,8 +44,9 @@ build: deps-system
 test: deps build
 	@$(MAKE) --no-print-directory test-swift test-protocol test-python test-node test-examples
 
+# Every suite has a time limit (3 minutes a test); this bounds the whole run too, so a hang fails instead of waiting.
 test-swift:
-	swift test --skip-build
+	timeout 1500 swift test --skip-build
 
 # A test that hangs past 300 s fails the run with every thread's stack, instead of hanging CI.
 PYTEST := $(PY) -m pytest -q --timeout 300 --timeout-method thread

@@ -31,7 +31,7 @@ let conformanceHost: BridgeHost = {
     return host
 }()
 
-@Suite("Conversation fixtures against the conformance host")
+@Suite("Conversation fixtures against the conformance host", .timeLimit(.minutes(3)))
 struct ConversationFixtureTests {
     @Test("every conversation fixture loads")
     func allConversationsLoad() throws {

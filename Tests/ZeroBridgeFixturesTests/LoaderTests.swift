@@ -16,7 +16,7 @@ struct MessageCaseArgument: Sendable, CustomTestStringConvertible {
     }()
 }
 
-@Suite("Loading fixtures")
+@Suite("Loading fixtures", .timeLimit(.minutes(3)))
 struct LoaderTests {
     @Test("the message case files load, every type with valid and invalid cases")
     func messageCasesLoad() throws {
@@ -69,7 +69,7 @@ struct LoaderTests {
     }
 }
 
-@Suite("JUnit XML")
+@Suite("JUnit XML", .timeLimit(.minutes(3)))
 struct JUnitReportTests {
     @Test("counts, and descriptions and diffs with XML's special characters, survive a real XML parser")
     func parsable() async throws {

@@ -12,7 +12,7 @@ struct MatchCase: Sendable, CustomTestStringConvertible {
     var testDescription: String { "\(pattern) \(matches ? "matches" : "does not match") \(value ?? "a missing member")" }
 }
 
-@Suite("Patterns (SPEC 14.2)")
+@Suite("Patterns (SPEC 14.2)", .timeLimit(.minutes(3)))
 struct PatternTests {
     static let table: [MatchCase] = [
         .init(pattern: "3", value: "3.0", matches: true),

@@ -25,7 +25,7 @@ struct PeerCase: Sendable, CustomTestStringConvertible {
     }()
 }
 
-@Suite("Peer conversations against the Python and Node conformance peers", .startsProcesses)
+@Suite("Peer conversations against the Python and Node conformance peers", .startsProcesses, .timeLimit(.minutes(3)))
 struct PeerConversationTests {
     @Test("every peer conversation loads, and folders keep the two kinds apart")
     func peerConversationsLoad() throws {

@@ -3,7 +3,7 @@ import Testing
 import ZeroBridge
 import ZeroBridgeFixtures
 
-@Suite("Recording a session as a fixture")
+@Suite("Recording a session as a fixture", .timeLimit(.minutes(3)))
 struct RecorderTests {
     /// A session as a proxy would see it, with timings, against the conformance actions.
     static func recordedSession() -> ConversationRecorder {

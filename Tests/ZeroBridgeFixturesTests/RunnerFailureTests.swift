@@ -41,7 +41,7 @@ func conversation(_ steps: String, clients: String = #"["peer"]"#) throws -> Con
     try Conversation(json: Array(#"{"format": 1, "description": "test", "clients": \#(clients), "steps": [\#(steps)]}"#.utf8))
 }
 
-@Suite("The runner's failures, against deliberately wrong hosts")
+@Suite("The runner's failures, against deliberately wrong hosts", .timeLimit(.minutes(3)))
 struct RunnerFailureTests {
     @Test("a wrong error code fails the step with a diff that names $.error.code")
     func wrongErrorCode() async throws {

@@ -3,7 +3,7 @@ import Testing
 import TestSupport
 @testable import ZeroMQ
 
-@Suite("CURVE and Z85")
+@Suite("CURVE and Z85", .timeLimit(.minutes(3)))
 struct CurveTests {
     @Test("Z85 encodes the RFC 32 test vector and round-trips")
     func z85() throws {

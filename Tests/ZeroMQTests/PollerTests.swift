@@ -3,7 +3,7 @@ import Testing
 import TestSupport
 @testable import ZeroMQ
 
-@Suite("Poller, wake signal and monitor")
+@Suite("Poller, wake signal and monitor", .timeLimit(.minutes(3)))
 struct PollerTests {
     @Test("the poller wakes for a socket and for a plain file descriptor")
     func pollerWithFileDescriptor() throws {

@@ -6,7 +6,7 @@ import TestSupport
 /// The repository's root, found from this file so the tests run from any directory.
 let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
-@Suite("Interop with pyzmq", .startsProcesses)
+@Suite("Interop with pyzmq", .startsProcesses, .timeLimit(.minutes(3)))
 struct PyzmqInteropTests {
     @Test("a pyzmq DEALER in a Python child process talks to our ROUTER", arguments: [Transport.ipc, .tcp])
     func pyzmqDealer(transport: Transport) async throws {

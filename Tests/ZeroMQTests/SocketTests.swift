@@ -2,7 +2,7 @@ import Foundation
 import Testing
 @testable import ZeroMQ
 
-@Suite("Sockets over inproc, ipc and tcp")
+@Suite("Sockets over inproc, ipc and tcp", .timeLimit(.minutes(3)))
 struct SocketTests {
     @Test("DEALER to ROUTER round trip", arguments: Transport.allCases)
     func roundTrip(transport: Transport) throws {

@@ -3,7 +3,7 @@ import Testing
 import ZeroBridge
 import ZeroBridgeFixtures
 
-@Suite("zerobridge record", .startsProcesses)
+@Suite("zerobridge record", .startsProcesses, .timeLimit(.minutes(3)))
 struct RecordCommandTests {
     @Test("a session recorded through the proxy (hello, echo, count with progress, a callback, bye) replays green on a fresh host")
     func recordThenReplay() async throws {

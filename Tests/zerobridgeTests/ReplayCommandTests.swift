@@ -32,7 +32,7 @@ final class JUnitSummary: NSObject, XMLParserDelegate {
     }
 }
 
-@Suite("zerobridge replay", .startsProcesses)
+@Suite("zerobridge replay", .startsProcesses, .timeLimit(.minutes(3)))
 struct ReplayCommandTests {
     let add = conversationsFolder + "/add.json"
     let echo = conversationsFolder + "/echo.json"

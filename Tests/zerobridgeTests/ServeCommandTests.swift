@@ -10,7 +10,7 @@ let executable: URL = {
     return Bundle.main.bundleURL.appendingPathComponent("zerobridge")
 }()
 
-@Suite("zerobridge serve", .startsProcesses)
+@Suite("zerobridge serve", .startsProcesses, .timeLimit(.minutes(3)))
 struct ServeCommandTests {
     @Test("serve --conformance prints its ready line with the bound endpoint, writes a connection file and stops on SIGTERM")
     func serveConformance() async throws {

@@ -3,7 +3,7 @@ import Testing
 import ZeroMQ
 @testable import ZeroBridge
 
-@Suite("Bad input, limits, heartbeats and shutdown")
+@Suite("Bad input, limits, heartbeats and shutdown", .timeLimit(.minutes(3)))
 struct BadInputTests {
     struct Case: Sendable, CustomTestStringConvertible {
         var testDescription: String

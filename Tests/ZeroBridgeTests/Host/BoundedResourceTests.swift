@@ -30,7 +30,7 @@ private final class Signals: Sendable {
     }
 }
 
-@Suite("Bounded resources: flow, reclaim, size, deadlines (SPEC 1.1)")
+@Suite("Bounded resources: flow, reclaim, size, deadlines (SPEC 1.1)", .timeLimit(.minutes(3)))
 struct BoundedResourceTests {
     @Test("a stalled reader's progress is coalesced: the handler finishes, memory stays bounded, seq is gapless, skipped counts, the last value arrives")
     func stalledReader() async throws {
@@ -222,7 +222,7 @@ private func eventuallyReceive(_ socket: Socket) async throws -> [[UInt8]]? {
     return nil
 }
 
-@Suite("Retired connections stay bounded")
+@Suite("Retired connections stay bounded", .timeLimit(.minutes(3)))
 struct RetiredConnectionsTests {
     @Test("at most `capacity` are kept, the oldest forgotten first; restoring and retiring again does not grow it")
     func bounded() {

@@ -3,7 +3,7 @@ import Testing
 import ZeroMQ
 @testable import ZeroBridge
 
-@Suite("Calls: timeouts, cancellation, concurrency, lost peers")
+@Suite("Calls: timeouts, cancellation, concurrency, lost peers", .timeLimit(.minutes(3)))
 struct CallTests {
     @Test("a peer's call fails with timeout at its deadline, and the host cancels the handler")
     func peerToHostTimeout() async throws {

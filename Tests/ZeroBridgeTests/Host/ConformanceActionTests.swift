@@ -3,7 +3,7 @@ import ZeroMQ
 import Testing
 @testable import ZeroBridge
 
-@Suite("Conformance actions, Swift peer to Swift host")
+@Suite("Conformance actions, Swift peer to Swift host", .timeLimit(.minutes(3)))
 struct ConformanceActionTests {
     @Test("echo, add, sleep and fail", arguments: ["ipc", "tcp", "inproc"])
     func simpleActions(transport: String) async throws {
@@ -80,7 +80,7 @@ enum ZeroMQContextForTests {
     static func shared() throws -> ZeroMQ.Context { try ZeroMQ.Context() }
 }
 
-@Suite("Attachments through the host")
+@Suite("Attachments through the host", .timeLimit(.minutes(3)))
 struct HostAttachmentTests {
     @Test("echo sends bytes back as attachments, to a Swift peer and to a raw peer")
     func echoBytes() async throws {

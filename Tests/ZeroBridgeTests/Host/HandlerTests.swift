@@ -15,7 +15,7 @@ final class Greeter: BridgeHandler {
     }
 }
 
-@Suite("Handlers: typed, weak, removable, replaced explicitly")
+@Suite("Handlers: typed, weak, removable, replaced explicitly", .timeLimit(.minutes(3)))
 struct HandlerTests {
     @Test("an object handler is held weakly: released while registered, it answers handler_gone")
     func weakObjectHandler() async throws {

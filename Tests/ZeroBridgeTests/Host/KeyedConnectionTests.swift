@@ -4,7 +4,7 @@ import ZeroMQ
 @testable import ZeroBridge
 
 /// SPEC 3.1 end to end: a keyed host, the Swift peer, and a raw peer that forges, garbles and replays.
-@Suite("Keyed connections")
+@Suite("Keyed connections", .timeLimit(.minutes(3)))
 struct KeyedConnectionTests {
     /// A DEALER that signs by hand, so a test can also sign wrongly.
     final class SigningPeer: @unchecked Sendable {
@@ -165,7 +165,7 @@ struct KeyedConnectionTests {
     }
 }
 
-@Suite("Connection files")
+@Suite("Connection files", .timeLimit(.minutes(3)))
 struct ConnectionFileTests {
     @Test("every case of protocol/fixtures/connection-files.json is read or refused as it says")
     func fixtureCases() throws {

@@ -5,7 +5,7 @@ import Testing
 @testable import ZeroBridge
 import ZeroMQ
 
-@Suite("Lifecycle and sessions")
+@Suite("Lifecycle and sessions", .timeLimit(.minutes(3)))
 struct LifecycleTests {
     @Test("the host runs as a swift-service-lifecycle Service and stops on graceful shutdown")
     func serviceGroup() async throws {

@@ -2,7 +2,7 @@ import Testing
 import ZeroBridge
 
 /// The README's Swift example, kept compiling and working.
-@Suite("README example")
+@Suite("README example", .timeLimit(.minutes(3)))
 struct ReadmeExampleTests {
     struct Add: BridgeAction {
         static let name = "add"

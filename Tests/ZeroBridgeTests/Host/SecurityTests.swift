@@ -3,7 +3,7 @@ import Testing
 import ZeroMQ
 @testable import ZeroBridge
 
-@Suite("Security: CURVE, peer keys, ipc permissions, secrets kept out of logs")
+@Suite("Security: CURVE, peer keys, ipc permissions, secrets kept out of logs", .timeLimit(.minutes(3)))
 struct SecurityTests {
     static func curveHost(allowing keys: Set<String>? = nil, log: CapturedLog? = nil) throws -> (BridgeHost, CurveKeyPair) {
         let server = try CurveKeyPair.generate()

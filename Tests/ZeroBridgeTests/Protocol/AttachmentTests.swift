@@ -2,7 +2,7 @@ import Foundation
 import Testing
 @testable import ZeroBridge
 
-@Suite("Attachments: bytes travel as frames")
+@Suite("Attachments: bytes travel as frames", .timeLimit(.minutes(3)))
 struct AttachmentTests {
     @Test("bytes in a payload become attachment frames referred to in order, and decode back")
     func roundTrip() throws {

@@ -40,7 +40,7 @@ struct BadBytes: Sendable, CustomTestStringConvertible {
     }
 }
 
-@Suite("JSON parser")
+@Suite("JSON parser", .timeLimit(.minutes(3)))
 struct JSONParserTests {
     @Test("parses every kind of value", arguments: [
         ParseCase(text: "null", expected: .null),

@@ -119,7 +119,7 @@ private struct Matrix: Codable, Equatable {
     }
 }
 
-@Suite("JSONValue Codable bridge")
+@Suite("JSONValue Codable bridge", .timeLimit(.minutes(3)))
 struct JSONValueCodingTests {
     let encoder = JSONValueEncoder()
     let decoder = JSONValueDecoder()

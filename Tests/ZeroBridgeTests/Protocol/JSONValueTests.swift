@@ -7,7 +7,7 @@ struct WriteCase: Sendable, CustomTestStringConvertible {
     var testDescription: String { text }
 }
 
-@Suite("JSONValue")
+@Suite("JSONValue", .timeLimit(.minutes(3)))
 struct JSONValueTests {
     @Test("numbers are equal by value: 3 == 3.0")
     func numericEquality() {

@@ -107,7 +107,7 @@ struct MessageFixture: Sendable, CustomTestStringConvertible {
     }
 }
 
-@Suite("Protocol message fixtures")
+@Suite("Protocol message fixtures", .timeLimit(.minutes(3)))
 struct MessageFixtureTests {
     @Test("the fixture files are present and readable")
     func fixturesLoad() throws {

@@ -73,7 +73,7 @@ func expectAccepted(_ example: Acceptance, sourceLocation: SourceLocation = #_so
 let maxName = String(repeating: "é", count: 128)
 let tooLongName = String(repeating: "é", count: 129)
 
-@Suite("Message round trips")
+@Suite("Message round trips", .timeLimit(.minutes(3)))
 struct MessageRoundTripTests {
     static let messages: [MessageCase] = [
         MessageCase(name: "hello (minimal)", message: .hello(.init(peer: "frontend"))),
@@ -173,7 +173,7 @@ struct MessageRoundTripTests {
     }
 }
 
-@Suite("Message validation")
+@Suite("Message validation", .timeLimit(.minutes(3)))
 struct MessageValidationTests {
     @Test("the body must be a JSON object", arguments: [
         Rejection("", mentions: "not valid JSON"),
@@ -513,7 +513,7 @@ struct MessageValidationTests {
     }
 }
 
-@Suite("Message decoding of damaged input")
+@Suite("Message decoding of damaged input", .timeLimit(.minutes(3)))
 struct MessageRobustnessTests {
     /// The outcome of a decode, comparable across the two decoders (BridgeError compares codes only).
     static func summary(_ outcome: Result<Message, DecodeFailure>) -> String {

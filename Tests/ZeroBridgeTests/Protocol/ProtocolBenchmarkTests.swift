@@ -3,7 +3,7 @@ import Testing
 
 /// Runs the codec's hot path many times and checks every result. Not timed: speed is measured by `make bench`
 /// in a release build; this keeps the benchmark's code correct.
-@Suite("Protocol codec under load")
+@Suite("Protocol codec under load", .timeLimit(.minutes(3)))
 struct ProtocolBenchmarkTests {
     @Test("100000 request/response exchanges all come out right")
     func exchanges() {

@@ -3,7 +3,7 @@ import Testing
 @testable import ZeroBridge
 
 /// protocol/fixtures/signatures.json (SPEC 3.1) and HMAC-SHA256 itself.
-@Suite("Signatures of keyed connections")
+@Suite("Signatures of keyed connections", .timeLimit(.minutes(3)))
 struct SignatureTests {
     static let fixture: JSONValue = {
         let url = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()

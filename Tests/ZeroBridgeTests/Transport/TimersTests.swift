@@ -1,7 +1,7 @@
 import Testing
 @testable import ZeroBridge
 
-@Suite("Timers")
+@Suite("Timers", .timeLimit(.minutes(3)))
 struct TimersTests {
     @Test("timers fire in deadline order, ties in scheduling order, only once they are due")
     func order() {
