@@ -8,7 +8,7 @@ SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 SWIFT_BIN := .build/debug
 export ZEROBRIDGE_BIN := $(CURDIR)/$(SWIFT_BIN)/zerobridge
 
-.PHONY: deps deps-system deps-python build test test-swift test-protocol test-python test-node test-examples demo bench bench-hostile clean
+.PHONY: deps deps-system deps-python build test test-swift test-protocol test-python test-node test-examples demo bench bench-hostile bench-security clean
 
 # --- installing what is missing -------------------------------------------------------------
 deps: deps-system deps-python
@@ -85,6 +85,11 @@ bench:
 bench-hostile: deps
 	swift build -c release --product zerobridge
 	$(PY) bench/hostile.py
+
+# What signing and CURVE cost (bench/security.py): Python peer to the release host, plain, keyed, CURVE.
+bench-security: deps
+	swift build -c release --product zerobridge
+	$(PY) bench/security.py
 
 clean:
 	rm -rf .build $(VENV) .demo .bench
