@@ -82,13 +82,14 @@ class Process:
 
 
 class ImportHost:
-    def __init__(self, workdir: pathlib.Path, import_root: pathlib.Path) -> None:
+    def __init__(self, workdir: pathlib.Path, import_root: pathlib.Path, *, signed: bool = True) -> None:
         if not IMPORT_HOST.exists():
             raise AssertionError(f"{IMPORT_HOST} is missing: build it first (make build, or swift build --product import-host)")
         self.database = workdir / "import.sqlite"
         self.connection_file = workdir / "import-host.json"
         self.process = Process([str(IMPORT_HOST), "--database", str(self.database),
-                                "--connection-file", str(self.connection_file), "--import-root", str(import_root)])
+                                "--connection-file", str(self.connection_file), "--import-root", str(import_root),
+                                *([] if signed else ["--no-key"])])
         self.endpoint = self.process.wait_for_line("zerobridge ready ").removeprefix("zerobridge ready ")
         self.etl: Process | None = None
 

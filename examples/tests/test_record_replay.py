@@ -6,16 +6,21 @@ from __future__ import annotations
 import pathlib
 import subprocess
 
+import pytest
+
 from conftest import PY, ROOT, ZEROBRIDGE, ImportHost, Process
 
 
-def test_a_recorded_import_session_replays_green(tmp_path: pathlib.Path, dataset: tuple[pathlib.Path, dict]) -> None:
+def test_a_recorded_import_session_replays_green(tmp_path: pathlib.Path, tmp_path_factory: pytest.TempPathFactory,
+                                                 dataset: tuple[pathlib.Path, dict]) -> None:
+    # Recordings and replays speak unsigned (SPEC 14.2), so this import host runs without a connection key.
+    roots = tmp_path_factory.getbasetemp()
     folder, _ = dataset
     workdir = tmp_path / "service"
     workdir.mkdir()
     recordings = tmp_path / "recorded"
 
-    first = ImportHost(workdir)
+    first = ImportHost(workdir, roots, signed=False)
     try:
         first.start_etl()
         recorder = Process([str(ZEROBRIDGE), "record", "--listen", f"ipc://{tmp_path}/recorder.sock",
@@ -36,7 +41,7 @@ def test_a_recorded_import_session_replays_green(tmp_path: pathlib.Path, dataset
     # The same service from scratch: the same database path, emptied, and the ETL peer connected again.
     for leftover in workdir.glob("import.sqlite*"):
         leftover.unlink()
-    second = ImportHost(workdir)
+    second = ImportHost(workdir, roots, signed=False)
     try:
         second.start_etl()
         replay = subprocess.run([str(ZEROBRIDGE), "replay", fixture, "--endpoint", second.endpoint],

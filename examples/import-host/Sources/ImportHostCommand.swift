@@ -30,6 +30,9 @@ struct ImportHostCommand: AsyncParsableCommand {
     @Option(help: "A folder importFolder may read, with everything below it (repeatable; default: the current folder). Paths outside, through .. or symbolic links, are refused.")
     var importRoot: [String] = []
 
+    @Flag(help: "Run without a connection key (by default the connection file carries a new one, and every message must be signed with it). For tools that speak unsigned, such as zerobridge record and replay.")
+    var noKey = false
+
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel: Logger.Level = .warning
 
@@ -47,6 +50,7 @@ struct ImportHostCommand: AsyncParsableCommand {
                                                 withIntermediateDirectories: true)
         configuration.connectionFile = connectionFile
         configuration.logger = logger
+        if noKey { configuration.signing = .none }
         // An import in flight at shutdown is cancelled after this; whole files only are ever written.
         configuration.drainTimeout = .seconds(2)
         let host = BridgeHost(configuration: configuration)
