@@ -176,19 +176,24 @@ struct BoundedResourceTests {
         }
         let connecting = Task { try await peer.connect(timeout: patience) }
         let hello = try await next()
+        // A 1 s heartbeat: short enough to be lost in seconds below, long enough that a loaded machine answering
+        // pings late does not lose the host before the call is made.
         let welcome: JSONValue = ["v": 1, "type": "welcome", "host": "scripted", "session": "s-1", "actions": [],
-                                  "heartbeat_ms": 100, "limits": ["max_message_bytes": 1_048_576, "max_in_flight": 10]]
+                                  "heartbeat_ms": 1000, "limits": ["max_message_bytes": 1_048_576, "max_in_flight": 10]]
         try router.send([hello[0], [], welcome.serialized()])
         _ = try await connecting.value
 
         let call = Task { try await peer.call("work", nil, timeout: .seconds(20)) }
         var request: JSONValue?
-        while request == nil {
+        let until = ContinuousClock.now + patience  // pings keep coming: the loop itself is bounded
+        while request == nil, ContinuousClock.now < until {
             let frames = try await next()
+            #expect(frames[0] == hello[0], "the peer kept its connection until the call")
             let body = try JSONValue.parse(frames[2])
             if body["type"] == "ping" { try router.send([frames[0], [], Array(#"{"v":1,"type":"pong"}"#.utf8)]) }
             if body["type"] == "request" { request = body }
         }
+        try #require(request != nil)
         let sentAt = WallClock.milliseconds
         let deadline = try #require(request?["deadline"]?.intValue)
         #expect(request?["timeout_ms"] == 20_000)
@@ -203,11 +208,11 @@ struct BoundedResourceTests {
 
         // It says hello again, asking to resume, from a new connection (a new routing id).
         var again: [[UInt8]]?
-        while again == nil {
+        while again == nil, ContinuousClock.now < start + patience {
             let frames = try await next()
             if frames[0] != hello[0], try JSONValue.parse(frames[2])["type"] == "hello" { again = frames }
         }
-        #expect(try JSONValue.parse(again![2])["session"] == "s-1")
+        #expect(try JSONValue.parse(try #require(again)[2])["session"] == "s-1")
         await peer.close()
     }
 }

@@ -56,7 +56,7 @@ struct CallTests {
     func hostToPeerTimeout() async throws {
         let host = try startConformanceHost()
         let raw = try RawPeer(host.boundEndpoint!)
-        let welcome = try #require(try await raw.hello("mute", actions: ["think"]))
+        let welcome = try #require(try await raw.hello("mute", actions: ["think"], heartbeatMs: 600_000))
         #expect(welcome["type"] == "welcome")
         let remote = try await host.peer(named: "mute")
         let start = ContinuousClock.now
@@ -179,7 +179,7 @@ struct CallTests {
     func peerSaysBye() async throws {
         let host = try startConformanceHost()
         let raw = try RawPeer(host.boundEndpoint!)
-        _ = try await raw.hello("leaving", actions: ["work"])
+        _ = try await raw.hello("leaving", actions: ["work"], heartbeatMs: 600_000)
         let remote = try await host.peer(named: "leaving")
         let call = Task { try await remote.call("work", nil) }
         #expect(try await raw.receiveSkippingPings()?["action"] == "work")

@@ -47,7 +47,7 @@ struct LifecycleTests {
     func sessionResume() async throws {
         let host = try startConformanceHost()
         let first = try RawPeer(host.boundEndpoint!)
-        let welcome = try #require(try await first.hello("resumer", actions: ["work"]))
+        let welcome = try #require(try await first.hello("resumer", actions: ["work"], heartbeatMs: 600_000))
         let session = try #require(welcome["session"]?.stringValue)
         let token = try #require(welcome["resume_token"]?.stringValue)
         #expect(token.count == 64 && token.allSatisfy(\.isHexDigit) && token == token.lowercased())
@@ -81,7 +81,7 @@ struct LifecycleTests {
         let host = try startConformanceHost()
         let events = host.peerEvents()
         let owner = try RawPeer(host.boundEndpoint!)
-        let welcome = try #require(try await owner.hello("owner", actions: ["whoami"]))
+        let welcome = try #require(try await owner.hello("owner", actions: ["whoami"], heartbeatMs: 600_000))
         let session = try #require(welcome["session"])
         let remote = try await host.peer(named: "owner")
 
@@ -115,7 +115,8 @@ struct LifecycleTests {
     func swiftPeerIdentity() async throws {
         let host = try startConformanceHost()
         let holder = try RawPeer(host.boundEndpoint!)
-        _ = try #require(try await holder.hello("twin"))
+        // A long heartbeat: the holder answers no pings, and must hold its name until it says bye.
+        _ = try #require(try await holder.hello("twin", heartbeatMs: 600_000))
         var configuration = BridgePeer.Configuration(endpoint: host.boundEndpoint!, name: "twin")
         configuration.heartbeat = .milliseconds(200)
         let peer = try BridgePeer(configuration: configuration)

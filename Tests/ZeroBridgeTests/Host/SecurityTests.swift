@@ -73,7 +73,7 @@ struct SecurityTests {
         let (host, server) = try Self.curveHost()
         let owner = try CurveKeyPair.generate(), thief = try CurveKeyPair.generate()
         let first = try RawPeer(host.boundEndpoint!, curve: .init(serverKey: server.publicKey, keyPair: owner))
-        let welcome = try #require(try await first.hello("keyed"))
+        let welcome = try #require(try await first.hello("keyed", heartbeatMs: 600_000))
         let resume: JSONValue = ["v": 1, "type": "hello", "peer": "keyed", "session": welcome["session"]!,
                                  "resume_token": welcome["resume_token"]!]
         let stolen = try RawPeer(host.boundEndpoint!, curve: .init(serverKey: server.publicKey, keyPair: thief))
@@ -115,7 +115,7 @@ struct SecurityTests {
         var configuration = BridgePeer.Configuration(endpoint: host.boundEndpoint!, name: "quiet")
         configuration.logger = log.logger("peer")
         let raw = try RawPeer(host.boundEndpoint!)
-        let welcome = try #require(try await raw.hello("logged"))
+        let welcome = try #require(try await raw.hello("logged", heartbeatMs: 600_000))
         let token = try #require(welcome["resume_token"]?.stringValue)
         try raw.send(["v": 1, "type": "hello", "peer": "logged", "session": welcome["session"]!, "resume_token": .string(token)])
         _ = try await raw.receiveSkippingPings()
