@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 import ZeroMQ
 @testable import ZeroBridge
@@ -8,9 +9,10 @@ struct CallTests {
     @Test("a peer's call fails with timeout at its deadline, and the host cancels the handler")
     func peerToHostTimeout() async throws {
         let host = try startConformanceHost()
-        let cancelled = AsyncStream<Void>.makeStream()
+        let handler = Mutex((started: false, cancelled: false))
         try host.handle("hang") { _, _ in
-            do { try await Task.sleep(for: .seconds(60)) } catch { cancelled.continuation.yield() }
+            handler.withLock { $0.started = true }
+            do { try await Task.sleep(for: .seconds(60)) } catch { handler.withLock { $0.cancelled = true } }
             return nil
         }
         let peer = try await connectPeer(host)
@@ -20,8 +22,9 @@ struct CallTests {
         #expect(error?.code == .timeout)
         // At the deadline, not before; the upper bound only tells "at its deadline" from "never" on a loaded machine.
         #expect(elapsed >= .milliseconds(140) && elapsed < .seconds(10))
-        var iterator = cancelled.stream.makeAsyncIterator()
-        await iterator.next()  // the handler saw its cancellation
+        // A handler that started sees its cancellation. On a loaded machine the request may reach the host after its
+        // deadline: then it is answered timeout and never started (SPEC 7.3), and there is nothing to cancel.
+        #expect(try await eventually { handler.withLock { !$0.started || $0.cancelled } })
         #expect(try await peer.call("echo", "still fine") == "still fine")
         await peer.close()
         await host.shutdown()
