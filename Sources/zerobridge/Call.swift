@@ -30,8 +30,10 @@ struct Call: AsyncParsableCommand {
     @Option(help: "Give up after this many milliseconds (the host is told too).")
     var timeoutMs = 60_000
 
-    @Option(help: "The peer name to say hello with.")
-    var name = "zerobridge-call"
+    // Unique per process: calls running at once, or one whose predecessor's session the host has not ended yet,
+    // never hold each other's name (SPEC 6, Names).
+    @Option(help: "The peer name to say hello with (default: zerobridge-call-<pid>).")
+    var name = "zerobridge-call-\(getpid())"
 
     @Flag(help: "Do not ask for progress events.")
     var noProgress = false
