@@ -34,21 +34,31 @@ struct SHA256 {
         return hasher.finalize()
     }
 
+    /// Whole blocks are compressed straight from the input; only a partial block is buffered (every keyed message
+    /// goes through here, body and attachments included).
     mutating func update(_ bytes: some Sequence<UInt8>) {
-        for byte in bytes {
-            buffer.append(byte)
-            length &+= 1
-            if buffer.count == Self.blockSize {
-                compress(buffer)
-                buffer.removeAll(keepingCapacity: true)
-            }
+        let input = Array(bytes)
+        length &+= UInt64(input.count)
+        var start = 0
+        if !buffer.isEmpty {
+            let take = min(Self.blockSize - buffer.count, input.count)
+            buffer.append(contentsOf: input[0..<take])
+            start = take
+            guard buffer.count == Self.blockSize else { return }
+            compress(buffer[...])
+            buffer.removeAll(keepingCapacity: true)
         }
+        while input.count - start >= Self.blockSize {
+            compress(input[start..<start + Self.blockSize])
+            start += Self.blockSize
+        }
+        buffer.append(contentsOf: input[start...])
     }
 
     consuming func finalize() -> [UInt8] {
         let bits = length &* 8
-        update([0x80])
-        while buffer.count != 56 { update([0]) }
+        let padding = (buffer.count < 56 ? 56 : 120) - buffer.count
+        update([0x80] + [UInt8](repeating: 0, count: padding - 1))
         update((0..<8).map { UInt8(truncatingIfNeeded: bits >> (56 - 8 * $0)) })
         return state.flatMap { word in (0..<4).map { UInt8(truncatingIfNeeded: word >> (24 - 8 * $0)) } }
     }
@@ -64,11 +74,13 @@ struct SHA256 {
         0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
     ]
 
-    private mutating func compress(_ block: [UInt8]) {
+    private mutating func compress(_ block: ArraySlice<UInt8>) {
+        let base = block.startIndex
         @inline(__always) func rotr(_ x: UInt32, _ n: UInt32) -> UInt32 { (x >> n) | (x << (32 - n)) }
         var w = [UInt32](repeating: 0, count: 64)
         for t in 0..<16 {
-            w[t] = UInt32(block[4 * t]) << 24 | UInt32(block[4 * t + 1]) << 16 | UInt32(block[4 * t + 2]) << 8 | UInt32(block[4 * t + 3])
+            let i = base + 4 * t
+            w[t] = UInt32(block[i]) << 24 | UInt32(block[i + 1]) << 16 | UInt32(block[i + 2]) << 8 | UInt32(block[i + 3])
         }
         for t in 16..<64 {
             let s0 = rotr(w[t - 15], 7) ^ rotr(w[t - 15], 18) ^ (w[t - 15] >> 3)
