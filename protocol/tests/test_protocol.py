@@ -150,7 +150,7 @@ def matcher_key(value) -> str | None:
 
 # A placeholder stands for a captured string; where the schema constrains a member's strings further, it takes a
 # value of that shape instead.
-SHAPED_PLACEHOLDERS = {"resume_token": "0" * 64}
+SHAPED_PLACEHOLDERS = {"resume_token": "0" * 64, "catalogue": "0" * 64}
 
 
 def placeholder_for(member: str, value):

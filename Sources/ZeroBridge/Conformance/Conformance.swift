@@ -10,9 +10,11 @@ import Synchronization
 /// ```
 public enum Conformance {
     public static func install(on host: BridgeHost) throws {
-        try host.handle("echo") { payload, _ in payload }
+        try host.handle("echo", describedAs: .init(Echo.self)) { payload, _ in payload }
 
-        try host.handle("add") { payload, _ in
+        // The handlers read JSON themselves (add keeps integers exact, the others check ranges and answer in the
+        // protocol's words); the types below give `$describe` their contract.
+        try host.handle("add", describedAs: .init(Add.self)) { payload, _ in
             switch (payload["a"], payload["b"]) {
             case (.int(let a)?, .int(let b)?):
                 let (sum, overflow) = a.addingReportingOverflow(b)
@@ -24,7 +26,7 @@ public enum Conformance {
             }
         }
 
-        try host.handle("sleep") { payload, _ in
+        try host.handle("sleep", describedAs: .init(Sleep.self)) { payload, _ in
             guard let ms = payload["ms"]?.intValue, ms >= 0 else {
                 throw BridgeError(.invalidPayload, "sleep takes {\"ms\": a non-negative integer}")
             }
@@ -32,7 +34,7 @@ public enum Conformance {
             return ["slept_ms": .int(ms)]
         }
 
-        try host.handle("count") { payload, request in
+        try host.handle("count", describedAs: .init(Count.self)) { payload, request in
             guard let n = payload["n"]?.intValue, n >= 0 else {
                 throw BridgeError(.invalidPayload, "count takes {\"n\": a non-negative integer, \"delay_ms\"?: integer}")
             }
@@ -44,21 +46,22 @@ public enum Conformance {
                 for i in 1...n {
                     if delay > 0 { try await cancellableSleep(for: .milliseconds(delay)) }
                     try await request.progress(["i": .int(i), "n": .int(n)])
-                    // Without progress asked for, nothing above suspends: let other handlers have the thread.
-                    if delay == 0 && !request.wantsProgress && i % 64 == 0 { await Task.yield() }
+                    // Nothing above need suspend (no progress asked for, or progress coalesced for a stalled
+                    // reader): let other handlers, and other peers' requests, have the thread.
+                    if delay == 0 && i % 64 == 0 { await Task.yield() }
                 }
             }
             return ["n": .int(n)]
         }
 
-        try host.handle("fail") { payload, _ in
+        try host.handle("fail", describedAs: .init(Fail.self)) { payload, _ in
             guard let message = payload["message"]?.stringValue else {
                 throw BridgeError(.invalidPayload, "fail takes {\"message\": string}")
             }
             throw BridgeError(.handlerError, message)
         }
 
-        try host.handle("callback") { payload, request in
+        try host.handle("callback", describedAs: .init(Callback.self)) { payload, request in
             guard let action = payload["action"]?.stringValue else {
                 throw BridgeError(.invalidPayload, "callback takes {\"action\": string, \"payload\": any, \"timeout_ms\"?: integer}")
             }
@@ -66,7 +69,7 @@ public enum Conformance {
             return try await caller(of: request).call(action, payload["payload"] ?? .null, timeout: timeout)
         }
 
-        try host.handle("evaluate") { payload, request in
+        try host.handle("evaluate", describedAs: .init(Evaluate.self)) { payload, request in
             guard let script = payload["script"]?.stringValue else {
                 throw BridgeError(.invalidPayload, "evaluate takes {\"script\": string, \"arguments\"?: object}")
             }
@@ -79,7 +82,7 @@ public enum Conformance {
             return try await caller(of: request).evaluate(script, arguments: arguments)
         }
 
-        try host.handle("emit") { payload, request in
+        try host.handle("emit", describedAs: .init(Emit.self)) { payload, request in
             guard let action = payload["action"]?.stringValue else {
                 throw BridgeError(.invalidPayload, "emit takes {\"action\": string, \"payload\": any}")
             }
@@ -104,11 +107,84 @@ public enum Conformance {
     }
 }
 
+// The contracts of the conformance actions (SPEC 11), for `$describe`.
+extension Conformance {
+    enum Echo: BridgeAction {
+        static let name = "echo"
+        static let summary = "Answers with its payload."
+        typealias Payload = JSONValue
+        typealias Result = JSONValue
+    }
+
+    enum Add: BridgeAction {
+        static let name = "add"
+        static let summary = "Adds two numbers; the sum is an integer when both are and it fits in 64 bits."
+        struct Payload: Codable, Sendable { var a: Double; var b: Double }
+        typealias Result = Double
+    }
+
+    enum Sleep: BridgeAction {
+        static let name = "sleep"
+        static let summary = "Waits ms milliseconds; honours cancel and timeouts."
+        struct Payload: Codable, Sendable { var ms: UInt64 }
+        struct Result: Codable, Sendable {
+            var sleptMs: UInt64
+            enum CodingKeys: String, CodingKey { case sleptMs = "slept_ms" }
+        }
+    }
+
+    enum Count: BridgeAction {
+        static let name = "count"
+        static let summary = "Counts from 1 to n, a progress event each, waiting delay_ms before each."
+        struct Payload: Codable, Sendable {
+            var n: UInt64
+            var delayMs: UInt64?
+            enum CodingKeys: String, CodingKey { case n, delayMs = "delay_ms" }
+        }
+        struct Progress: Codable, Sendable { var i: UInt64; var n: UInt64 }
+        struct Result: Codable, Sendable { var n: UInt64 }
+    }
+
+    enum Fail: BridgeAction {
+        static let name = "fail"
+        static let summary = "Fails with handler_error and the given message."
+        struct Payload: Codable, Sendable { var message: String }
+        typealias Result = JSONValue
+    }
+
+    enum Callback: BridgeAction {
+        static let name = "callback"
+        static let summary = "Calls action on the requesting peer and answers with that call's outcome."
+        struct Payload: Codable, Sendable {
+            var action: String
+            var payload: JSONValue?
+            var timeoutMs: UInt64?
+            enum CodingKeys: String, CodingKey { case action, payload, timeoutMs = "timeout_ms" }
+        }
+        typealias Result = JSONValue
+    }
+
+    enum Evaluate: BridgeAction {
+        static let name = "evaluate"
+        static let summary = "Asks the requesting peer to evaluate a script ($evaluate) and answers with its value."
+        struct Payload: Codable, Sendable { var script: String; var arguments: [String: JSONValue]? }
+        typealias Result = JSONValue
+    }
+
+    enum Emit: BridgeAction {
+        static let name = "emit"
+        static let summary = "Sends the event action with payload to the requesting peer."
+        struct Payload: Codable, Sendable { var action: String; var payload: JSONValue? }
+        typealias Result = JSONValue
+    }
+}
+
 /// The `once` action: the handler keeps itself alive (the host holds it only weakly) and lets go after its
 /// first call, so every later call finds the weakly registered handler gone.
 private final class OnceHandler: BridgeHandler {
     enum Action: BridgeAction {
         static let name = "once"
+        static let summary = "Succeeds on its first call on this host process; later calls find its handler released."
         typealias Payload = JSONValue
         typealias Result = JSONValue
     }

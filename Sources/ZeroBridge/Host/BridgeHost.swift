@@ -118,7 +118,6 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
 
     public init(configuration: Configuration) {
         self.configuration = configuration
-        try? handlers.add("$actions", replacing: true) { [handlers] _, _ in .array(handlers.actionNames.map(JSONValue.string)) }
         try? handlers.add("$evaluate", replacing: true) { _, _ in
             throw BridgeError(.notAllowed, "a ZeroBridge host does not evaluate scripts")
         }
@@ -475,12 +474,14 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
             info.name = hello.peer
             info.actions = hello.actions
             info.features = hello.features
+            info.catalogue = hello.catalogue
         }
         session.link.thread.tick(by: .now + session.heartbeat / 4)
         session.link.send(.welcome(.init(
             host: configuration.name, session: session.id, resumeToken: session.resumeToken, actions: handlers.actionNames,
             heartbeatMs: Int(session.heartbeat / .milliseconds(1)),
-            maxMessageBytes: configuration.maxMessageBytes, maxInFlight: configuration.maxInFlight)))
+            maxMessageBytes: configuration.maxMessageBytes, maxInFlight: configuration.maxInFlight,
+            catalogue: handlers.catalogue.hash)))
         if !wasNamed { announce(.joined(session.remote)) }
     }
 

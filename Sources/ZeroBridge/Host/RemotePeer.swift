@@ -18,6 +18,8 @@ public final class RemotePeer: BridgeCaller, @unchecked Sendable {
         public var actions: [String]
         /// Its features, such as `"evaluate"`.
         public var features: [String]
+        /// The hash of its catalogue (SPEC 7.8), when it sent one: it changes when its actions' contract does.
+        public var catalogue: String? = nil
     }
 
     private let state: Mutex<Info>

@@ -60,6 +60,12 @@ extension BridgeCaller {
         try await call("$evaluate", ["script": .string(script), "arguments": .object(arguments)], timeout: timeout, onProgress: nil)
     }
 
+    /// The other side's catalogue (`$describe`, SPEC 7.8): `{"catalogue": hash, "actions": [...]}`, each action
+    /// with its doc and the JSON Schemas of its payload, result and progress.
+    public func describe(timeout: Duration? = nil) async throws -> JSONValue {
+        try await call("$describe", nil, timeout: timeout, onProgress: nil)
+    }
+
     /// The actions the other side serves (`$actions`).
     public func actions(timeout: Duration? = nil) async throws -> [String] {
         let list = try await call("$actions", nil, timeout: timeout, onProgress: nil)

@@ -17,13 +17,18 @@ public final class HandlerTable: Sendable {
         var handler: Handler
         /// Nil for closures; for objects, whether the object is still alive.
         var isAlive: (@Sendable () -> Bool)?
+        var description: ActionDescription
     }
 
     private let entries = Mutex<[String: Entry]>([:])
     /// Called after the set of served actions changes (a peer re-announces itself with `hello`).
     let onChange = Mutex<(@Sendable () -> Void)?>(nil)
 
-    init() {}
+    /// Serves the reserved actions every side answers alike (SPEC 7.8): `$actions` and `$describe`.
+    init() {
+        try! add("$actions", replacing: true) { [unowned self] _, _ in .array(actionNames.map(JSONValue.string)) }
+        try! add("$describe", replacing: true) { [unowned self] _, _ in catalogue.json }
+    }
 
     func lookup(_ action: String) -> Lookup {
         guard let entry = entries.withLock({ $0[action] }) else { return .unknown }
@@ -32,13 +37,19 @@ public final class HandlerTable: Sendable {
     }
 
     /// The actions served, sorted; reserved (`$`) names and released handlers left out.
-    var actionNames: [String] {
+    var actionNames: [String] { served.map(\.name).sorted() }
+
+    /// What `$describe` answers, and its hash for `hello` and `welcome` (SPEC 7.8).
+    var catalogue: Catalogue { Catalogue(served) }
+
+    private var served: [(name: String, description: ActionDescription)] {
         entries.withLock { entries in
-            entries.filter { !$0.key.hasPrefix("$") && $0.value.isAlive?() != false }.keys.sorted()
+            entries.filter { !$0.key.hasPrefix("$") && $0.value.isAlive?() != false }.map { ($0.key, $0.value.description) }
         }
     }
 
     func add(_ action: String, replacing: Bool, isAlive: (@Sendable () -> Bool)? = nil,
+             describedAs description: ActionDescription = .init(),
              _ handler: @escaping Handler) throws(BridgeRegistrationError) {
         guard !action.isEmpty, action.unicodeScalars.count <= 128 else {
             throw BridgeRegistrationError(action: action, reason: "an action name has 1 to 128 characters")
@@ -48,7 +59,7 @@ public final class HandlerTable: Sendable {
             if !replacing, let existing = entries[action], existing.isAlive?() != false {
                 throw BridgeRegistrationError(action: action, reason: "already has a handler; pass replacing: true to replace it")
             }
-            entries[action] = Entry(handler: handler, isAlive: isAlive)
+            entries[action] = Entry(handler: handler, isAlive: isAlive, description: description)
         }
         onChange.withLock { $0 }?()
     }
@@ -91,20 +102,23 @@ public protocol BridgeHandling: AnyObject, Sendable {
 
 extension BridgeHandling {
     /// Serves an untyped action with a closure. Events to `action` run the same closure, without a reply.
+    /// `$describe` gives it `description`: any payload and result unless said, or the types of a ``BridgeAction``
+    /// for JSON handling that `Codable` cannot express, with a contract that still comes from types.
     ///
     /// For example:
     /// ```swift
     /// try host.handle("echo") { payload, request in payload }
+    /// try host.handle("add", describedAs: ActionDescription(Add.self)) { payload, request in ... }
     /// ```
-    public func handle(_ action: String, replacing: Bool = false,
+    public func handle(_ action: String, describedAs description: ActionDescription = .init(), replacing: Bool = false,
                        _ body: @escaping @Sendable (JSONValue, BridgeRequest) async throws -> JSONValue) throws {
-        try handlers.add(action, replacing: replacing, body)
+        try handlers.add(action, replacing: replacing, describedAs: description, body)
     }
 
     /// Serves a typed action with a closure; a payload that does not decode is answered `invalid_payload`.
     public func handle<A: BridgeAction>(_ action: A.Type, replacing: Bool = false,
                                         _ body: @escaping @Sendable (A.Payload, BridgeRequest) async throws -> A.Result) throws {
-        try handlers.add(A.name, replacing: replacing) { payload, request in
+        try handlers.add(A.name, replacing: replacing, describedAs: ActionDescription(A.self)) { payload, request in
             try A.encodeResult(try await body(try A.decodePayload(payload), request))
         }
     }
@@ -113,7 +127,8 @@ extension BridgeHandling {
     /// action are answered `handler_gone`.
     public func register<H: BridgeHandler>(_ handler: H, replacing: Bool = false) throws {
         let reference = WeakReference(handler)
-        try handlers.add(H.Action.name, replacing: replacing, isAlive: { reference.object != nil }) { payload, request in
+        try handlers.add(H.Action.name, replacing: replacing, isAlive: { reference.object != nil },
+                         describedAs: ActionDescription(H.Action.self)) { payload, request in
             guard let handler = reference.object else {
                 throw BridgeError(.handlerGone, "the handler for '\(H.Action.name)' has been released")
             }

@@ -62,6 +62,8 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
         public var heartbeat: Duration
         public var maxMessageBytes: Int
         public var maxInFlight: Int
+        /// The hash of the host's catalogue (SPEC 7.8): compare it with the one a client was generated from.
+        public var catalogue: String?
     }
 
     public let configuration: Configuration
@@ -113,7 +115,6 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
             thread.send(frames, after: [signature], via: outbox)
         }
         link.close(BridgeError(.peerLost, "not connected yet"))
-        try handlers.add("$actions", replacing: true) { [handlers] _, _ in .array(handlers.actionNames.map(JSONValue.string)) }
         try handlers.add("$evaluate", replacing: true) { _, _ in
             throw BridgeError(.notAllowed, "the Swift peer does not evaluate scripts")
         }
@@ -193,7 +194,7 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
         let hello = Message.hello(.init(
             peer: configuration.name, actions: handlers.actionNames, features: [],
             session: welcome?.sessionID ?? lastSessionID, resumeToken: lastResumeToken,
-            heartbeatMs: configuration.heartbeat.map { Int($0 / .milliseconds(1)) }))
+            heartbeatMs: configuration.heartbeat.map { Int($0 / .milliseconds(1)) }, catalogue: handlers.catalogue.hash))
         link.send(hello)
     }
 
@@ -208,7 +209,7 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
         case .welcome(let message):
             let welcome = Welcome(host: message.host, sessionID: message.session, actions: message.actions,
                                   heartbeat: .milliseconds(message.heartbeatMs), maxMessageBytes: message.maxMessageBytes,
-                                  maxInFlight: message.maxInFlight)
+                                  maxInFlight: message.maxInFlight, catalogue: message.catalogue)
             heartbeat = welcome.heartbeat
             lastSessionID = welcome.sessionID
             lastResumeToken = message.resumeToken

@@ -18,4 +18,10 @@ public protocol BridgeAction: Sendable {
     associatedtype Progress: Codable & Sendable = JSONValue
     /// The action's name on the wire (1 to 128 characters; names starting with `$` are reserved).
     static var name: String { get }
+    /// One line for people, given with the action's schemas by `$describe` (SPEC 7.8). Empty unless said.
+    static var summary: String { get }
+}
+
+extension BridgeAction {
+    public static var summary: String { "" }
 }

@@ -70,7 +70,7 @@ extension JSONValue {
 private struct Envelope {
     enum Field: Int, CaseIterable {
         case v, type, id, action, payload, timeoutMs, progress, ok, result, error, seq, peer, actions, features,
-             session, resumeToken, heartbeatMs, host, limits, deadline, skipped
+             session, resumeToken, heartbeatMs, host, limits, deadline, skipped, catalogue
 
         var name: String {
             switch self {
@@ -95,6 +95,7 @@ private struct Envelope {
             case .limits: "limits"
             case .deadline: "deadline"
             case .skipped: "skipped"
+            case .catalogue: "catalogue"
             }
         }
 
@@ -127,6 +128,7 @@ private struct Envelope {
                 if equals("progress") { self = .progress; return }
                 if equals("features") { self = .features; return }
                 if equals("deadline") { self = .deadline; return }
+            case 9: if equals("catalogue") { self = .catalogue; return }
             case 10: if equals("timeout_ms") { self = .timeoutMs; return }
             case 12:
                 if equals("heartbeat_ms") { self = .heartbeatMs; return }
@@ -139,7 +141,7 @@ private struct Envelope {
 
     // Stored one by one rather than in an array: decoding a body then allocates nothing for the envelope.
     private var v, type, id, action, payload, timeoutMs, progress, ok, result, error, seq, peer, actions,
-                features, session, resumeToken, heartbeatMs, host, limits, deadline, skipped: JSONValue?
+                features, session, resumeToken, heartbeatMs, host, limits, deadline, skipped, catalogue: JSONValue?
 
     subscript(field: Field) -> JSONValue? {
         get {
@@ -165,6 +167,7 @@ private struct Envelope {
             case .limits: limits
             case .deadline: deadline
             case .skipped: skipped
+            case .catalogue: catalogue
             }
         }
         set {
@@ -190,6 +193,7 @@ private struct Envelope {
             case .limits: limits = newValue
             case .deadline: deadline = newValue
             case .skipped: skipped = newValue
+            case .catalogue: catalogue = newValue
             }
         }
     }
@@ -256,13 +260,14 @@ private struct Envelope {
         case .hello:
             return .hello(.init(peer: try name(.peer), actions: try names(.actions) ?? [],
                                 features: try names(.features) ?? [], session: try optionalName(.session),
-                                resumeToken: try validResumeToken(), heartbeatMs: try positiveInteger(.heartbeatMs)))
+                                resumeToken: try validResumeToken(), heartbeatMs: try positiveInteger(.heartbeatMs),
+                                catalogue: try catalogueHash()))
         case .welcome:
             return .welcome(.init(host: try name(.host), session: try name(.session), resumeToken: try validResumeToken(),
                                   actions: try required(.actions, "an array of names", names),
                                   heartbeatMs: try required(.heartbeatMs, "a positive integer", positiveInteger),
                                   maxMessageBytes: try limit("max_message_bytes"),
-                                  maxInFlight: try limit("max_in_flight")))
+                                  maxInFlight: try limit("max_in_flight"), catalogue: try catalogueHash()))
         case .ping: return .ping
         case .pong: return .pong
         case .bye: return .bye
@@ -295,6 +300,15 @@ private struct Envelope {
         guard let value = self[.resumeToken] else { return nil }
         guard case .string(let text) = value, ResumeToken.isWellFormed(text) else {
             throw bad("field 'resume_token' must be a string of 64 lowercase hex digits")
+        }
+        return text
+    }
+
+    /// `catalogue`: the hash of a catalogue (SPEC 7.8), 64 lowercase hex digits when present.
+    private func catalogueHash() throws(BridgeError) -> String? {
+        guard let value = self[.catalogue] else { return nil }
+        guard case .string(let text) = value, ResumeToken.isWellFormed(text) else {
+            throw bad("field 'catalogue' must be a string of 64 lowercase hex digits, not \(Envelope.describe(value))")
         }
         return text
     }

@@ -86,6 +86,10 @@ extension Message {
                 JSONWriter.append(#","heartbeat_ms":"#, to: &buffer)
                 JSONWriter.append(heartbeatMs, to: &buffer)
             }
+            if let catalogue = hello.catalogue {
+                JSONWriter.append(#","catalogue":"#, to: &buffer)
+                JSONWriter.append(string: catalogue, to: &buffer)
+            }
         case .welcome(let welcome):
             JSONWriter.append(#""welcome","host":"#, to: &buffer)
             JSONWriter.append(string: welcome.host, to: &buffer)
@@ -104,6 +108,10 @@ extension Message {
             JSONWriter.append(#","max_in_flight":"#, to: &buffer)
             JSONWriter.append(welcome.maxInFlight, to: &buffer)
             buffer.append(JSONByte.closeBrace)
+            if let catalogue = welcome.catalogue {
+                JSONWriter.append(#","catalogue":"#, to: &buffer)
+                JSONWriter.append(string: catalogue, to: &buffer)
+            }
         case .ping: JSONWriter.append(#""ping""#, to: &buffer)
         case .pong: JSONWriter.append(#""pong""#, to: &buffer)
         case .bye: JSONWriter.append(#""bye""#, to: &buffer)

@@ -29,6 +29,8 @@ enum Message: Sendable, Equatable {
         var resumeToken: String? = nil
         /// The heartbeat period the peer would like.
         var heartbeatMs: Int? = nil
+        /// The hash of the peer's own catalogue (SPEC 7.8).
+        var catalogue: String? = nil
     }
 
     /// Host -> peer, the answer to `hello`.
@@ -44,6 +46,8 @@ enum Message: Sendable, Equatable {
         var heartbeatMs: Int
         var maxMessageBytes: Int
         var maxInFlight: Int
+        /// The hash of the host's catalogue (SPEC 7.8; absent from a host before 1.3).
+        var catalogue: String? = nil
     }
 
     struct Request: Sendable, Equatable {
