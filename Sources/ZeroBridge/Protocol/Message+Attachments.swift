@@ -47,30 +47,38 @@ extension Message {
     }
 
     private static let marker = Array(#""$attachment""#.utf8)
-    /// An escaped `$`: member names count as decoded, so `"\u0024attachment"` is a reference too (SPEC 3).
-    private static let escapedDollar = Array(#"\u0024"#.utf8)
 
+    /// Whether the body may hold an attachment reference: it has the name `"$attachment"` as written, or a `\u`
+    /// escape of one of its characters (`$` is U+0024, its letters U+0061 to U+0074). Member names count as
+    /// decoded, so `"\u0024attachment"` and `"$\u0061ttachment"` are references too (SPEC 3). One pass, no
+    /// allocation; a false alarm only costs the walk.
     private static func mentionsAttachment(_ body: UnsafeRawBufferPointer) -> Bool {
-        contains(marker, in: body) || contains(escapedDollar, in: body)
-    }
-
-    private static func contains(_ marker: [UInt8], in body: UnsafeRawBufferPointer) -> Bool {
-        guard body.count >= marker.count else { return false }
-        let first = marker[0]
+        let count = body.count, marker = Self.marker
         var index = 0
-        let last = body.count - marker.count
-        while index <= last {
-            if body[index] == first {
-                var matched = true
-                for offset in 1..<marker.count where body[index + offset] != marker[offset] {
-                    matched = false
-                    break
+        while index < count {
+            switch body[index] {
+            case JSONByte.quote:
+                if index + marker.count <= count, matches(marker, in: body, at: index) { return true }
+            case JSONByte.backslash:
+                if index + 5 < count, body[index + 1] == JSONByte.letterU, body[index + 2] == JSONByte.zero,
+                   body[index + 3] == JSONByte.zero {
+                    switch body[index + 4] {
+                    case UInt8(ascii: "2"), UInt8(ascii: "6"), UInt8(ascii: "7"): return true
+                    default: break
+                    }
                 }
-                if matched { return true }
+            default:
+                break
             }
             index += 1
         }
         return false
+    }
+
+    @inline(__always)
+    private static func matches(_ marker: [UInt8], in body: UnsafeRawBufferPointer, at index: Int) -> Bool {
+        for offset in 1 ..< marker.count where body[index + offset] != marker[offset] { return false }
+        return true
     }
 }
 

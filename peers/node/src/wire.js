@@ -135,32 +135,59 @@ function resolveAttachments(value, attachments) {
   return value;
 }
 
-// Text that may hold what JSON can write but a side cannot carry (SPEC 4): a number past the range of a double
-// (an exponent of three digits or more, or 309 digits in a row) or a surrogate escape. Only bodies that match are
-// walked, so ordinary ones cost one regex scan.
-const MAYBE_HUGE = /[eE][+-]?\d{3}|\d{309}/;
+// What JSON can write but a side cannot carry (SPEC 4) is looked for on the text, not on the parsed value, so that a
+// member a later duplicate replaced is checked too (SPEC 4: the whole text counts), and only where it may be:
+// - A number rounds to infinity only with a positive exponent of three digits or more, or with a run of 209 digits or
+//   more (with neither, it is below 10^208 * 10^99). Only texts that have one have their numbers read again.
+// - A lone surrogate needs a \u escape of one. A high one not followed by a low one, or a low one not preceded by a
+//   high one, is lone, once escaped backslashes are out of the way ("\\ud800" is an escaped backslash, then text):
+//   they are replaced by two characters that are not backslashes, so that what they separated stays apart.
+const POSITIVE_EXPONENT = /[eE]\+?\d{3}/;
+// The strings of a JSON text that parsed (matched only to step over them), and the places that may make a number huge.
+const STRING_OR_HUGE = /"[^"\\]*(?:\\[^][^"\\]*)*"|[eE]\+?\d{3}|(?<!\d)\d{209}/g;
 const MAYBE_SURROGATE = /\\u[dD][89a-fA-F]/;
+const LONE_SURROGATE = /\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}/;
+// An escape of a character of "$attachment" ($ is U+0024, its letters U+0061..U+0074): member names count as decoded.
+const MAYBE_ESCAPED_ATTACHMENT = /\\u00[267]/;
 
-/** Why a parsed body cannot be carried (a number that became infinite, an unpaired surrogate), or null. */
-function uncarriableValue(text, body) {
-  const huge = MAYBE_HUGE.test(text);
-  const surrogate = MAYBE_SURROGATE.test(text);
-  if (!huge && !surrogate) return null;
-  const stack = [body];
-  while (stack.length > 0) {
-    const value = stack.pop();
-    if (typeof value === 'number') {
-      if (huge && !Number.isFinite(value)) return 'a number is outside the range of a double';
-    } else if (typeof value === 'string') {
-      if (surrogate && !value.isWellFormed()) return 'a \\u escape leaves a surrogate unpaired';
-    } else if (Array.isArray(value)) {
-      stack.push(...value);
-    } else if (value !== null && typeof value === 'object') {
-      for (const [name, member] of Object.entries(value)) {
-        if (surrogate && !name.isWellFormed()) return 'a \\u escape leaves a surrogate unpaired';
-        stack.push(member);
-      }
-    }
+const isDigit = (c) => c >= 0x30 && c <= 0x39;
+const isNumberChar = (c) => isDigit(c) || c === 0x2e || c === 0x2b || c === 0x2d || c === 0x45 || c === 0x65;
+
+/** Whether `text` has `length` ASCII digits in a row. Every such run covers one of the places looked at, one in `length`. */
+function hasDigitRun(text, length) {
+  for (let i = length - 1; i < text.length; i += length) {
+    if (!isDigit(text.charCodeAt(i))) continue;
+    let start = i;
+    while (start > 0 && i - start < length && isDigit(text.charCodeAt(start - 1))) start -= 1;
+    let end = i + 1;
+    while (end < text.length && end - start < length && isDigit(text.charCodeAt(end))) end += 1;
+    if (end - start >= length) return true;
+  }
+  return false;
+}
+
+/** Whether the JSON text `text` (which parsed) holds a number that rounds to an infinite double. */
+function hasHugeNumber(text) {
+  STRING_OR_HUGE.lastIndex = 0;
+  for (let found; (found = STRING_OR_HUGE.exec(text)) !== null;) {
+    if (found[0].charCodeAt(0) === 0x22) continue; // a string
+    let start = found.index;
+    let end = STRING_OR_HUGE.lastIndex;
+    while (start > 0 && isNumberChar(text.charCodeAt(start - 1))) start -= 1;
+    while (end < text.length && isNumberChar(text.charCodeAt(end))) end += 1;
+    if (!Number.isFinite(Number(text.slice(start, end)))) return true;
+    STRING_OR_HUGE.lastIndex = end;
+  }
+  return false;
+}
+
+/** Why the JSON text `text` (which parsed) cannot be carried: a number past a double's range, a lone surrogate; or null. */
+function uncarriable(text) {
+  if ((POSITIVE_EXPONENT.test(text) || hasDigitRun(text, 209)) && hasHugeNumber(text)) {
+    return 'a number is outside the range of a double';
+  }
+  if (MAYBE_SURROGATE.test(text) && LONE_SURROGATE.test(text.includes('\\\\') ? text.replaceAll('\\\\', '__') : text)) {
+    return 'a \\u escape leaves a surrogate unpaired';
   }
   return null;
 }
@@ -190,8 +217,8 @@ export function decode(frames) {
   } catch (error) {
     return fail('bad_message', `the body is not JSON: ${error.message}`);
   }
-  const uncarriable = uncarriableValue(text, body);
-  if (uncarriable) return fail('bad_message', `the body is not JSON a peer can carry: ${uncarriable}`);
+  const notCarriable = uncarriable(text);
+  if (notCarriable) return fail('bad_message', `the body is not JSON a peer can carry: ${notCarriable}`);
   if (!isObject(body)) return fail('bad_message', 'the body is not a JSON object');
   const id = isName(body.id) ? body.id : null;
   const type = typeof body.type === 'string' ? body.type : null;
@@ -201,7 +228,7 @@ export function decode(frames) {
   const problem = CHECKS[type](body);
   if (problem) return fail('bad_message', problem, id, type);
   // Member names count as decoded: "\u0024attachment" is "$attachment" too (SPEC 3).
-  if (frames.length > 2 || text.includes('"$attachment"') || text.includes('\\u0024')) {
+  if (frames.length > 2 || text.includes('"$attachment"') || MAYBE_ESCAPED_ATTACHMENT.test(text)) {
     try {
       resolveAttachments(body, frames.slice(2));
     } catch (error) {

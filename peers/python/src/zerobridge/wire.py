@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard, Union
@@ -250,42 +249,79 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-# Text that may hold what JSON can write but a side cannot carry (SPEC 4): a number past the range of a double
-# (an exponent of three digits or more, or 309 digits in a row) or a surrogate escape. Only bodies that match
-# are walked, so ordinary ones cost one regex scan.
-_MAYBE_HUGE = re.compile(r"[eE][+-]?\d{3}|\d{309}")
+# What JSON can write but a side cannot carry (SPEC 4) is looked for on the text, not on the parsed value, so that a
+# member a later duplicate replaced is checked too (SPEC 4: the whole text counts), and only where it may be:
+# - A number rounds to infinity only with a positive exponent of three digits or more, or with a run of 209 digits or
+#   more (with neither, it is below 10^208 * 10^99). Only texts that have one parse their numbers through a check.
+# - A lone surrogate needs a \u escape of one. A high one not followed by a low one, or a low one not preceded by a
+#   high one, is lone, once escaped backslashes are out of the way ("\\ud800" is an escaped backslash, then text):
+#   they are replaced by two characters that are not backslashes, so that what they separated stays apart.
+_POSITIVE_EXPONENT = re.compile(r"[eE]\+?[0-9]{3}")
+_DIGITS = "0123456789"
 _MAYBE_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
+_LONE_SURROGATE = re.compile(
+    r"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+    r"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+)
+# For the nesting of a text, once its strings are gone: the brackets, all of one kind.
+_BRACKETS_ONLY = str.maketrans("{}", "[]", " \t\n\r0123456789-+.eEtruefalsn,:")
 
 
-def _check_carriable(text: str, body: Any) -> None:
-    """ValueError for a number that becomes infinite (`1e400`) or a string with an unpaired surrogate."""
-    huge, surrogate = _MAYBE_HUGE.search(text) is not None, _MAYBE_SURROGATE.search(text) is not None
-    if not (huge or surrogate):
-        return
-    stack = [body]
-    while stack:
-        value = stack.pop()
-        if isinstance(value, dict):
-            if surrogate:
-                for name in value:
-                    _check_text(name)
-            stack.extend(value.values())
-        elif isinstance(value, list):
-            stack.extend(value)
-        elif isinstance(value, str):
-            if surrogate:
-                _check_text(value)
-        elif isinstance(value, float) and huge and not math.isfinite(value):
-            raise ValueError("a number is outside the range of a double")
-        elif isinstance(value, int) and not isinstance(value, bool) and huge and abs(value) > sys.float_info.max:
-            raise ValueError("a number is outside the range of a double")
+def _has_digit_run(text: str, length: int) -> bool:
+    """Whether ``text`` has ``length`` ASCII digits in a row. Every such run covers one of the places looked at, one
+    in ``length``, so the cost is a small fraction of the text's."""
+    for i in range(length - 1, len(text), length):
+        if text[i] in _DIGITS:
+            before, after = text[i - length + 1 : i], text[i + 1 : i + length]
+            if 1 + len(before) - len(before.rstrip(_DIGITS)) + len(after) - len(after.lstrip(_DIGITS)) >= length:
+                return True
+    return False
 
 
-def _check_text(text: str) -> None:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ValueError("a \\u escape leaves a surrogate unpaired") from None
+def _double(text: str) -> float:
+    """A number with a fraction or exponent, refused (ValueError) when it rounds to an infinite double."""
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError("a number is outside the range of a double")
+    return value
+
+
+def _integer(text: str) -> int:
+    """An integer, refused (ValueError) when it is past the range of a double (rounding as a double does)."""
+    value = int(text)
+    if len(text) > 308:  # 10^308 has 309 digits: shorter integers are far inside the range
+        try:
+            float(value)
+        except OverflowError:
+            raise ValueError("a number is outside the range of a double") from None
+    return value
+
+
+def _loads(text: str) -> Any:
+    """The JSON value of ``text``, or ValueError (also for NaN/Infinity, a number past a double's range, and a \\u
+    escape that leaves a surrogate unpaired)."""
+    if _POSITIVE_EXPONENT.search(text) is None and not _has_digit_run(text, 209):
+        body = json.loads(text, parse_constant=_reject_constant)
+    else:
+        body = json.loads(text, parse_constant=_reject_constant, parse_float=_double, parse_int=_integer)
+    if _MAYBE_SURROGATE.search(text) is not None:
+        escapes = text.replace("\\\\", "__") if "\\\\" in text else text
+        if _LONE_SURROGATE.search(escapes) is not None:
+            raise ValueError("a \\u escape leaves a surrogate unpaired")
+    return body
+
+
+def _deeper_than(text: str, limit: int) -> bool:
+    """Whether the JSON text ``text`` (which parsed) nests arrays and objects deeper than ``limit`` (the outermost is
+    depth 1). On the text, so a member a later duplicate replaced counts too; by whole-string operations only."""
+    if "\\" in text:  # drop escaped backslashes, then escaped quotes: what is left of a string has no quote inside
+        text = text.replace("\\\\", "").replace('\\"', "")
+    brackets = "".join(text.split('"')[::2]).translate(_BRACKETS_ONLY)  # outside the strings, only the brackets
+    for _ in range(limit):  # each round takes the innermost level away
+        if not brackets:
+            return False
+        brackets = brackets.replace("[]", "")
+    return bool(brackets)
 
 
 def decode(frames: Sequence[bytes]) -> Message:
@@ -297,8 +333,7 @@ def decode(frames: Sequence[bytes]) -> Message:
     except UnicodeDecodeError:
         raise WireError(BAD_MESSAGE, "body is not UTF-8") from None
     try:
-        body = json.loads(text, parse_constant=_reject_constant)
-        _check_carriable(text, body)
+        body = _loads(text)
     except (ValueError, RecursionError) as error:
         raise WireError(BAD_MESSAGE, f"body is not JSON: {error}") from None
     if not isinstance(body, dict):
@@ -312,8 +347,9 @@ def decode(frames: Sequence[bytes]) -> Message:
     def bad(reason: str, code: str = BAD_MESSAGE) -> WireError:
         return WireError(code, reason, id=readable_id, type=readable_type)
 
-    # The walks below only matter for bodies that could nest that deep or carry references.
-    if text.count("[") + text.count("{") > MAX_NESTING and _nesting(body) > MAX_NESTING:
+    # Only bodies with that many brackets could nest that deep; the text is judged, not the value (a member a later
+    # duplicate replaced counts too). The walk below only matters for bodies that could carry references.
+    if text.count("[") + text.count("{") > MAX_NESTING and _deeper_than(text, MAX_NESTING):
         raise bad(f"nesting deeper than {MAX_NESTING}")
     version = body.get("v")
     if not _is_int(version):
@@ -477,23 +513,6 @@ def _error(value: Any) -> BridgeError:
     if not isinstance(message, str):
         raise ValueError('"error.message" must be a string')
     return error_from_code(code, message, value.get("data"))
-
-
-def _nesting(value: Any) -> int:
-    """Depth of arrays/objects in ``value`` (the body object itself is depth 1)."""
-    deepest = 0
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if depth > deepest:
-            deepest = depth
-            if deepest > MAX_NESTING:
-                return deepest
-        children = item.values() if isinstance(item, dict) else item
-        for child in children:
-            if isinstance(child, (dict, list)):
-                stack.append((child, depth + 1))
-    return deepest
 
 
 def _resolve_attachments(value: Any, attachments: list[bytes]) -> Any:
