@@ -98,6 +98,7 @@ class Hello:
     session: str | None = None
     heartbeat_ms: int | None = None
     resume_token: str | None = field(default=None, repr=False)  # a secret: never in a log line
+    catalogue: str | None = None  # the hash of the peer's catalogue (SPEC 7.8, since 1.3)
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +115,7 @@ class Welcome:
     heartbeat_ms: int
     limits: Limits
     resume_token: str | None = field(default=None, repr=False)  # absent from a 1.0/1.1 host
+    catalogue: str | None = None  # the hash of the host's catalogue (SPEC 7.8); absent from a host before 1.3
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,6 +209,8 @@ def _body_of(message: Message, attachments: list[bytes]) -> dict[str, Any]:
                 body["resume_token"] = message.resume_token
             if message.heartbeat_ms is not None:
                 body["heartbeat_ms"] = message.heartbeat_ms
+            if message.catalogue is not None:
+                body["catalogue"] = message.catalogue
         case Welcome():
             body["host"] = message.host
             body["session"] = message.session
@@ -218,6 +222,8 @@ def _body_of(message: Message, attachments: list[bytes]) -> dict[str, Any]:
                 "max_message_bytes": message.limits.max_message_bytes,
                 "max_in_flight": message.limits.max_in_flight,
             }
+            if message.catalogue is not None:
+                body["catalogue"] = message.catalogue
         case Ping() | Pong() | Bye():
             pass
     return body
@@ -426,6 +432,7 @@ def decode(frames: Sequence[bytes]) -> Message:
                     session=_name(body, "session") if "session" in body else None,
                     heartbeat_ms=None if heartbeat_ms is _MISSING else heartbeat_ms,
                     resume_token=_resume_token(body),
+                    catalogue=_catalogue(body),
                 )
             case "welcome":
                 heartbeat_ms = body.get("heartbeat_ms")
@@ -447,6 +454,7 @@ def decode(frames: Sequence[bytes]) -> Message:
                     heartbeat_ms=heartbeat_ms,
                     limits=Limits(max_message_bytes=max_bytes, max_in_flight=max_in_flight),
                     resume_token=_resume_token(body),
+                    catalogue=_catalogue(body),
                 )
             case "ping":
                 return Ping()
@@ -500,6 +508,15 @@ def _resume_token(body: dict[str, Any]) -> str | None:
     value = body["resume_token"]
     if not (isinstance(value, str) and RESUME_TOKEN.fullmatch(value)):
         raise ValueError('"resume_token" must be 64 lowercase hex digits')  # the value is not echoed: it may be a secret
+    return value
+
+
+def _catalogue(body: dict[str, Any]) -> str | None:
+    if "catalogue" not in body:
+        return None
+    value = body["catalogue"]
+    if not (isinstance(value, str) and RESUME_TOKEN.fullmatch(value)):  # the same form: 64 lowercase hex digits
+        raise ValueError('"catalogue" must be 64 lowercase hex digits')
     return value
 
 
