@@ -150,7 +150,7 @@ final class SocketThread: @unchecked Sendable {
         }
         buildPoller()
         while true {
-            runJobs()
+            let jobsLeft = runJobs()
             if stopping { break }
             let now = ContinuousClock.now
             timers.fire(until: now)
@@ -160,7 +160,7 @@ final class SocketThread: @unchecked Sendable {
             var wakeAt = nextTick
             if let deadline = timers.nextDeadline, deadline < wakeAt { wakeAt = deadline }
             if let retryAt, retryAt < wakeAt { wakeAt = retryAt }
-            let timeout = max(0, Int(((wakeAt - ContinuousClock.now) / .milliseconds(1)).rounded(.up)))
+            let timeout = jobsLeft ? 0 : max(0, Int(((wakeAt - ContinuousClock.now) / .milliseconds(1)).rounded(.up)))
             if socketReplaced {  // by a job, a timer or the tick above: poll the new socket, not the closed one
                 socketReplaced = false
                 buildPoller()
@@ -184,8 +184,11 @@ final class SocketThread: @unchecked Sendable {
         socket.close()
     }
 
-    private func runJobs() {
-        // Repeat until no job is left, so jobs that hand over more jobs finish before the next poll.
+    /// Runs the jobs handed over, and those they hand over in turn, for up to about 5 ms; returns whether jobs are
+    /// left. The bound keeps busy handlers (progress from hundreds of streams) from starving what arrives: another
+    /// peer's request is read within one round.
+    private func runJobs() -> Bool {
+        let until = ContinuousClock.now + .milliseconds(5)
         while true {
             // Swapping in an emptied buffer, instead of copying the queue out and clearing it under the lock,
             // saves allocating a new queue buffer per batch.
@@ -194,11 +197,12 @@ final class SocketThread: @unchecked Sendable {
             jobs.withLock { swap(&$0, &batch) }
             if batch.isEmpty {
                 spareJobs = batch
-                return
+                return false
             }
             for job in batch { job() }
             batch.removeAll(keepingCapacity: true)
             spareJobs = batch
+            if ContinuousClock.now >= until { return !jobs.withLock(\.isEmpty) }
         }
     }
 
@@ -219,9 +223,17 @@ final class SocketThread: @unchecked Sendable {
         var drained: [Outbox] = []
         var gone: [Outbox] = []
         var refused: [Outbox] = []
+        // About 5 ms of sending per round, like runJobs: what is left goes out after the next poll, so hundreds
+        // of full outboxes do not keep another peer's request unread.
+        let until = ContinuousClock.now + .milliseconds(5)
+        var sent = 0
         waiting.removeAll { outbox in
             if let retryAt = outbox.retryAt, retryAt > now {
                 earliest = min(earliest ?? retryAt, retryAt)
+                return false
+            }
+            if sent >= 64, ContinuousClock.now >= until {
+                earliest = now
                 return false
             }
             // retryAt stays set until a message goes through, so a reader that takes nothing stays "blocked since"
@@ -229,6 +241,7 @@ final class SocketThread: @unchecked Sendable {
             while let message = outbox.messages.first {
                 switch transmitting(message) {
                 case .sent:
+                    sent += 1
                     outbox.removeFirst()
                     outbox.retryAt = nil
                     outbox.backoff = .milliseconds(1)
