@@ -260,3 +260,14 @@ def test_imports_only_from_the_import_roots(host: ImportHost, tmp_path: pathlib.
             assert "hunter2" not in json.dumps(db.execute("select * from record").fetchall())
     finally:
         shutil.rmtree(outside)
+
+
+def test_the_committed_catalogue_is_the_live_hosts(host: ImportHost) -> None:
+    """examples/import-service.catalogue.json is what `$describe` answers (SPEC 7.8): the contract that generated
+    clients are built from stays the one the host serves. Regenerate it with
+    `zerobridge call '$describe' --connection-file F` when an action's types change."""
+    committed = json.loads((ROOT / "examples" / "import-service.catalogue.json").read_text())
+    live = host.call_ok("$describe")
+    assert live == committed
+    assert [action["name"] for action in live["actions"]] == ["importFolder", "search", "stats"]
+    assert "progress" in live["actions"][0] and all("progress" not in a for a in live["actions"][1:])

@@ -3,10 +3,12 @@ import Foundation
 /// A type that states its own JSON Schema: the escape hatch for a custom `Codable` whose JSON shape cannot be
 /// seen by decoding it (see ``JSONSchema/of(_:)``).
 ///
-/// For example, a value written as a plain string by hand-written `Codable`:
+/// To describe the types that contain it, a value of it is decoded from the schema's `default`, else its first
+/// `examples` item, else the simplest value the schema accepts; give one when that would not decode.
+/// For example, a value written as a "major.minor" string by hand-written `Codable`:
 /// ```swift
-/// struct Path: Codable, BridgeSchemaProviding {
-///     static let bridgeSchema: JSONValue = ["type": "string", "description": "an absolute path"]
+/// struct Version: Codable, BridgeSchemaProviding {
+///     static let bridgeSchema: JSONValue = ["type": "string", "pattern": "^[0-9]+\\.[0-9]+$", "examples": ["1.0"]]
 ///     ...
 /// }
 /// ```
@@ -30,6 +32,7 @@ extension JSONValue: BridgeSchemaProviding {
 /// saying why, unless it conforms to ``BridgeSchemaProviding``.
 public enum JSONSchema {
     public static func of<T: Decodable>(_ type: T.Type) -> JSONValue {
+        if let provider = type as? any BridgeSchemaProviding.Type { return provider.bridgeSchema }
         let tracer = SchemaTracer()
         do {
             return try tracer.trace(type).schema
@@ -118,6 +121,8 @@ final class SchemaTracer {
 
     /// The simplest JSON value a schema accepts, for decoding a sample of a type that states its own schema.
     static func sample(of schema: JSONValue) -> JSONValue {
+        if let given = schema["default"] { return given }
+        if case .array(let examples)? = schema["examples"], let first = examples.first { return first }
         if let constant = schema["const"] { return constant }
         if case .array(let values)? = schema["enum"], let first = values.first { return first }
         if case .array(let options)? = schema["anyOf"], let first = options.first { return sample(of: first) }

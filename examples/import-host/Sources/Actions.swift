@@ -6,6 +6,7 @@ import ZeroBridge
 /// file, streaming progress; the result sums up what was imported and what failed, file by file.
 struct ImportFolder: BridgeAction {
     static let name = "importFolder"
+    static let summary = "Imports every file under a folder (CSV and JSON here, Markdown by the ETL peer), streaming progress."
 
     struct Payload: Codable, Sendable {
         /// The folder to import, absolute or relative to the host's working directory.
@@ -58,7 +59,7 @@ struct ImportFolder: BridgeAction {
         var kind: Kind
         var message: String
 
-        enum Kind: String, Codable, Sendable {
+        enum Kind: String, Codable, Sendable, CaseIterable {
             case binary, csv, json, markdown, unsupported, unreadable, tooLarge = "too_large"
             /// No ETL peer is connected to parse Markdown.
             case etlUnavailable = "etl_unavailable"
@@ -71,6 +72,7 @@ struct ImportFolder: BridgeAction {
 /// Full-text search over the imported records (SQLite FTS5, best matches first).
 struct Search: BridgeAction {
     static let name = "search"
+    static let summary = "Full-text search over the imported records, best matches first."
 
     struct Payload: Codable, Sendable {
         /// Words to find, all of them (`word*` matches a prefix). With `raw`, an FTS5 query as is.
@@ -100,6 +102,7 @@ struct Search: BridgeAction {
 /// What the database holds.
 struct Stats: BridgeAction {
     static let name = "stats"
+    static let summary = "What the database holds: files, records and bytes by format, and the last import."
     typealias Payload = JSONValue
 
     struct Result: Codable, Sendable {
@@ -133,6 +136,7 @@ struct Stats: BridgeAction {
 /// Served by the Node ETL peer: Markdown with front-matter -> records (one per section).
 struct ParseMarkdown: BridgeAction {
     static let name = "parseMarkdown"
+    static let summary = "Markdown with front matter to records, one per section."
 
     struct Payload: Codable, Sendable {
         /// The file's path relative to the imported folder, for messages.
