@@ -8,7 +8,7 @@ import Foundation
 /// For example, a value written as a "major.minor" string by hand-written `Codable`:
 /// ```swift
 /// struct Version: Codable, BridgeSchemaProviding {
-///     static let bridgeSchema: JSONValue = ["type": "string", "pattern": "^[0-9]+\\.[0-9]+$", "examples": ["1.0"]]
+///     static let bridgeSchema: JSONValue = ["type": "string", "description": "major.minor", "examples": ["1.0"]]
 ///     ...
 /// }
 /// ```
