@@ -4,8 +4,10 @@
 //
 //   node peers/node/bin/conformance-peer.js ENDPOINT [--evaluate]
 //
-// Connects as `conformance-peer`, serves echo, add, fail, sleep, count, emit and callback, answers the `relay`
-// event with a `relayed` event carrying the same payload, and runs until SIGTERM or SIGINT (then says bye).
+// Connects as `conformance-peer`, serves echo, add, fail, sleep, count, emit and callback, each described with the
+// JSON Schemas of its payload, result and (count) progress (served as `$describe`, hashed in `hello.catalogue`),
+// answers the `relay` event with a `relayed` event carrying the same payload, and runs until SIGTERM or SIGINT (then
+// says bye).
 // --evaluate turns $evaluate on: only ever point it at a host you trust.
 
 import { Peer, BridgeError } from '../index.js';
@@ -33,8 +35,48 @@ function wait(ms, signal) {
   });
 }
 
+const integer = (minimum) => ({ type: 'integer', minimum });
+const object = (properties, required, title) => ({ type: 'object', title, properties, required });
+
+// SPEC 7.8: what each action takes, returns and reports, in the keyword subset code generators understand. The
+// handlers below check exactly this.
+const DESCRIPTIONS = {
+  echo: { doc: 'Returns the payload unchanged (null when absent).', payload: {}, result: {} },
+  add: {
+    doc: 'Adds two numbers: an integer when both are.',
+    payload: object({ a: { type: 'number' }, b: { type: 'number' } }, ['a', 'b'], 'AddPayload'),
+    result: { type: 'number' },
+  },
+  fail: {
+    doc: 'Always fails: throws an Error with the message, answered handler_error.',
+    payload: object({ message: { type: 'string' } }, ['message'], 'FailPayload'),
+    result: {},
+  },
+  sleep: {
+    doc: 'Waits ms milliseconds, honouring cancel and timeout_ms.',
+    payload: object({ ms: integer(0) }, ['ms'], 'SleepPayload'),
+    result: object({ slept_ms: integer(0) }, ['slept_ms'], 'SleepResult'),
+  },
+  count: {
+    doc: 'Reports progress {i, n} for i = 1..n, waiting delay_ms before each, then returns {n}.',
+    payload: object({ n: integer(0), delay_ms: integer(0) }, ['n'], 'CountPayload'),
+    result: object({ n: integer(0) }, ['n'], 'CountResult'),
+    progress: object({ i: integer(1), n: integer(0) }, ['i', 'n'], 'CountProgress'),
+  },
+  emit: {
+    doc: 'Posts the event {action, payload} to the host, then returns null.',
+    payload: object({ action: { type: 'string', minLength: 1 }, payload: {} }, ['action'], 'EmitPayload'),
+    result: { type: 'null' },
+  },
+  callback: {
+    doc: 'Calls action on the host with payload (and timeout_ms, else no limit) and returns its result or error.',
+    payload: object({ action: { type: 'string', minLength: 1 }, payload: {}, timeout_ms: integer(1) }, ['action'], 'CallbackPayload'),
+    result: {},
+  },
+};
+
 function actions(peer) {
-  return {
+  const handlers = {
     echo: (payload) => payload,
     add: (payload) => {
       if (!isObject(payload) || typeof payload.a !== 'number' || typeof payload.b !== 'number') throw invalid('{"a": number, "b": number}');
@@ -68,10 +110,12 @@ function actions(peer) {
       if (!isObject(payload) || typeof payload.action !== 'string' || payload.action === '') throw invalid(expected);
       const timeoutMs = payload.timeout_ms;
       if (timeoutMs !== undefined && !(Number.isInteger(timeoutMs) && timeoutMs >= 1)) throw invalid(expected);
-      // Without timeout_ms the call has no deadline of its own (null), like the Python conformance peer's.
-      return peer().call(payload.action, payload.payload ?? null, { timeout: timeoutMs ?? null }); // its error passes on
+      // Without timeout_ms the call has no deadline of its own (Infinity: no limit), like the Python conformance peer's.
+      return peer().call(payload.action, payload.payload ?? null, { timeout: timeoutMs ?? Infinity }); // its error passes on
     },
   };
+  // Each handler with its description: { handler, doc, payload, result, progress? }.
+  return Object.fromEntries(Object.entries(handlers).map(([name, handler]) => [name, { handler, ...DESCRIPTIONS[name] }]));
 }
 
 async function main(argv) {

@@ -6,7 +6,8 @@
 
 import { randomBytes } from 'node:crypto';
 import { BridgeError } from './errors.js';
-import { decode, encode, encodePayload, encodeProgress, messageBytes, bodies, isName } from './wire.js';
+import { decode, encode, encodeProgress, messageBytes, bodies, isName } from './wire.js';
+import { ValueRefusal, encodeRequest, encodeEvent, encodeResult, encodeFailure, serializePayload } from './values.js';
 
 const AsyncFunction = (async () => {}).constructor;
 const IDENTIFIER = /^[\p{ID_Start}$_][\p{ID_Continue}$\u200c\u200d]*$/u;
@@ -89,6 +90,16 @@ async function evaluateScript(payload) {
   return fn(...names.map((name) => args[name]));
 }
 
+/** A payload this peer was asked to send and refuses (SPEC 7.14, or the `validate` option): `invalid_payload`, at once. */
+function invalidPayload(refusal) {
+  return new BridgeError('invalid_payload', refusal.message, { data: { path: refusal.path } });
+}
+
+/** An action name as sent: 1..128 characters, and text that has a UTF-8 form. */
+function checkAction(action) {
+  if (!isName(action) || !action.isWellFormed()) throw new TypeError('action must be a string of 1..128 characters (without unpaired surrogates)');
+}
+
 function errorBody(error) {
   if (error instanceof BridgeError) return error.toJSON();
   const message = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
@@ -110,6 +121,9 @@ export class Link {
    *                                                   null id (a refused hello, an event over the limit, ...)
    * @param {(problem: {code: string, message: string, type: string|null}) => void} options.onBadMessage
    * @param {() => number} options.maxMessageBytes       the host's limit (Infinity until known)
+   * @param {() => object} [options.describe]           this peer's catalogue, the result of `$describe` (SPEC 7.8)
+   * @param {(action: string, payload: any) => {path: string, message: string}|null} [options.checkPayload]
+   *   why a payload (already known to be JSON) must not be sent to `action`, or null (the `validate` option)
    * @param {(level: string, message: string) => void} options.log
    */
   constructor(options) {
@@ -122,6 +136,8 @@ export class Link {
     this.onSession = options.onSession;
     this.onBadMessage = options.onBadMessage ?? (() => {});
     this.maxMessageBytes = options.maxMessageBytes;
+    this.describe = options.describe ?? (() => ({ catalogue: null, actions: [] }));
+    this.checkPayload = options.checkPayload ?? (() => null);
     this.log = options.log;
     this.idPrefix = `${randomBytes(4).toString('hex')}-`;
     this.nextId = 0;
@@ -146,11 +162,23 @@ export class Link {
 
   /**
    * Sends a request and settles with its result. `progress` (a function) asks for progress.
-   * Timeouts and cancellation settle the call locally, whatever the host does later.
+   * Timeouts and cancellation settle the call locally, whatever the host does later. A payload that cannot be
+   * carried, or that checkPayload refuses, rejects at once with `invalid_payload`, nothing sent (SPEC 7.14).
+   * `gate`, a promise (never rejecting), holds the call back until it settles; its wait counts against `timeout`.
    */
-  call(action, payload, { timeout, signal, progress } = {}) {
+  call(action, payload, { timeout, signal, progress, gate } = {}) {
+    if (gate) {
+      const start = Date.now();
+      return gate.then(() => {
+        const left = timeout === null || timeout === Infinity || timeout === undefined ? timeout : timeout - (Date.now() - start);
+        if (left !== null && left !== Infinity && left !== undefined && left <= 0) {
+          throw new BridgeError('timeout', `${action} was not sent within ${timeout} ms: the host's catalogue (validate) did not come in time`);
+        }
+        return this.call(action, payload, { timeout: left, signal, progress });
+      });
+    }
     return new Promise((resolve, reject) => {
-      if (!isName(action)) throw new TypeError('action must be a string of 1..128 characters');
+      checkAction(action);
       if (timeout !== null && timeout !== Infinity && !(Number.isFinite(timeout) && timeout > 0)) {
         throw new TypeError(`timeout must be a positive number of milliseconds, null or Infinity (got ${timeout})`);
       }
@@ -158,12 +186,24 @@ export class Link {
         reject(new BridgeError('cancelled', `call to ${action} cancelled before it was sent`));
         return;
       }
-      this.nextId += 1;
-      const id = `${this.idPrefix}${this.nextId}`;
       const timeoutMs = timeout === null || timeout === Infinity ? undefined : Math.ceil(timeout);
       // SPEC 7.3: the deadline travels both ways, as a duration and as an instant on our clock.
       const deadline = timeoutMs === undefined ? undefined : Date.now() + timeoutMs;
-      const frames = encode(bodies.request(id, action, payload, timeoutMs, progress !== undefined, deadline));
+      const id = `${this.idPrefix}${this.nextId + 1}`;
+      let frames;
+      try {
+        frames = encodeRequest(id, action, payload, timeoutMs, progress !== undefined, deadline);
+      } catch (error) {
+        if (!(error instanceof ValueRefusal)) throw error;
+        reject(invalidPayload(error));
+        return;
+      }
+      const mismatch = this.checkPayload(action, payload);
+      if (mismatch !== null) {
+        reject(invalidPayload(mismatch));
+        return;
+      }
+      this.nextId += 1;
       const size = messageBytes(frames);
       if (size > this.maxMessageBytes()) {
         reject(new BridgeError('too_large', `request to ${action} is ${size} bytes; the host accepts at most ${this.maxMessageBytes()}`));
@@ -245,13 +285,26 @@ export class Link {
     return { progress, result, get skipped() { return skipped; } };
   }
 
-  /** Fire-and-forget event to the host; refused with `overloaded` while the host is not keeping up (SPEC 7.13). */
+  /**
+   * Fire-and-forget event to the host; refused with `overloaded` while the host is not keeping up (SPEC 7.13), and
+   * with `invalid_payload` for a payload that cannot be carried or that checkPayload refuses (SPEC 7.14). Throws.
+   */
   post(action, payload) {
-    if (!isName(action)) throw new TypeError('action must be a string of 1..128 characters');
+    checkAction(action);
+    let frames;
+    try {
+      frames = encodeEvent(action, payload);
+    } catch (error) {
+      if (error instanceof ValueRefusal) throw invalidPayload(error);
+      throw error;
+    }
+    const mismatch = this.checkPayload(action, payload);
+    if (mismatch !== null) throw invalidPayload(mismatch);
     if (this.waiting.length > 0 || this.isFull()) {
       throw new BridgeError('overloaded', `event ${action} not sent: the host is not reading what is already queued for it`);
     }
-    this.sendBody(bodies.event(action, payload));
+    this.sendFrames(frames);
+    this.lastSent = Date.now();
   }
 
   /** Ends a pending call with a result (`ok`) or a BridgeError. */
@@ -381,6 +434,8 @@ export class Link {
     let run;
     if (action === '$actions') {
       run = async () => [...this.handlers.keys()];
+    } else if (action === '$describe') {
+      run = async () => this.describe(); // SPEC 7.8: the payload is ignored
     } else if (action === '$evaluate') {
       const refusal = this.evaluate();
       run = refusal === null
@@ -415,7 +470,18 @@ export class Link {
    */
   reportProgress(entry, payload) {
     if (!entry.wantsProgress || entry.done) return false;
-    const encoded = encodePayload(payload); // a payload that is not JSON throws here, to the handler
+    let encoded;
+    try {
+      encoded = serializePayload(payload ?? null, 'progress');
+    } catch (error) {
+      // SPEC 7.14: a progress payload that cannot be carried fails the request as the handler's failure, with the path;
+      // the handler learns it here (and through its signal), and what it does next is discarded.
+      const failure = new BridgeError('handler_error', error instanceof ValueRefusal ? error.message : `progress cannot be written as JSON: ${error?.message ?? error}`);
+      this.log('warn', `${entry.action} (request ${entry.id}) reported progress that cannot be sent; answered handler_error: ${failure.message}`);
+      this.finish(entry, null, failure);
+      entry.controller.abort(failure);
+      throw failure;
+    }
     if (entry.held.length === 0 && !this.isFull()) {
       this.sendProgress(entry, encoded, 0);
       return true;
@@ -495,9 +561,12 @@ export class Link {
     this.flushProgress(entry, true);
     let frames;
     try {
-      frames = encode(error ? bodies.failure(entry.id, errorBody(error)) : bodies.result(entry.id, result));
-    } catch (encodeError) {
-      frames = encode(bodies.failure(entry.id, { code: 'handler_error', message: `the result of ${entry.action} is not JSON: ${encodeError.message}` }));
+      frames = error ? encodeFailure(entry.id, errorBody(error)) : encodeResult(entry.id, result);
+    } catch (refusal) {
+      // SPEC 7.14: a result (or an error's data) that cannot be carried is the handler's failure, named by its path.
+      const message = refusal instanceof ValueRefusal ? refusal.message : `the ${error ? 'error' : 'result'} of ${entry.action} cannot be written as JSON: ${refusal?.message ?? refusal}`;
+      this.log('warn', `${entry.action} (request ${entry.id}) ${error ? 'failed with data' : 'returned a result'} that cannot be sent; answered handler_error: ${message}`);
+      frames = encodeFailure(entry.id, { code: 'handler_error', message });
     }
     const size = messageBytes(frames);
     if (size > this.maxMessageBytes()) {

@@ -7,6 +7,8 @@ import { Link, DEFAULT_MAX_IN_FLIGHT } from './link.js';
 import { BridgeError } from './errors.js';
 import { bodies, decode, encode, readConnectionFile, isName } from './wire.js';
 import { PeerChannel, parseKey } from './signing.js';
+import { buildCatalogue, catalogueProblem, describeAction } from './describe.js';
+import { schemaProblem } from './validate.js';
 
 const debug = debuglog('zerobridge');
 const DEFAULT_TIMEOUT_MS = 30_000;
@@ -15,6 +17,9 @@ const DEFAULT_HEARTBEAT_MS = 5000;
 const NAME_RETRY_MS = 1000;
 // Refused messages are warned about at most this often (the rest go to debug): a flood must not flood the log.
 const REFUSAL_WARN_MS = 1000;
+const isCatalogueHash = (value) => typeof value === 'string' && /^[0-9a-f]{64}$/.test(value);
+// Failures of a `$describe` fetch that say nothing about the host's catalogue: the fetch is tried again at the next welcome.
+const TRANSIENT = new Set(['peer_lost', 'timeout', 'cancelled', 'overloaded', 'too_large']);
 
 function defaultLog(level, message) {
   if (level === 'warn') console.warn(`zerobridge: ${message}`);
@@ -72,13 +77,22 @@ export class Peer {
   #unauthorized = null; // the message of the host's last unauthorized answer, for the connect timeout's error
   // SPEC 2.1: why `$evaluate` was withdrawn (without CURVE, only the first host that welcomed us may evaluate), or null.
   #evaluateWithdrawn = null;
+  // SPEC 7.8: this peer's own catalogue, built when first asked for after its handlers changed.
+  #catalogue = null;
+  // The `validate` option (SPEC 7.14): the host's catalogue payloads are checked against ({hash, byName}, or null),
+  // the `$describe` fetch in flight (a promise that never rejects, or null), and the welcome's `catalogue` the last
+  // settled fetch answers for (undefined: fetch at the next welcome).
+  #checked = null;
+  #describing = null;
+  #fetchedFor = undefined;
 
   constructor(endpointOrConnectionFile, options = {}) {
     if (typeof endpointOrConnectionFile !== 'string' || endpointOrConnectionFile.length === 0) {
       throw new TypeError('connect() needs an endpoint (tcp://host:port, ipc:///path) or a connection file path');
     }
     const { name, actions, evaluate = false, heartbeatMs = DEFAULT_HEARTBEAT_MS, timeout = DEFAULT_TIMEOUT_MS, log = defaultLog } = options;
-    const { maxInFlight = DEFAULT_MAX_IN_FLIGHT } = options;
+    const { maxInFlight = DEFAULT_MAX_IN_FLIGHT, validate = false } = options;
+    if (typeof validate !== 'boolean') throw new TypeError('options.validate must be a boolean');
     if (!isName(name)) throw new TypeError('options.name (the peer name sent in hello) must be a string of 1..128 characters');
     if (!Number.isInteger(heartbeatMs) || heartbeatMs < 1) throw new TypeError('options.heartbeatMs must be a positive integer');
     if (!Number.isInteger(maxInFlight) || maxInFlight < 1) throw new TypeError('options.maxInFlight must be a positive integer');
@@ -104,15 +118,24 @@ export class Peer {
     this.heartbeatMs = heartbeatMs;
     this.timeout = timeout;
     this.log = log;
+    this.validate = validate;
     this.handlers = new Map();
-    for (const [action, handler] of actions instanceof Map ? actions : Object.entries(actions ?? {})) {
-      this.addHandler(action, handler);
+    this.descriptions = new Map(); // action -> its description in the catalogue (SPEC 7.8)
+    for (const [action, entry] of actions instanceof Map ? actions : Object.entries(actions ?? {})) {
+      // A handler, or { handler, doc?, payload?, result?, progress? } to describe it as handle()'s options do.
+      if (typeof entry === 'object' && entry !== null) {
+        const { handler, ...description } = entry;
+        this.addHandler(action, handler, description);
+      } else {
+        this.addHandler(action, entry);
+      }
     }
     this.listeners = new Map();
     this.state = NEW;
     this.session = null;
     this.host = null;
     this.hostActions = [];
+    this.hostCatalogue = null;
     this.limits = null;
     this.helloScheduled = false;
     this.heartbeatTimer = null;
@@ -141,6 +164,8 @@ export class Peer {
       onSession: (body) => this.onSessionMessage(body),
       onBadMessage: (problem) => this.onBadMessage(problem),
       maxMessageBytes: () => this.limits?.max_message_bytes ?? Infinity,
+      describe: () => this.#ownCatalogue(),
+      checkPayload: (action, payload) => this.#checkPayload(action, payload),
       log,
     });
     this.dealer.on('connect', () => this.onConnected());
@@ -217,13 +242,22 @@ export class Peer {
   call(action, payload = null, options = {}) {
     const refused = this.refusal();
     if (refused) return Promise.reject(refused);
-    return this.link.call(action, payload, { timeout: this.callTimeout(options), signal: options.signal });
+    return this.link.call(action, payload, { timeout: this.callTimeout(options), signal: options.signal, gate: this.#gate(action) });
   }
 
   stream(action, payload = null, options = {}) {
     const refused = this.refusal();
     if (refused) return failedStream(refused);
-    return this.link.stream(action, payload, { timeout: this.callTimeout(options), signal: options.signal });
+    return this.link.stream(action, payload, { timeout: this.callTimeout(options), signal: options.signal, gate: this.#gate(action) });
+  }
+
+  /** Fetches the host's catalogue (`$describe`, SPEC 7.8): `{catalogue, actions}`. With `validate`, checks use it from then on. */
+  async describe(options = {}) {
+    const result = await this.call('$describe', null, options);
+    const problem = catalogueProblem(result);
+    if (problem !== null) throw new BridgeError('bad_message', `the host's $describe result is not a catalogue: ${problem}`);
+    if (this.validate) this.#adoptCatalogue(result);
+    return result;
   }
 
   post(action, payload = null) {
@@ -232,22 +266,33 @@ export class Peer {
     this.link.post(action, payload);
   }
 
-  handle(action, handler) {
-    this.addHandler(action, handler);
+  handle(action, handler, options) {
+    this.addHandler(action, handler, options);
     this.scheduleHello();
     return () => {
       if (this.handlers.get(action) !== handler) return;
       this.handlers.delete(action);
+      this.descriptions.delete(action);
+      this.#catalogue = null;
       this.scheduleHello();
     };
   }
 
-  addHandler(action, handler) {
-    if (!isName(action) || action.startsWith('$')) {
+  addHandler(action, handler, options) {
+    if (!isName(action) || action.startsWith('$') || !action.isWellFormed()) {
       throw new TypeError(`cannot handle ${JSON.stringify(action)}: an action is 1..128 characters and must not start with $ (reserved)`);
     }
     if (typeof handler !== 'function') throw new TypeError(`the handler for ${action} must be a function`);
+    const description = describeAction(action, options); // throws a TypeError for options that are not a description
     this.handlers.set(action, handler);
+    this.descriptions.set(action, description);
+    this.#catalogue = null;
+  }
+
+  /** SPEC 7.8: this peer's catalogue, `{catalogue: hash, actions}`, the result of `$describe`. */
+  #ownCatalogue() {
+    this.#catalogue ??= buildCatalogue(this.descriptions.values());
+    return this.#catalogue;
   }
 
   on(action, listener) {
@@ -336,7 +381,9 @@ export class Peer {
     const last = this.#welcomed;
     const resume = this.state === READY || last?.token ? last : null;
     if (this.state !== READY) this.state = GREETING;
-    this.link.trySend(bodies.hello(this.name, [...this.handlers.keys()], features, this.requestedHeartbeatMs, resume?.session, resume?.token));
+    const hello = bodies.hello(this.name, [...this.handlers.keys()], features, this.requestedHeartbeatMs, resume?.session, resume?.token);
+    hello.catalogue = this.#ownCatalogue().catalogue; // SPEC 5, 7.8: recomputed whenever the handlers change
+    this.link.trySend(hello);
   }
 
   scheduleHello() {
@@ -459,6 +506,10 @@ export class Peer {
         this.session = body.session;
         this.host = body.host;
         this.hostActions = body.actions;
+        if (body.catalogue !== undefined && !isCatalogueHash(body.catalogue)) {
+          this.log('warn', `ignored the welcome's catalogue ${JSON.stringify(body.catalogue)}: not 64 lowercase hex digits`);
+        }
+        this.hostCatalogue = isCatalogueHash(body.catalogue) ? body.catalogue : null;
         this.limits = body.limits;
         if (body.heartbeat_ms !== this.heartbeatMs) {
           this.heartbeatMs = body.heartbeat_ms;
@@ -473,11 +524,19 @@ export class Peer {
           }
           for (const id of abandoned.calls) this.link.trySend(bodies.cancel(id));
         }
+        if (this.validate) this.#fetchCatalogue();
         const waiter = this.firstWelcome;
         if (waiter && !waiter.settled) {
-          waiter.settled = true;
           clearTimeout(waiter.timer);
-          waiter.resolve(this);
+          // With validate, connect() resolves once the host's catalogue is in (or known not to come), so that the calls
+          // made after it are checked. (A close() meanwhile rejects it.)
+          const resolve = () => {
+            if (waiter.settled) return;
+            waiter.settled = true;
+            waiter.resolve(this);
+          };
+          if (this.#describing === null) resolve();
+          else this.#describing.then(resolve);
         }
         return;
       }
@@ -502,6 +561,53 @@ export class Peer {
       default:
         this.log('warn', `ignored a ${body.type} from the host (a peer does not expect one)`);
     }
+  }
+
+  // --- validate: the host's catalogue (SPEC 7.8, 7.14) -----------------------------------------------------------
+
+  /** After a welcome: fetches the host's catalogue unless the one in hand answers for the welcome's hash. */
+  #fetchCatalogue() {
+    const announced = this.hostCatalogue;
+    if (this.#describing !== null) return;
+    if (this.#fetchedFor !== undefined && (announced === null || announced === this.#fetchedFor)) return;
+    this.#describing = this.link.call('$describe', null, { timeout: this.timeout }).then((result) => {
+      const problem = catalogueProblem(result);
+      if (problem === null) {
+        this.#adoptCatalogue(result);
+        return;
+      }
+      this.#fetchedFor = announced;
+      this.log('warn', `validate: the host's $describe result is not a catalogue (${problem}); payloads are not checked against schemas`);
+    }, (error) => {
+      if (TRANSIENT.has(error?.code)) {
+        this.log('debug', `validate: could not fetch the host's catalogue (${error.code}: ${error.message}); trying again at the next welcome`);
+        return;
+      }
+      this.#fetchedFor = announced;
+      this.log('warn', `validate: the host does not describe its actions ($describe answered ${error?.code ?? error}: ${error?.message ?? ''}); `
+        + `payloads are not checked against schemas${this.#checked === null ? '' : ' other than the catalogue fetched before'}`);
+    }).finally(() => {
+      this.#describing = null;
+    });
+  }
+
+  #adoptCatalogue(result) {
+    const byName = new Map();
+    for (const description of result.actions) byName.set(description.name, description);
+    this.#checked = { hash: result.catalogue, byName };
+    this.#fetchedFor = result.catalogue;
+  }
+
+  /** What a call waits for before it is checked and sent: the catalogue fetch in flight, with validate. */
+  #gate(action) {
+    return this.validate && typeof action === 'string' && !action.startsWith('$') ? this.#describing : null;
+  }
+
+  /** With validate: why `payload` does not match the host's payload schema for `action`, or null (no schema: any). */
+  #checkPayload(action, payload) {
+    if (!this.validate || this.#checked === null || action.startsWith('$')) return null;
+    const description = this.#checked.byName.get(action);
+    return description === undefined ? null : schemaProblem(description.payload, payload, 'payload');
   }
 
   retryHello(message) {

@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import net from 'node:net';
 import { once } from 'node:events';
 import { inspect } from 'node:util';
+import { createHash } from 'node:crypto';
 import { writeFileSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -50,7 +51,10 @@ describe('peer: session', () => {
         welcome: { session: 'sess-1', actions: ['echo', 'add'], heartbeat_ms: 3000 },
         before: (p) => p.handle('early', async () => 1),
       });
-      assert.deepEqual(hello, { v: 1, type: 'hello', peer: 'node-test', actions: ['render', 'early'], features: [], heartbeat_ms: 2000 });
+      // SPEC 7.8: the hash of the catalogue, its descriptions sorted by name, written here in RFC 8785 form by hand.
+      const catalogue = createHash('sha256')
+        .update('[{"doc":"","name":"early","payload":{},"result":{}},{"doc":"","name":"render","payload":{},"result":{}}]').digest('hex');
+      assert.deepEqual(hello, { v: 1, type: 'hello', peer: 'node-test', actions: ['render', 'early'], features: [], heartbeat_ms: 2000, catalogue });
       assert.equal(peer.session, 'sess-1');
       assert.deepEqual(peer.hostActions, ['echo', 'add']);
       assert.equal(peer.heartbeatMs, 3000, 'the value in force is the welcome\'s');
@@ -381,9 +385,11 @@ describe('peer: serving the host', () => {
     host.send(request('e7', '$evaluate', 'return 1'));
     assert.equal((await responseTo(host, 'e7')).body.error.code, 'invalid_payload');
     evaluate('e8', 'return 10n');
-    const bigint = (await responseTo(host, 'e8')).body.error;
+    assert.equal((await responseTo(host, 'e8')).body.result, 10, 'a BigInt in the 64-bit range is an integer (SPEC 7.14)');
+    evaluate('e9', 'return [2n ** 64n]');
+    const bigint = (await responseTo(host, 'e9')).body.error;
     assert.equal(bigint.code, 'handler_error');
-    assert.match(bigint.message, /not JSON/);
+    assert.match(bigint.message, /^result\[0\]: the BigInt 18446744073709551616 is outside the signed 64-bit range/);
   });
 
   test('events from the host reach on() listeners; a throwing listener is logged, not fatal', async (t) => {
