@@ -28,9 +28,11 @@ public struct BridgeRequest: Sendable {
 
     /// Sends one progress event to the caller, in order, before the response. It never waits for a slow reader:
     /// while the caller does not keep up, progress is coalesced (the newest payload kept, the ones it replaced
-    /// counted in `skipped`; SPEC 7.13). Throws `CancellationError` when the request has been cancelled.
+    /// counted in `skipped`; SPEC 7.13). Throws `CancellationError` when the request has been cancelled, and
+    /// `handler_error` naming the path when the value cannot be carried in JSON (NaN, an infinity; SPEC 7.14).
     public func progress(_ value: JSONValue) async throws {
         try Task.checkCancellation()
+        try value.checkCarriable(as: "progress", .handlerError)
         await sink?.send(value)
     }
 

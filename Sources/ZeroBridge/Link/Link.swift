@@ -69,6 +69,7 @@ final class Link: @unchecked Sendable {
     /// calling task is cancelled (the other side is told with `cancel`), or the link's closing error.
     func call(_ action: String, _ payload: JSONValue, timeout: Duration,
               onProgress: (@Sendable (JSONValue) -> Void)?) async throws -> JSONValue {
+        try payload.checkCarriable(as: "payload", .invalidPayload)  // SPEC 7.14: refused before anything is sent
         let id = String(counter.add(1, ordering: .relaxed).newValue)
         let timeoutMs = max(1, Int((timeout / .milliseconds(1)).rounded(.up)))
         let body = Message.request(.init(id: id, action: action, payload: payload, timeoutMs: timeoutMs,
@@ -93,6 +94,7 @@ final class Link: @unchecked Sendable {
     /// outbox holds more than its bound (SPEC 7.13).
     func post(_ action: String, _ payload: JSONValue) throws {
         if let error = closedError { throw error }
+        try payload.checkCarriable(as: "payload", .invalidPayload)
         guard outbox.queuedBytes <= Outbox.maxQueuedBytes else {
             throw BridgeError(.overloaded, "\(outbox.queuedBytes) bytes are queued for the other side; the event was not sent")
         }
@@ -261,7 +263,9 @@ final class Link: @unchecked Sendable {
                 try Task.checkCancellation()
                 logger.debug("request started", metadata: ["id": "\(request.id)", "action": "\(request.action)",
                                                            "session": "\(session)"])
-                outcome = .success(try await handler(payload, context))
+                let result = try await handler(payload, context)
+                try result.checkCarriable(as: "result", .handlerError)
+                outcome = .success(result)
             } catch let error as BridgeError {
                 outcome = .failure(error)
             } catch is CancellationError {
