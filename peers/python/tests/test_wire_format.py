@@ -146,11 +146,13 @@ def test_bytes_travel_as_attachments_and_come_back_as_bytes() -> None:
 def test_attachment_reference_without_its_frame_is_bad_message() -> None:
     frames = frames_of({"v": 1, "type": "request", "id": "r", "action": "a", "payload": {"$attachment": 3}}, b"only one")
     assert (rejected(frames).code, rejected(frames).id) == ("bad_message", "r")
-    # Not a reference (two members, or not a non-negative integer): plain data.
+    # Not a reference (two members): plain data.
     other = {"$attachment": 0, "name": "x"}
     assert wire.decode(frames_of({"v": 1, "type": "event", "action": "a", "payload": other})) == wire.Event("a", other)
-    negative = {"$attachment": -1}
-    assert wire.decode(frames_of({"v": 1, "type": "event", "action": "a", "payload": negative})) == wire.Event("a", negative)
+    # A lone "$attachment" member is always a reference: an index that is not a non-negative integer is bad_message.
+    for index in (-1, "0", 1.5, None):
+        frames = frames_of({"v": 1, "type": "request", "id": "n", "action": "a", "payload": [{"$attachment": index}]})
+        assert (rejected(frames).code, rejected(frames).id) == ("bad_message", "n")
 
 
 def test_signature_is_ignored_without_a_key() -> None:

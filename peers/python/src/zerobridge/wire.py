@@ -537,11 +537,12 @@ def _resolve_attachments(value: Any, attachments: list[bytes]) -> Any:
     if isinstance(value, dict):
         if len(value) == 1 and "$attachment" in value:
             index = value["$attachment"]
-            if _is_int(index) and index >= 0:
-                if index >= len(attachments):
-                    raise IndexError(f"attachment {index} is referred to but not sent")
-                return attachments[index]
-            return value
+            # A lone "$attachment" member is always a reference (SPEC 3): a bad index is bad_message, as in Swift and Node.
+            if not _is_int(index) or index < 0:
+                raise IndexError(f"attachment reference {json.dumps(index)} is not a non-negative integer")
+            if index >= len(attachments):
+                raise IndexError(f"attachment {index} is referred to but not sent")
+            return attachments[index]
         if not any(isinstance(v, (dict, list)) for v in value.values()):
             return value
         return {k: _resolve_attachments(v, attachments) for k, v in value.items()}
