@@ -97,7 +97,7 @@ export function schemaProblem(schema, value, path = 'payload') {
       : types.includes(type) || (type === 'integer' && types.includes('number')));
     if (!accepted) {
       const wanted = types.map((name) => (name === 'string' && bytesSchema ? 'bytes (a Uint8Array/Buffer, or base64 text)' : describeType(name))).join(' or ');
-      return fail(path, `expected ${wanted}, got ${type === 'bytes' ? show(value) : `${describeType(type)} ${show(value)}`}`);
+      return fail(path, `expected ${wanted}, got ${type === 'bytes' || type === 'null' ? show(value) : `${describeType(type)} ${show(value)}`}`);
     }
   } else if (type === 'bytes' && schema.contentEncoding !== undefined && !bytesSchema) {
     return fail(path, `expected text in ${schema.contentEncoding}, got ${show(value)}`);
