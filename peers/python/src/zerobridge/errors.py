@@ -112,6 +112,13 @@ class UnknownAction(_FixedCodeError):
     fixed_code = UNKNOWN_ACTION
 
 
+class InvalidPayload(_FixedCodeError):
+    """``invalid_payload``: the payload is not what the action takes; or (raised locally, before anything was sent) a
+    value JSON cannot carry, or with ``validate=True`` a payload that does not match the action's schema (SPEC 7.14)."""
+
+    fixed_code = INVALID_PAYLOAD
+
+
 class HandlerError(_FixedCodeError):
     """``handler_error``: the handler raised; ``message`` says what."""
 
@@ -132,7 +139,7 @@ class NameTaken(_FixedCodeError):
 
 ERROR_CLASSES: dict[str, type[_FixedCodeError]] = {
     cls.fixed_code: cls
-    for cls in (BridgeTimeout, BridgeCancelled, PeerLost, UnknownAction, HandlerError, NotAllowed, NameTaken)
+    for cls in (BridgeTimeout, BridgeCancelled, PeerLost, UnknownAction, InvalidPayload, HandlerError, NotAllowed, NameTaken)
 }
 
 

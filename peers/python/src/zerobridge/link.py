@@ -26,16 +26,16 @@ from __future__ import annotations
 import asyncio
 import collections
 import itertools
-import json
 import logging
 import math
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator
-from typing import Any
+from typing import Any, Generic, TypeVar
 
-from . import errors, wire
+from . import errors, values, wire
 from .errors import BridgeCancelled, BridgeError, BridgeTimeout
+from .values import UnsendableValue
 
 log = logging.getLogger("zerobridge")
 
@@ -50,6 +50,10 @@ PROGRESS_PER_REQUEST = 64
 PROGRESS_LIMIT_BYTES = 1 << 20
 # How many requests and events from the other side run at once (SPEC 7.11, 7.13).
 DEFAULT_MAX_IN_FLIGHT = 4096  # as the Swift and Node peers (SPEC 7.13)
+# A call's time limit when its caller gives none (SPEC 7.3, "One default"); None means no limit.
+DEFAULT_TIMEOUT = 30.0
+
+P = TypeVar("P")
 
 
 def now_ms() -> int:
@@ -142,7 +146,7 @@ class OutgoingCall:
             self._waiter.set_result(None)
 
 
-class RequestContext:
+class RequestContext(Generic[P]):
     """What a handler knows about the request it serves (its optional second argument).
 
     ``id``: the request id. ``action``: its action. ``deadline``: ``time.monotonic()`` value when the
@@ -150,7 +154,12 @@ class RequestContext:
     ``cancelled``: True once the caller cancelled or the deadline passed (the asyncio task of an async
     handler is cancelled too; a sync handler can poll this). ``progress(payload)`` reports progress
     when the caller asked for it; it never blocks: while the host reads slowly, payloads wait (and
-    the oldest unsent ones are kept, the newest replaced and counted) instead of the handler.
+    the oldest unsent ones are kept, the newest replaced and counted) instead of the handler. A progress payload
+    JSON cannot carry (SPEC 7.14) ends the request: it is answered ``handler_error`` naming the payload's offending
+    part, and the handler is cancelled as on a timeout.
+
+    Annotating the parameter ``RequestContext[T]`` declares the action's progress payloads as ``T``: its
+    ``$describe`` then has a ``progress`` schema derived from ``T`` (SPEC 7.8).
     """
 
     def __init__(self, link: Link, request: wire.Request, deadline: float | None) -> None:
@@ -169,7 +178,7 @@ class RequestContext:
         self._incoming_lock = threading.Lock()
         self._drain_scheduled = False
 
-    def progress(self, payload: Any = None) -> _Sent:
+    def progress(self, payload: P = None) -> _Sent:  # type: ignore[assignment]
         """Report ``payload`` as the next progress. Works with and without ``await``, from any thread."""
         if threading.get_ident() == self._link.loop_thread:
             self._link._add_progress(self, payload, 0)
@@ -282,8 +291,9 @@ class Link:
     # --- sending -------------------------------------------------------------------------
 
     def send(self, message: wire.Message) -> None:
-        """Encode ``message`` and queue it for sending, whatever the queue holds. TypeError when its payload is not JSON."""
-        self._enqueue(wire.encode(message))
+        """Encode ``message`` and queue it for sending, whatever the queue holds. UnsendableValue (a BridgeError,
+        ``invalid_payload``) when what it carries is not JSON any side can carry (SPEC 7.14)."""
+        self._enqueue(values.encode(message))
 
     def writable(self) -> None:
         """The transport has room again: send what waits, in order."""
@@ -317,9 +327,11 @@ class Link:
     def call(
         self, action: str, payload: Any = None, *, timeout: float | None = None, progress: bool = False
     ) -> OutgoingCall:
-        """Send a request; the returned call completes with its response or its deadline.
+        """Send a request; the returned call completes with its response or its deadline (``timeout`` seconds;
+        None: no limit, and no ``timeout_ms``/``deadline`` on the request).
 
-        While the outgoing queue is over its bound the request waits for room, up to its deadline.
+        While the outgoing queue is over its bound the request waits for room, up to its deadline. A payload JSON
+        cannot carry raises UnsendableValue (``invalid_payload``, SPEC 7.14) before anything is sent.
         """
         _check_action(action)
         if timeout is not None and not (timeout > 0 and math.isfinite(timeout)):
@@ -328,7 +340,7 @@ class Link:
         timeout_ms = None if timeout is None else max(1, math.ceil(timeout * 1000))
         wall_deadline = None if timeout_ms is None else now_ms() + timeout_ms
         request = wire.Request(request_id, action, payload, timeout_ms, progress, wall_deadline)
-        frames = wire.encode(request)
+        frames = values.encode(request)
         self._check_size(frames)
         deadline = None if timeout is None else self.loop.time() + timeout
         outgoing = OutgoingCall(self, request, deadline)
@@ -358,9 +370,10 @@ class Link:
             self.last_sent = self.loop.time()
 
     def post(self, action: str, payload: Any = None) -> None:
-        """Send an event (never answered). BridgeError ``overloaded`` while the outgoing queue is over its bound."""
+        """Send an event (never answered). BridgeError ``overloaded`` while the outgoing queue is over its bound;
+        UnsendableValue (``invalid_payload``) for a payload JSON cannot carry (SPEC 7.14)."""
         _check_action(action)
-        frames = wire.encode(wire.Event(action, payload))
+        frames = values.encode(wire.Event(action, payload))
         self._check_size(frames)
         if self.over_limit or self._waiting_calls:
             raise BridgeError(
@@ -396,9 +409,9 @@ class Link:
         pending = context._pending
         if not pending and not self._blocked and not self._queue:
             try:
-                frames = self._encode_progress(context, payload, replaced)
-            except TypeError as error:
-                log.warning("progress of %s not sent: %s", context.id, error)
+                frames = values.encode(wire.Progress(context.id, context._seq + 1, payload, replaced or None))
+            except UnsendableValue as error:
+                self._refuse_progress(context, error)
                 return
             if self._send_frames(frames) is not False:
                 context._seq += 1
@@ -411,8 +424,8 @@ class Link:
             return
         try:
             size = self._progress_size(context, payload, replaced)
-        except TypeError as error:
-            log.warning("progress of %s not sent: %s", context.id, error)
+        except UnsendableValue as error:
+            self._refuse_progress(context, error)
             return
         if pending and (
             len(pending) >= PROGRESS_PER_REQUEST or self.pending_progress_bytes + size > PROGRESS_LIMIT_BYTES
@@ -428,11 +441,18 @@ class Link:
             self._flush_progress()
 
     def _progress_size(self, context: RequestContext, payload: Any, replaced: int) -> int:
-        """About the size of ``payload`` as a progress message (cheaper than encoding it); TypeError if not JSON."""
-        try:
-            return len(json.dumps(payload, separators=(",", ":"), allow_nan=False)) + _PROGRESS_OVERHEAD + len(context.id)
-        except (TypeError, ValueError):  # attachments (bytes), or not JSON at all: encode it to know
+        """About the size of ``payload`` as a progress message (cheaper than encoding it); UnsendableValue if JSON
+        cannot carry it (SPEC 7.14)."""
+        text = values.check(payload, "payload")
+        if text is None:  # attachments (bytes): encode it to know
             return _size(self._encode_progress(context, payload, replaced))
+        return len(text) + _PROGRESS_OVERHEAD + len(context.id)
+
+    def _refuse_progress(self, context: RequestContext, error: UnsendableValue) -> None:
+        """A progress payload JSON cannot carry is the handler's failure (SPEC 7.14): the request is answered
+        ``handler_error`` naming the offending part, and the handler cancelled."""
+        log.warning("progress of request %s (%r) refused: %s", context.id, context.action, error.message)
+        self._end_served(context.id, errors.HANDLER_ERROR, f"a progress payload was refused: {error.message}")
 
     def _encode_progress(self, context: RequestContext, payload: Any, replaced: int) -> list[bytes]:
         message = wire.Progress(context.id, context._seq + 1, payload, replaced or None)
@@ -614,8 +634,13 @@ class Link:
 
     def _respond_raw(self, response: wire.Response) -> None:
         try:
-            frames = wire.encode(response)
+            frames = values.encode(response)
             self._check_size(frames)
+        except UnsendableValue as error:  # the handler's result (or error data) JSON cannot carry: its failure (SPEC 7.14)
+            what = "result" if response.ok else "error data"
+            log.warning("the %s of request %s was refused: %s", what, response.id, error.message)
+            message = f"the handler's {what} was refused: {error.message}"
+            frames = wire.encode(wire.Response.failure(response.id, BridgeError(errors.HANDLER_ERROR, message)))
         except TypeError as error:
             response = wire.Response.failure(response.id, BridgeError(errors.HANDLER_ERROR, f"result {error}"))
             frames = wire.encode(response)
@@ -709,6 +734,7 @@ def _check_action(action: str) -> None:
 
 __all__ = [
     "DEFAULT_MAX_IN_FLIGHT",
+    "DEFAULT_TIMEOUT",
     "PROGRESS_LIMIT_BYTES",
     "PROGRESS_PER_REQUEST",
     "QUEUE_LIMIT_BYTES",
