@@ -1,6 +1,5 @@
 import ArgumentParser
 import Foundation
-import Logging
 import ZeroBridge
 
 /// `zerobridge call ACTION JSON`: pokes any host by hand, as a named peer.
@@ -21,11 +20,7 @@ struct Call: AsyncParsableCommand {
     @Argument(help: "The payload, as JSON.")
     var payload = "null"
 
-    @Option(help: "The host's endpoint, e.g. tcp://127.0.0.1:5555 or ipc:///tmp/host.sock.")
-    var endpoint: String?
-
-    @Option(help: "Read the host's endpoint, key and CURVE server key from its connection file instead.")
-    var connectionFile: String?
+    @OptionGroup var host: HostOptions
 
     @Option(help: "Give up after this many milliseconds (the host is told too).")
     var timeoutMs = 60_000
@@ -39,7 +34,7 @@ struct Call: AsyncParsableCommand {
     var noProgress = false
 
     func validate() throws {
-        guard (endpoint == nil) != (connectionFile == nil) else {
+        guard host.isGiven else {
             throw ValidationError("give the host as exactly one of --endpoint or --connection-file")
         }
         guard timeoutMs > 0 else { throw ValidationError("--timeout-ms must be positive") }
@@ -52,15 +47,12 @@ struct Call: AsyncParsableCommand {
         } catch {
             throw ValidationError("the payload is not JSON: \(self.payload)")
         }
-        var logger = Logger(label: "zerobridge.call")
-        logger.logLevel = .error
-        var configuration = try peerConfiguration()
-        configuration.logger = logger
-        let peer = try BridgePeer(configuration: configuration)
         let stop = ShutdownSignal(trapping: [SIGINT, SIGTERM])
         let outcome: Result<JSONValue, BridgeError>
+        var connected: BridgePeer?
         do {
-            try await peer.connect(timeout: .seconds(5))
+            let peer = try await host.connectedPeer(name: name)
+            connected = peer
             // A signal cancels the call; the call still ends with exactly one outcome.
             let call = Task { await perform(on: peer, payload) }
             let watcher = Task {
@@ -70,9 +62,9 @@ struct Call: AsyncParsableCommand {
             outcome = await call.value
             watcher.cancel()
         } catch let error as BridgeError {
-            outcome = .failure(BridgeError(error.code, "no welcome from \(configuration.endpoint): \(error.message)"))
+            outcome = .failure(error)
         }
-        await peer.close()
+        await connected?.close()
         switch outcome {
         case .success(let result):
             Self.write("\(result)\n")
@@ -97,16 +89,6 @@ struct Call: AsyncParsableCommand {
             return .failure(BridgeError(.cancelled, "interrupted"))
         } catch {
             return .failure(BridgeError(.handlerError, "\(error)"))
-        }
-    }
-
-    /// From --endpoint, or from a connection file with its key and CURVE server key (SPEC 10).
-    private func peerConfiguration() throws -> BridgePeer.Configuration {
-        if let endpoint { return BridgePeer.Configuration(endpoint: endpoint, name: name) }
-        do {
-            return try BridgePeer.Configuration(connectionFile: ConnectionFile.read(connectionFile!), name: name)
-        } catch let error as BridgeError {
-            throw ValidationError(error.message)
         }
     }
 
