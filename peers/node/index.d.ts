@@ -1,14 +1,67 @@
 // Type declarations for `zerobridge`, the Node peer of ZeroBridge.
 
-/** Any JSON value; `Uint8Array`/`Buffer` values travel as attachment frames (`{"$attachment": i}`). */
+/**
+ * A value the peer sends (SPEC 7.14): null, booleans, strings, finite numbers, `bigint`s in the signed 64-bit range
+ * (written exactly, as integer literals), arrays, plain objects (prototype `Object.prototype` or null) with string keys,
+ * and bytes: `Uint8Array`/`Buffer` values travel as attachment frames (`{"$attachment": i}`). A member whose value is
+ * `undefined` is left out. Anything else (NaN, ±Infinity, other BigInts, `Map`, `Set`, functions, symbols, class
+ * instances, `Date`, other typed arrays, objects with a `toJSON` method, `undefined` as an array item, cycles, nesting
+ * past level 64 of the message, strings with unpaired surrogates) is refused before anything is sent, with the path of
+ * its first offending part (`payload.items[3]: NaN cannot be carried in JSON`): never converted silently.
+ */
 export type JsonValue =
   | null
   | boolean
   | number
+  | bigint
   | string
   | Uint8Array
   | JsonValue[]
-  | { [key: string]: JsonValue };
+  | { [key: string]: JsonValue | undefined };
+
+/**
+ * A JSON Schema (draft 2020-12) of one part of an action (SPEC 7.8): `true`/`{}` is any value. Code generators and
+ * the `validate` option understand `type` (a name or a list), `properties`, `required`, `additionalProperties`,
+ * `items`, `prefixItems`, `enum`, `const`, `anyOf`, `minimum`, `maximum`, `minLength`, `maxLength`, `minItems`,
+ * `maxItems`, `uniqueItems`, and the annotations `format`, `title` (names an object type), `description`, `$comment`.
+ * Bytes are `{"type": "string", "contentEncoding": "base64"}`.
+ */
+export type JsonSchema = boolean | { [keyword: string]: unknown };
+
+/** How an action is described in the catalogue (SPEC 7.8): the options of {@link Peer.handle}. */
+export interface ActionOptions {
+  /** One line for people (no line breaks); default `""`. */
+  doc?: string;
+  /** The schema of `request.payload`; default `{}` (any value). */
+  payload?: JsonSchema;
+  /** The schema of `response.result`; default `{}` (any value). */
+  result?: JsonSchema;
+  /** The schema of `progress.payload`, for an action that reports progress; absent from the description when not given. */
+  progress?: JsonSchema;
+}
+
+/** A handler with its description, as a value of {@link PeerOptions.actions}. */
+export interface DescribedHandler extends ActionOptions {
+  handler: Handler;
+}
+
+/** One action in a catalogue. */
+export interface ActionDescription {
+  name: string;
+  doc: string;
+  payload: JsonSchema;
+  result: JsonSchema;
+  progress?: JsonSchema;
+}
+
+/**
+ * The result of `$describe` (SPEC 7.8): `actions` sorted by name (UTF-16 code units), reserved `$` names left out;
+ * `catalogue` is the lowercase hex SHA-256 of the RFC 8785 (JSON Canonicalization Scheme) form of `actions`.
+ */
+export interface Catalogue {
+  catalogue: string;
+  actions: ActionDescription[];
+}
 
 /**
  * `error.code`: the protocol's error codes. Hosts may send codes this version does not know, so
@@ -80,6 +133,10 @@ export interface RequestContext {
    * reads again; past that, a new payload replaces the newest held one, and the next message sent says
    * how many it replaced in `progress.skipped`. The last progress before the response is always the
    * last reported.
+   *
+   * A payload that cannot be carried (SPEC 7.14, see {@link JsonValue}) fails the request: it is answered
+   * `handler_error` with the path (`progress.eta: Infinity cannot be carried in JSON`), `signal` aborts, and this
+   * throws that BridgeError to the handler.
    */
   progress(payload: JsonValue): boolean;
 }
@@ -95,7 +152,11 @@ export interface EventContext {
   readonly signal: AbortSignal;
 }
 
-/** Serves one action for the host: its return (or awaited) value is `response.result`. */
+/**
+ * Serves one action for the host: its return (or awaited) value is `response.result` (`undefined` is null). A result
+ * that cannot be carried (SPEC 7.14, see {@link JsonValue}) is answered `handler_error` naming its path
+ * (`result.tags: a Map cannot be carried in JSON ...`), as is a thrown BridgeError whose `data` cannot be.
+ */
 export type Handler = (payload: any, context: RequestContext) => unknown | Promise<unknown>;
 
 /**
@@ -106,9 +167,10 @@ export type EventListener = (payload: any, context: EventContext) => void | Prom
 
 export interface CallOptions {
   /**
-   * `request.timeout_ms` and `request.deadline` (`Date.now()` + timeout): the call fails with
+   * Milliseconds: `request.timeout_ms` and `request.deadline` (`Date.now()` + timeout): the call fails with
    * `timeout` at this deadline, whatever the host does, and the host does not start it once the
-   * deadline has passed. Defaults to the peer's `timeout`; `null` or `Infinity` sends neither.
+   * deadline has passed. Defaults to the peer's `timeout` (30000 unless set: SPEC 7.3, one default).
+   * `Infinity` waits without a limit, and the request carries neither field (`null` is accepted for the same).
    */
   timeout?: number | null;
   /** Aborting sends `cancel` and rejects the call with code `cancelled`. */
@@ -131,8 +193,11 @@ export interface StreamingCall<Progress = any, Result = any> {
 export interface PeerOptions {
   /** `hello.peer`: this peer's name (1..128 characters). */
   name: string;
-  /** `hello.actions`: handlers the host may call, by action name (more via {@link Peer.handle}). */
-  actions?: Record<string, Handler> | Map<string, Handler>;
+  /**
+   * `hello.actions`: handlers the host may call, by action name (more via {@link Peer.handle}). A value is a handler,
+   * or `{ handler, doc?, payload?, result?, progress? }` to describe it in the catalogue as handle()'s options do.
+   */
+  actions?: Record<string, Handler | DescribedHandler> | Map<string, Handler | DescribedHandler>;
   /**
    * `hello.features` gets `"evaluate"`: lets the host run JavaScript in this process through
    * `$evaluate`. Off by default (`$evaluate` is answered `not_allowed`). Read the README first.
@@ -146,11 +211,23 @@ export interface PeerOptions {
    */
   heartbeatMs?: number;
   /**
-   * Milliseconds: how long connect() waits for the welcome, and the default `timeout_ms` of calls
-   * (default 30000). `null` or `Infinity`: no limit. While the host refuses the name (`name_taken`:
-   * another live session holds it), connect() says `hello` again every second within this time.
+   * Milliseconds: how long connect() waits for the welcome, and the default `timeout_ms` of calls and streams
+   * (default 30000, SPEC 7.3). `Infinity` (or `null`): no limit, and calls without a timeout of their own carry no
+   * `timeout_ms` nor `deadline`. While the host refuses the name (`name_taken`: another live session holds it),
+   * connect() says `hello` again every second within this time.
    */
   timeout?: number | null;
+  /**
+   * Check payloads against the host's schemas before sending them (SPEC 7.14; default false). Once welcomed, the peer
+   * fetches the host's catalogue with `$describe` (connect() resolves after it), and fetches it again when a later
+   * `welcome.catalogue` differs from it. A call, stream or event whose payload does not match the payload schema of
+   * its action fails at once with `invalid_payload`, nothing sent, its message naming the path and what was expected
+   * (`payload.b: expected a number, got a string "2"`); `error.data` is `{ path }`. Actions the catalogue does not
+   * describe, and every action of a host that does not serve `$describe` (logged once), are not checked. Calls and
+   * streams made while a fetch is in flight wait for it (within their timeout); events are checked against the
+   * catalogue in hand.
+   */
+  validate?: boolean;
   /** First delay before reconnecting after the connection breaks, in ms (default 100); doubles per failed attempt. */
   reconnectIvl?: number;
   /** Longest delay between reconnection attempts, in ms (default 5000). */
@@ -209,6 +286,7 @@ export class Peer {
    * live session holds it (say, this program's previous run, until the host has seen that one end).
    * With CURVE, rejects at once with `unauthorized` when the host refuses this peer's key (its message
    * names {@link Peer.curvePublicKey} and the allow-list) or does not prove it holds the server key.
+   * With `validate`, resolves once the host's catalogue is fetched too (or the host turned out not to serve it).
    */
   connect(): Promise<this>;
 
@@ -226,6 +304,12 @@ export class Peer {
   readonly host: string | null;
   /** `welcome.actions`: the actions the host serves. */
   readonly hostActions: string[];
+  /**
+   * `welcome.catalogue`: the hash of the host's catalogue (SPEC 7.8) as of its last welcome, 64 lowercase hex digits;
+   * null before a welcome, and when the host sent none (older than protocol 1.3). Compare it with a hash kept from
+   * {@link Peer.describe} to learn whether the host's contract changed.
+   */
+  readonly hostCatalogue: string | null;
   /** `welcome.heartbeat_ms` once welcomed (before: the interval asked for). */
   readonly heartbeatMs: number;
   /** `welcome.limits`. */
@@ -251,7 +335,9 @@ export class Peer {
    * Rejects with a BridgeError: the host's error code, or `timeout`, `cancelled`, `peer_lost`,
    * `too_large`, `overloaded`. While the host is lost (silent, said bye, connection broken) and has
    * not welcomed this peer again, rejects at once with `peer_lost`. While more than 8 MiB wait to be
-   * sent to the host, the request waits for room, up to its timeout.
+   * sent to the host, the request waits for room, up to its timeout. A payload that cannot be carried
+   * (see {@link JsonValue}), or with `validate` does not match the host's schema, rejects at once with
+   * `invalid_payload` naming its path (`error.data` is `{ path }`), nothing sent.
    */
   call<Result = any>(action: string, payload?: JsonValue, options?: CallOptions): Promise<Result>;
 
@@ -262,15 +348,26 @@ export class Peer {
    * `event.action`: posts a fire-and-forget event to the host (no response, not even an error).
    * Throws a BridgeError: `overloaded` while more than 8 MiB wait to be sent to the host (it is not
    * keeping up) or the send queue before the first connection is full; `peer_lost` while the host is
-   * lost and has not welcomed this peer again.
+   * lost and has not welcomed this peer again; `invalid_payload` (synchronously, like the others, nothing sent) for
+   * a payload that cannot be carried or, with `validate`, does not match the schema of the host's action of that name.
    */
   post(action: string, payload?: JsonValue): void;
 
   /**
-   * `hello.actions`: serves an action to the host. Registering (or removing, with the returned
-   * function) after connect sends a new `hello` so the host learns of it.
+   * `$describe` (SPEC 7.8): fetches the host's catalogue, the contract of every action it serves. Rejects like
+   * {@link Peer.call} (`unknown_action` from a host older than protocol 1.3), and with `bad_message` when the result is
+   * not a catalogue. With `validate`, payloads are checked against the catalogue fetched from then on.
    */
-  handle(action: string, handler: Handler): () => void;
+  describe(options?: CallOptions): Promise<Catalogue>;
+
+  /**
+   * `hello.actions`: serves an action to the host, described in this peer's catalogue (`$describe`, SPEC 7.8) by
+   * `options` (`doc` one line; schemas default to `{}`; `progress` only when given). Registering (or removing, with the
+   * returned function) after connect sends a new `hello`, with the new `catalogue` hash, so the host learns of it.
+   * Throws a TypeError for a reserved (`$`) or malformed name, a handler that is not a function, a `doc` with line
+   * breaks, or a schema that is not JSON.
+   */
+  handle(action: string, handler: Handler, options?: ActionOptions): () => void;
 
   /** `event.action`: listens to events the host posts with this action. */
   on(action: string, listener: EventListener): this;

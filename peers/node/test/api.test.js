@@ -22,12 +22,12 @@ test('the package resolves by its name through "exports" and has exactly the dec
 test('every public Peer member is declared', async () => {
   const { Peer } = await import('zerobridge');
   const peerDeclaration = declarations.slice(declarations.indexOf('export class Peer'));
-  for (const method of ['connect', 'call', 'stream', 'post', 'handle', 'on', 'off', 'close']) {
+  for (const method of ['connect', 'call', 'stream', 'post', 'describe', 'handle', 'on', 'off', 'close']) {
     assert.equal(typeof Peer.prototype[method], 'function', method);
     assert.match(peerDeclaration, new RegExp(`\\n  ${method}(<[^>]*>)?\\(`), `${method} is declared`);
   }
   const peer = new Peer('tcp://127.0.0.1:9', { name: 'api' });
-  for (const field of ['endpoint', 'name', 'session', 'host', 'hostActions', 'heartbeatMs', 'limits', 'connected', 'rejectedMessages', 'curvePublicKey']) {
+  for (const field of ['endpoint', 'name', 'session', 'host', 'hostActions', 'hostCatalogue', 'heartbeatMs', 'limits', 'connected', 'rejectedMessages', 'curvePublicKey']) {
     assert.ok(field in peer, `${field} exists`);
     assert.match(peerDeclaration, new RegExp(`readonly ${field}:`), `${field} is declared`);
   }
