@@ -85,6 +85,8 @@ export class Peer {
   #checked = null;
   #describing = null;
   #fetchedFor = undefined;
+  // What calls made before the first welcome wait for, with validate: the first fetch settling (or close()).
+  #firstFetch = null;
 
   constructor(endpointOrConnectionFile, options = {}) {
     if (typeof endpointOrConnectionFile !== 'string' || endpointOrConnectionFile.length === 0) {
@@ -319,6 +321,7 @@ export class Peer {
       this.firstWelcome.reject(new BridgeError('cancelled', 'the peer was closed before the host welcomed it'));
     }
     this.link.abandonAll(new BridgeError('cancelled', 'the peer was closed'));
+    this.#firstFetch?.resolve(); // calls still waiting for a first catalogue go on, to fail as closed
     this.#dropUnsent();
     if (wasConnected) {
       try {
@@ -588,6 +591,7 @@ export class Peer {
         + `payloads are not checked against schemas${this.#checked === null ? '' : ' other than the catalogue fetched before'}`);
     }).finally(() => {
       this.#describing = null;
+      this.#firstFetch?.resolve();
     });
   }
 
@@ -598,9 +602,20 @@ export class Peer {
     this.#fetchedFor = result.catalogue;
   }
 
-  /** What a call waits for before it is checked and sent: the catalogue fetch in flight, with validate. */
+  /**
+   * What a call waits for before it is checked and sent, with validate: the catalogue fetch in flight, or before the
+   * first welcome the first fetch (so that calls queued before it are checked too).
+   */
   #gate(action) {
-    return this.validate && typeof action === 'string' && !action.startsWith('$') ? this.#describing : null;
+    if (!this.validate || typeof action !== 'string' || action.startsWith('$')) return null;
+    if (this.#describing !== null) return this.#describing;
+    if (this.#welcomed !== null || this.state === CLOSED) return null;
+    if (this.#firstFetch === null) {
+      let resolve;
+      const promise = new Promise((res) => { resolve = res; });
+      this.#firstFetch = { promise, resolve };
+    }
+    return this.#firstFetch.promise;
   }
 
   /** With validate: why `payload` does not match the host's payload schema for `action`, or null (no schema: any). */

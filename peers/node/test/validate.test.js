@@ -273,6 +273,31 @@ describe('validate: true', () => {
     assert.equal(peer.hostCatalogue, changed.catalogue);
   });
 
+  test('calls made before the first welcome wait for the first catalogue, and are checked', async (t) => {
+    const host = await RouterHost.start(transports.ipc());
+    t.after(() => host.stop());
+    const peer = new Peer(host.endpoint, { name: 'early-bird', validate: true });
+    t.after(() => peer.close());
+    const connected = peer.connect();
+    const wrong = peer.call('add', { a: 1 });
+    const right = peer.stream('add', { a: 1, b: 2 });
+    await host.welcome({ catalogue: CATALOGUE.catalogue });
+    await delay(50);
+    assert.equal(host.messages.some((m) => m.body?.action === 'add'), false, 'held until the catalogue is in');
+    await answerDescribe(host, { ok: true, result: CATALOGUE });
+    await within(connected, 10_000, 'connect()');
+    await assert.rejects(wrong, expectInvalid('payload', 'missing the required member "b"'));
+    const { body } = await answer(host, 'add', 3);
+    assert.deepEqual(body.payload, { a: 1, b: 2 });
+    assert.ok(body.timeout_ms <= 30_000 && body.timeout_ms > 25_000, `its timeout counts the wait: ${body.timeout_ms}`);
+    assert.equal(await right.result, 3);
+
+    const closing = new Peer(host.endpoint, { name: 'never-welcomed', validate: true, timeout: Infinity });
+    const waiting = closing.call('add', { a: 1, b: 2 });
+    await closing.close();
+    await assert.rejects(waiting, (error) => error instanceof BridgeError && error.code === 'cancelled');
+  });
+
   test('a welcome with the same catalogue fetches nothing; after a loss the catalogue in hand still checks', async (t) => {
     const { host, peer } = await setup(t);
     peer.handle('served', () => 1);
