@@ -65,7 +65,7 @@ struct TypesCommandTests {
             "export interface CountPayload {\n  delay_ms?: number | null;\n  n: number;\n}",
             "export interface EvaluatePayload {\n  arguments?: { [key: string]: unknown } | null;\n  script: string;\n}",
             "export declare class ConformanceClient {\n  constructor(peer: Peer);",
-            "  catalogueIsCurrent(): Promise<boolean>;",
+            "  catalogueIsCurrent(): boolean;",
             "  add(payload: AddPayload, options?: CallOptions): Promise<number>;",
             "  count(payload: CountPayload, options?: CallOptions): Promise<CountResult>;",
             "  countStream(payload: CountPayload, options?: CallOptions): StreamingCall<CountProgress, CountResult>;",
