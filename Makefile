@@ -32,7 +32,7 @@ deps-python: $(VENV)/.installed
 $(VENV)/.installed: peers/python/pyproject.toml Makefile
 	@[ -x $(PY) ] || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q pyzmq pytest pytest-timeout jsonschema tqdm
+	$(PY) -m pip install -q pyzmq pytest pytest-timeout jsonschema tqdm mypy
 	$(PY) -m pip install -q -e peers/python
 	@touch $@
 
@@ -60,10 +60,11 @@ test-python:
 test-node:
 	node --test peers/node/test/
 
-# The import service end to end: the built import host, the Node ETL peer and both front-ends, as processes.
+# The import service end to end: the built import host, the Node ETL peer and both front-ends, as processes;
+# and the clients `zerobridge types` generates, type-checked (mypy --strict) and run against a live host.
 test-examples:
 	$(PYTEST) examples/tests
-	node --test examples/etl-peer/test/
+	node --test examples/etl-peer/test/ examples/tests-node/
 
 # --- the main job ---------------------------------------------------------------------------
 # Builds only what the demo runs, so a fresh clone gets there sooner than with the whole test build.
