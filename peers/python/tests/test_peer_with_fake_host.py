@@ -30,6 +30,7 @@ async def test_connect_sends_hello_with_handlers_and_features(fake_host: Any) ->
             hello = await host.next("hello")
             assert hello == {
                 "v": 1, "type": "hello", "peer": "etl", "actions": ["a", "b"], "features": ["evaluate"], "heartbeat_ms": 250,
+                "catalogue": peer.catalogue.hash,  # since 1.3 (SPEC 7.8)
             }
             assert peer.connected and peer.session == "session-1" and peer.host == "fake"
             assert peer.heartbeat_ms == 5000  # the welcome's value is in force
@@ -594,8 +595,9 @@ async def test_messages_over_the_hosts_limit_are_refused_locally(fake_host: Any)
         with pytest.raises(BridgeError) as caught:
             await peer.call("echo", "x" * 500)
         assert caught.value.code == "too_large"
-        with pytest.raises(TypeError):
+        with pytest.raises(BridgeError) as caught:  # SPEC 7.14: refused before sending, naming the part
             await peer.call("echo", {1, 2})
+        assert caught.value.code == "invalid_payload" and caught.value.message.startswith("payload: a set")
         await peer.post("marker")
         await host.next("event", action="marker")
         assert host.bodies("request") == []

@@ -17,6 +17,8 @@ A host that requires CURVE is reached through its connection file (``curve_serve
 ``curve_*`` arguments of ``connect``; ``peer.curve_public_key`` goes on the host's allow-list.
 A connection file with a ``key`` (``zerobridge serve --connection-file`` writes one by default) makes
 every message signed and checked (``peer.refused_messages`` counts what the peer refused).
+Calls wait 30 s unless given a ``timeout`` (``timeout=None``: no limit). ``$describe`` answers the host with this
+peer's catalogue, derived from its handlers' type hints; ``await peer.describe()`` fetches the host's.
 """
 
 from __future__ import annotations
@@ -28,24 +30,33 @@ from .errors import (
     BridgeError,
     BridgeTimeout,
     HandlerError,
+    InvalidPayload,
     NameTaken,
     NotAllowed,
     PeerLost,
     UnknownAction,
     error_from_code,
 )
-from .link import RequestContext
+from .canonical import canonical_text, catalogue_hash
+from .describe import ActionDescription, Catalogue
+from .link import DEFAULT_TIMEOUT, RequestContext
 from .peer import ConnectionInfo, Peer, Stream, connect, read_connection_file
+from .schema import schema_of
 from .sync import SyncPeer, SyncStream, connect_sync
+from .values import UnsendableValue
 
 __all__ = [
+    "DEFAULT_TIMEOUT",
     "ERROR_CLASSES",
     "ERROR_CODES",
+    "ActionDescription",
     "BridgeCancelled",
     "BridgeError",
     "BridgeTimeout",
+    "Catalogue",
     "ConnectionInfo",
     "HandlerError",
+    "InvalidPayload",
     "NameTaken",
     "NotAllowed",
     "Peer",
@@ -55,8 +66,12 @@ __all__ = [
     "SyncPeer",
     "SyncStream",
     "UnknownAction",
+    "UnsendableValue",
+    "canonical_text",
+    "catalogue_hash",
     "connect",
     "connect_sync",
     "error_from_code",
     "read_connection_file",
+    "schema_of",
 ]

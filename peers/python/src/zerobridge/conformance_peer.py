@@ -4,7 +4,9 @@ conversations can check this library against the same files as every other peer 
     python -m zerobridge.conformance_peer ENDPOINT [--evaluate]
 
 It connects as ``conformance-peer``, serves the actions below, answers the ``relay`` event with a ``relayed`` event
-carrying the same payload, and runs until SIGTERM or SIGINT (then says ``bye``). ``--evaluate`` turns ``$evaluate`` on:
+carrying the same payload, and runs until SIGTERM or SIGINT (then says ``bye``). Its ``$describe`` (SPEC 7.8) is
+derived from the handlers' type hints below (TypedDicts; ``RequestContext[CountProgress]`` gives ``count`` its
+progress schema). ``--evaluate`` turns ``$evaluate`` on:
 only ever point it at a host you trust.
 
 | action     | payload                                              | behaviour                                        |
@@ -24,7 +26,7 @@ import argparse
 import asyncio
 import signal
 import sys
-from typing import Any, TypeGuard
+from typing import Annotated, Any, NoReturn, NotRequired, TypeGuard, TypedDict
 
 from . import errors
 from .errors import BridgeError
@@ -32,6 +34,52 @@ from .link import RequestContext
 from .peer import Peer, connect
 
 PEER_NAME = "conformance-peer"
+
+# The payloads and results of the actions, as type hints: $describe derives its schemas from them. The handlers still
+# check what arrives (a payload is plain JSON, whatever its annotation says).
+Count = Annotated[int, {"minimum": 0}]
+
+
+class AddPayload(TypedDict):
+    a: float
+    b: float
+
+
+class FailPayload(TypedDict):
+    message: str
+
+
+class SleepPayload(TypedDict):
+    ms: Count
+
+
+class SleepResult(TypedDict):
+    slept_ms: int
+
+
+class CountPayload(TypedDict):
+    n: Count
+    delay_ms: NotRequired[Count]
+
+
+class CountProgress(TypedDict):
+    i: int
+    n: int
+
+
+class CountResult(TypedDict):
+    n: int
+
+
+class EmitPayload(TypedDict):
+    action: str
+    payload: NotRequired[Any]
+
+
+class CallbackPayload(TypedDict):
+    action: str
+    payload: NotRequired[Any]
+    timeout_ms: NotRequired[Annotated[int, {"minimum": 1}]]
 
 
 def _is_int(value: Any) -> TypeGuard[int]:
@@ -56,22 +104,26 @@ def handlers_for(peer_ref: list[Peer]) -> dict[str, Any]:
     """The conformance actions; ``emit`` and ``callback`` use the peer in ``peer_ref[0]``."""
 
     async def echo(payload: Any) -> Any:
+        """Answers with its payload (null when absent)."""
         return payload
 
-    async def add(payload: Any) -> Any:
+    async def add(payload: AddPayload) -> float:
+        """Adds a and b (an integer when both are)."""
         body = _object(payload, '{"a": number, "b": number}')
         a, b = body.get("a"), body.get("b")
         if not (_is_number(a) and _is_number(b)):
             raise _invalid('{"a": number, "b": number}')
         return a + b
 
-    async def fail(payload: Any) -> Any:
+    async def fail(payload: FailPayload) -> NoReturn:
+        """Fails with handler_error whose message is the given one."""
         body = _object(payload, '{"message": string}')
         if not isinstance(body.get("message"), str):
             raise _invalid('{"message": string}')
         raise RuntimeError(body["message"])  # an ordinary exception: the library makes it handler_error
 
-    async def sleep(payload: Any) -> Any:
+    async def sleep(payload: SleepPayload) -> SleepResult:
+        """Waits ms milliseconds (honours cancel and timeout_ms)."""
         body = _object(payload, '{"ms": integer >= 0}')
         ms = body.get("ms")
         if not (_is_int(ms) and ms >= 0):
@@ -79,7 +131,8 @@ def handlers_for(peer_ref: list[Peer]) -> dict[str, Any]:
         await asyncio.sleep(ms / 1000)  # cancelled (cancel, timeout_ms) like any awaiting task
         return {"slept_ms": ms}
 
-    async def count(payload: Any, request: RequestContext) -> Any:
+    async def count(payload: CountPayload, request: RequestContext[CountProgress]) -> CountResult:
+        """Counts to n, reporting each step as progress, delay_ms apart."""
         body = _object(payload, '{"n": integer >= 0, "delay_ms"?: integer >= 0}')
         n, delay_ms = body.get("n"), body.get("delay_ms", 0)
         if not (_is_int(n) and n >= 0 and _is_int(delay_ms) and delay_ms >= 0):
@@ -89,14 +142,16 @@ def handlers_for(peer_ref: list[Peer]) -> dict[str, Any]:
             request.progress({"i": i, "n": n})
         return {"n": n}
 
-    async def emit(payload: Any) -> Any:
+    async def emit(payload: EmitPayload) -> None:
+        """Posts the event {action, payload} to the host."""
         body = _object(payload, '{"action": string, "payload"?: any}')
         if not isinstance(body.get("action"), str) or not body["action"]:
             raise _invalid('{"action": string, "payload"?: any}')
         await peer_ref[0].post(body["action"], body.get("payload"))
         return None
 
-    async def callback(payload: Any) -> Any:
+    async def callback(payload: CallbackPayload) -> Any:
+        """Calls action on the host with payload (and timeout_ms); its result, or its error code passed on."""
         expected = '{"action": string, "payload"?: any, "timeout_ms"?: integer >= 1}'
         body = _object(payload, expected)
         timeout_ms = body.get("timeout_ms")

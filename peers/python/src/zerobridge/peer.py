@@ -26,9 +26,11 @@ import zmq.asyncio
 from zmq.utils.monitor import parse_monitor_message
 
 from . import curve, errors, signing, wire
-from .errors import BridgeError, BridgeTimeout, NameTaken, NotAllowed, PeerLost, UnknownAction
+from .describe import UNSET, ActionDescription, Catalogue, describe_handler
+from .errors import BridgeError, BridgeTimeout, InvalidPayload, NameTaken, NotAllowed, PeerLost, UnknownAction
 from .evaluate import evaluate as run_script
-from .link import DEFAULT_MAX_IN_FLIGHT, Link, OutgoingCall, RequestContext, now_ms
+from .link import DEFAULT_MAX_IN_FLIGHT, DEFAULT_TIMEOUT, Link, OutgoingCall, RequestContext, now_ms
+from .validate import first_error
 
 log = logging.getLogger("zerobridge")
 
@@ -108,16 +110,20 @@ class _Registered:
     function: Handler
     arity: int  # 0: f(), 1: f(payload), 2: f(payload, context)
     is_async: bool
+    description: ActionDescription | None = None  # request handlers: the action's contract (SPEC 7.8)
 
 
-def _register(name: str, function: Handler, *, reserved_ok: bool = False) -> _Registered:
+def _register(
+    name: str, function: Handler, *, reserved_ok: bool = False, described: bool = False, **describe_args: Any
+) -> _Registered:
     if not (isinstance(name, str) and 1 <= len(name) <= wire.MAX_ID_LENGTH):
         raise ValueError(f"action name must be a string of 1..128 characters, not {name!r}")
     if name.startswith("$") and not reserved_ok:
         raise ValueError(f"action names starting with '$' are reserved: {name!r}")
     if not callable(function):
         raise TypeError(f"handler for {name!r} is not callable")
-    return _Registered(function, _arity(function), _is_async(function))
+    description = describe_handler(name, function, context_class=RequestContext, **describe_args) if described else None
+    return _Registered(function, _arity(function), _is_async(function), description)
 
 
 def _arity(function: Handler) -> int:
@@ -237,6 +243,7 @@ class Peer:
         curve_key_pair: tuple[str | bytes, str | bytes] | None = None,
         curve_secret_key_file: str | os.PathLike[str] | None = None,
         key: str | bytes | None = None,
+        validate: bool = False,
     ) -> None:
         if not (isinstance(name, str) and 1 <= len(name) <= wire.MAX_ID_LENGTH):
             raise ValueError(f"name must be a string of 1..128 characters, not {name!r}")
@@ -268,7 +275,14 @@ class Peer:
             for action, function in (mapping or {}).items():
                 if action in self._handlers:
                     raise ValueError(f"two handlers for {action!r}")
-                self._handlers[action] = _register(action, function)
+                self._handlers[action] = _register(action, function, described=True)
+        self._catalogue: Catalogue | None = None  # of our handlers; made again when they change
+        # validate=True (SPEC 7.14): the host's catalogue, fetched once welcomed and again when welcome.catalogue
+        # changes; each call's, stream's and event's payload is checked against its action's payload schema.
+        self.validate = validate
+        self._host_schemas: dict[str, Any] | None = None
+        self._fetched_for: Any = UNSET  # the welcome.catalogue the host's catalogue was last fetched for
+        self._fetch_task: asyncio.Task[None] | None = None
         self._event_handlers: dict[str, _Registered] = {}
         self._eval_namespace: dict[str, Any] = {"__name__": "__zerobridge_evaluate__"}
 
@@ -301,6 +315,7 @@ class Peer:
         self.host_actions: tuple[str, ...] = ()
         self.heartbeat_ms: int | None = None
         self.limits: wire.Limits | None = None
+        self.host_catalogue: str | None = None  # welcome.catalogue: the hash of the host's catalogue (None before 1.3)
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -357,8 +372,12 @@ class Peer:
         self._loop = asyncio.get_running_loop()
         self._context = zmq.asyncio.Context()
         self._open_socket()
+        started = time.monotonic()
         try:
             await asyncio.wait_for(self._connected.wait(), self._connect_timeout)
+            if self._fetch_task is not None:  # validate=True: the host's catalogue before the first call
+                left = max(self._connect_timeout - (time.monotonic() - started), 0.1)
+                await asyncio.wait({self._fetch_task}, timeout=left)
         except asyncio.TimeoutError:
             refused = self._refused
             await self.close()
@@ -405,31 +424,85 @@ class Peer:
 
     # --- calling the host ----------------------------------------------------------------
 
-    async def call(self, action: str, payload: Any = None, *, timeout: float | None = None) -> Any:
+    async def call(self, action: str, payload: Any = None, *, timeout: float | None = DEFAULT_TIMEOUT) -> Any:
         """Call ``action`` on the host and return its result; raise BridgeError (or a subclass) if it fails.
 
-        ``timeout`` (seconds) is sent as ``timeout_ms`` and as the absolute ``deadline``, and the call
-        fails with BridgeTimeout at that deadline whatever the host does (also while it waits for the
-        host to read what was sent before it). Cancelling the awaiting task sends ``cancel``. While
+        ``timeout`` (seconds, default 30: SPEC 7.3) is sent as ``timeout_ms`` and as the absolute
+        ``deadline``, and the call fails with BridgeTimeout at that deadline whatever the host does (also
+        while it waits for the host to read what was sent before it). ``timeout=None`` waits without a
+        limit: the request then carries neither. Cancelling the awaiting task sends ``cancel``. While
         there is no session with the host (it was lost, a reconnect is under way) it fails at once
         with PeerLost.
+
+        A payload JSON cannot carry (NaN, an integer past 64 bits, a cycle, a set, ...: SPEC 7.14) raises
+        InvalidPayload (code ``invalid_payload``) at once, naming the offending part; nothing is sent. So
+        does, with ``validate=True``, a payload that does not match the action's schema in the host's catalogue.
         """
         return await self._start_call(action, payload, timeout=timeout, progress=False).future
 
-    def stream(self, action: str, payload: Any = None, *, timeout: float | None = None) -> Stream:
-        """A call whose progress you read: ``async with peer.stream(a, p) as call``."""
+    def stream(self, action: str, payload: Any = None, *, timeout: float | None = DEFAULT_TIMEOUT) -> Stream:
+        """A call whose progress you read: ``async with peer.stream(a, p) as call``. ``timeout`` as for :meth:`call`
+        (30 s by default, None for no limit)."""
         return Stream(self, action, payload, timeout)
 
     async def post(self, action: str, payload: Any = None) -> None:
         """Send an event to the host's ``action`` (never answered).
 
-        Raises BridgeError ``overloaded`` while more than 8 MiB wait for the host to read them, and
-        PeerLost while there is no session with the host.
+        Raises BridgeError ``overloaded`` while more than 8 MiB wait for the host to read them,
+        PeerLost while there is no session with the host, and InvalidPayload (nothing sent) for a payload
+        JSON cannot carry or, with ``validate=True``, one that does not match the action's payload schema.
         """
-        self._live_link().post(action, payload)
+        link = self._live_link()
+        self._check_payload(action, payload)
+        link.post(action, payload)
+
+    async def describe(self, *, timeout: float | None = DEFAULT_TIMEOUT) -> Catalogue:
+        """The host's catalogue (its ``$describe`` result, SPEC 7.8): a :class:`~zerobridge.describe.Catalogue`,
+        with ``.hash``, the descriptions by name (``catalogue["add"].payload``) and ``.to_json()``.
+
+        BridgeError ``bad_message`` when the answer is not a catalogue; a host before 1.3 answers
+        ``unknown_action`` (UnknownAction)."""
+        result = await self.call("$describe", None, timeout=timeout)
+        try:
+            catalogue = Catalogue.from_json(result)
+        except ValueError as error:
+            raise BridgeError(errors.BAD_MESSAGE, f"the host's $describe result is not a catalogue: {error}") from None
+        try:
+            computed = catalogue.computed_hash()
+        except ValueError as error:
+            computed = f"none ({error})"
+        if computed != catalogue.hash:
+            log.warning("the host's catalogue says its hash is %s, but its actions hash to %s", catalogue.hash, computed)
+        return catalogue
 
     def _start_call(self, action: str, payload: Any, *, timeout: float | None, progress: bool) -> OutgoingCall:
-        return self._live_link().call(action, payload, timeout=timeout, progress=progress)
+        link = self._live_link()
+        self._check_payload(action, payload)
+        return link.call(action, payload, timeout=timeout, progress=progress)
+
+    def _check_payload(self, action: str, payload: Any) -> None:
+        """validate=True: refuse a payload that does not match the action's schema in the host's catalogue."""
+        if self._host_schemas is None:
+            return
+        schema = self._host_schemas.get(action)
+        if schema is None:
+            return  # an action the catalogue does not describe (a reserved one, or one the host does not serve)
+        error = first_error(payload, schema, "payload")
+        if error is not None:
+            raise InvalidPayload(f"{error} (the payload schema of {action!r} in the host's catalogue)")
+
+    async def _fetch_host_catalogue(self) -> None:
+        """validate=True: fetch the host's catalogue, whose payload schemas calls are checked against from then on."""
+        try:
+            catalogue = await self.describe()
+        except BridgeError as error:
+            if isinstance(error, (PeerLost, BridgeTimeout)):
+                self._fetched_for = UNSET  # fetched again after the next welcome
+            log.warning(
+                "validate=True: the host's catalogue could not be fetched (%s); payloads are not checked against it", error
+            )
+            return
+        self._host_schemas = {action.name: action.payload for action in catalogue}
 
     def _live_link(self) -> Link:
         if self._state == "connected" and self._link is not None:
@@ -444,29 +517,62 @@ class Peer:
 
     # --- serving the host ----------------------------------------------------------------
 
-    def handler(self, name: str) -> Callable[[F], F]:
+    def handler(
+        self, name: str, *, doc: str | None = None, payload: Any = UNSET, result: Any = UNSET, progress: Any = UNSET
+    ) -> Callable[[F], F]:
         """Decorator: serve ``name`` to the host with this function.
 
         The function takes ``payload`` and optionally a :class:`RequestContext`; it may be sync (run in
         a worker thread) or async (cancelled on ``cancel`` or timeout). Its return value is the result;
         raising BridgeError answers with that code, any other exception with ``handler_error``.
+
+        ``$describe`` (SPEC 7.8) describes the action from the function: ``doc`` is the first line of its
+        docstring, the payload and result schemas come from its payload parameter's and return annotations,
+        and a second parameter annotated ``RequestContext[T]`` declares progress payloads of type ``T``. The
+        keyword arguments say what type hints cannot, or override them: ``doc=`` a line of text, and
+        ``payload=``/``result=``/``progress=`` a JSON Schema (a dict) or a type to derive one from
+        (``progress=None``: no progress).
         """
 
         def register(function: F) -> F:
-            self.add_handler(name, function)
+            self.add_handler(name, function, doc=doc, payload=payload, result=result, progress=progress)
             return function
 
         return register
 
-    def add_handler(self, name: str, function: Handler) -> None:
-        """Serve ``name`` with ``function`` (replacing any earlier one); re-announces the actions."""
-        self._handlers[name] = _register(name, function)
+    def add_handler(
+        self,
+        name: str,
+        function: Handler,
+        *,
+        doc: str | None = None,
+        payload: Any = UNSET,
+        result: Any = UNSET,
+        progress: Any = UNSET,
+    ) -> None:
+        """Serve ``name`` with ``function`` (replacing any earlier one); re-announces the actions and the catalogue's
+        hash. ``doc``, ``payload``, ``result`` and ``progress`` describe it, as for :meth:`handler`."""
+        self._handlers[name] = _register(
+            name, function, described=True, doc=doc, payload=payload, result=result, progress=progress
+        )
+        self._catalogue = None
         self._announce()
 
     def remove_handler(self, name: str) -> None:
-        """Stop serving ``name``; re-announces the actions."""
+        """Stop serving ``name``; re-announces the actions and the catalogue's hash."""
         if self._handlers.pop(name, None) is not None:
+            self._catalogue = None
             self._announce()
+
+    @property
+    def catalogue(self) -> Catalogue:
+        """This peer's catalogue: the descriptions of the actions it serves, as ``$describe`` answers the host (SPEC
+        7.8); ``catalogue.hash`` goes in every ``hello``."""
+        if self._catalogue is None:
+            self._catalogue = Catalogue.of(
+                registered.description for registered in self._handlers.values() if registered.description is not None
+            )
+        return self._catalogue
 
     @property
     def actions(self) -> tuple[str, ...]:
@@ -500,6 +606,8 @@ class Peer:
             return await run_script(request.payload, self._eval_namespace)
         if request.action == "$actions":
             return list(self.actions)
+        if request.action == "$describe":
+            return self.catalogue.to_json()
         registered = self._handlers.get(request.action)
         if registered is None:
             raise UnknownAction(f"this peer serves no action {request.action!r}")
@@ -544,6 +652,10 @@ class Peer:
         self._cancel_hello_retry()
         self.host = welcome.host
         self.host_actions = welcome.actions
+        self.host_catalogue = welcome.catalogue
+        if self.validate and (self._fetched_for is UNSET or welcome.catalogue != self._fetched_for):
+            self._fetched_for = welcome.catalogue  # a 1.2 host sends none: fetched once
+            self._fetch_task = self._spawn(self._fetch_host_catalogue())
         self.limits = welcome.limits
         self._link.max_message_bytes = welcome.limits.max_message_bytes
         if welcome.heartbeat_ms != self.heartbeat_ms or self._heartbeat_task is None:
@@ -654,6 +766,7 @@ class Peer:
                 session=self.session if resume else None,
                 resume_token=self._resume_token if resume else None,
                 heartbeat_ms=self._heartbeat_wish,
+                catalogue=self.catalogue.hash,
             )
         )
 
@@ -949,6 +1062,7 @@ def connect(
     curve_key_pair: tuple[str | bytes, str | bytes] | None = None,
     curve_secret_key_file: str | os.PathLike[str] | None = None,
     key: str | bytes | None = None,
+    validate: bool = False,
 ) -> Peer:
     """A peer for the host at ``target`` (an endpoint, or the path of a connection file).
 
@@ -971,6 +1085,12 @@ def connect(
     Keyed connections (SPEC 3.1): a connection file with a ``key`` (as ``zerobridge serve --connection-file``
     writes by default), or ``key`` (hex or bytes) beside an endpoint, makes the peer sign everything it sends
     and process only what the host signed for the current connection; ``peer.refused_messages`` counts the rest.
+
+    ``validate=True`` (SPEC 7.14): once welcomed, the peer fetches the host's catalogue (``$describe``; again when a
+    later welcome's ``catalogue`` hash differs) and checks each call's, stream's and event's payload against its
+    action's payload schema before sending, failing at once with InvalidPayload naming the path and what was expected.
+    Connecting waits for that first catalogue; a host that does not serve ``$describe`` is warned about, and nothing
+    is checked then.
     """
     return Peer(
         target,
@@ -985,6 +1105,7 @@ def connect(
         curve_key_pair=curve_key_pair,
         curve_secret_key_file=curve_secret_key_file,
         key=key,
+        validate=validate,
     )
 
 

@@ -24,7 +24,8 @@ from collections.abc import Callable, Coroutine, Iterator, Mapping
 from types import TracebackType
 from typing import Any, TypeVar
 
-from .link import DEFAULT_MAX_IN_FLIGHT
+from .describe import UNSET, Catalogue
+from .link import DEFAULT_MAX_IN_FLIGHT, DEFAULT_TIMEOUT
 from .peer import Handler, Peer, Stream
 
 T = TypeVar("T")
@@ -200,11 +201,26 @@ class SyncPeer:
         """Messages from the host not processed for their signature on a keyed connection (SPEC 3.1)."""
         return self._peer.refused_messages
 
-    def call(self, action: str, payload: Any = None, *, timeout: float | None = None) -> Any:
+    @property
+    def host_catalogue(self) -> str | None:
+        """The hash of the host's catalogue from its latest ``welcome`` (None from a host before 1.3)."""
+        return self._peer.host_catalogue
+
+    @property
+    def catalogue(self) -> Catalogue:
+        """This peer's own catalogue (what ``$describe`` answers the host)."""
+        return self._peer.catalogue
+
+    def call(self, action: str, payload: Any = None, *, timeout: float | None = DEFAULT_TIMEOUT) -> Any:
+        """As :meth:`zerobridge.Peer.call`, blocking: 30 s unless ``timeout`` says otherwise (None: no limit)."""
         return self._runner.run(self._peer.call(action, payload, timeout=timeout))
 
-    def stream(self, action: str, payload: Any = None, *, timeout: float | None = None) -> SyncStream:
+    def stream(self, action: str, payload: Any = None, *, timeout: float | None = DEFAULT_TIMEOUT) -> SyncStream:
         return SyncStream(self._runner, self._peer.stream(action, payload, timeout=timeout))
+
+    def describe(self, *, timeout: float | None = DEFAULT_TIMEOUT) -> Catalogue:
+        """The host's catalogue (``$describe``), as :meth:`zerobridge.Peer.describe`."""
+        return self._runner.run(self._peer.describe(timeout=timeout))
 
     def post(self, action: str, payload: Any = None) -> None:
         self._runner.run(self._peer.post(action, payload))
@@ -212,15 +228,32 @@ class SyncPeer:
     def wait_connected(self, timeout: float | None = None) -> None:
         self._runner.run(self._peer.wait_connected(timeout))
 
-    def handler(self, name: str) -> Callable[[F], F]:
+    def handler(
+        self, name: str, *, doc: str | None = None, payload: Any = UNSET, result: Any = UNSET, progress: Any = UNSET
+    ) -> Callable[[F], F]:
+        """As :meth:`zerobridge.Peer.handler` (``doc``, ``payload``, ``result``, ``progress`` describe the action)."""
+
         def register(function: F) -> F:
-            self.add_handler(name, function)
+            self.add_handler(name, function, doc=doc, payload=payload, result=result, progress=progress)
             return function
 
         return register
 
-    def add_handler(self, name: str, function: Handler) -> None:
-        self._runner.run(_apply(self._peer.add_handler, name, function))
+    def add_handler(
+        self,
+        name: str,
+        function: Handler,
+        *,
+        doc: str | None = None,
+        payload: Any = UNSET,
+        result: Any = UNSET,
+        progress: Any = UNSET,
+    ) -> None:
+        self._runner.run(
+            _apply(
+                lambda: self._peer.add_handler(name, function, doc=doc, payload=payload, result=result, progress=progress)
+            )
+        )
 
     def remove_handler(self, name: str) -> None:
         self._runner.run(_apply(self._peer.remove_handler, name))
@@ -250,11 +283,12 @@ def connect(
     curve_key_pair: tuple[str | bytes, str | bytes] | None = None,
     curve_secret_key_file: str | os.PathLike[str] | None = None,
     key: str | bytes | None = None,
+    validate: bool = False,
 ) -> SyncPeer:
     """Connect now (blocking until the host's welcome) and return the blocking peer.
 
-    Same arguments as :func:`zerobridge.connect` (CURVE and ``key`` included); the same warning about
-    ``evaluate=True`` applies.
+    Same arguments as :func:`zerobridge.connect` (CURVE, ``key`` and ``validate`` included); the same warning
+    about ``evaluate=True`` applies.
     """
     runner = _LoopThread()
     try:
@@ -273,6 +307,7 @@ def connect(
                 curve_key_pair=curve_key_pair,
                 curve_secret_key_file=curve_secret_key_file,
                 key=key,
+                validate=validate,
             )
             await peer.start()
             return peer
