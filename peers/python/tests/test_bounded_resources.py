@@ -116,8 +116,8 @@ async def test_the_peers_requests_carry_a_deadline_beside_timeout_ms(fake_host: 
         assert type(sent["deadline"]) is int and before + 20000 <= sent["deadline"] <= after + 20000
         host.send(None, {"v": 1, "type": "response", "id": sent["id"], "ok": True, "result": 1})
         assert await call == 1
-        # Without a timeout the call has no deadline, on the wire either.
-        untimed = asyncio.ensure_future(peer.call("echo", 2))
+        # With timeout=None the call has no deadline, on the wire either (SPEC 7.3: no limit is asked for explicitly).
+        untimed = asyncio.ensure_future(peer.call("echo", 2, timeout=None))
         sent = await host.next("request", action="echo", timeout=LONG)
         assert "timeout_ms" not in sent and "deadline" not in sent
         host.send(None, {"v": 1, "type": "response", "id": sent["id"], "ok": True, "result": 2})
