@@ -118,6 +118,9 @@ struct Types: AsyncParsableCommand {
 
     private func write(_ text: String, to path: String) throws {
         do {
+            // The folder too, as generators are usually pointed at a build or source folder that may not exist yet.
+            let folder = URL(fileURLWithPath: path).deletingLastPathComponent()
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
             try text.write(toFile: path, atomically: true, encoding: .utf8)
         } catch {
             throw Failure("cannot write \(path): \(error.localizedDescription)")

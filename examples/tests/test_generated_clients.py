@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 import zerobridge
-from conftest import ZEROBRIDGE, Process
+from conftest import ZEROBRIDGE, ImportHost, Process
 
 # The Makefile exports ZEROBRIDGE_BIN (the debug build); conftest's SWIFT_BIN folder otherwise.
 BINARY = pathlib.Path(os.environ.get("ZEROBRIDGE_BIN") or ZEROBRIDGE)
@@ -187,3 +187,56 @@ def test_awkward_names_make_a_valid_module(tmp_path: pathlib.Path) -> None:
     assert module.ClassPayload.__required_keys__ == {"from"}
     assert module.ClassPayload.__optional_keys__ == {"a-b", "__x", "int", "tags", "rule"}
     assert client.odd_name.__doc__ == 'says """hi""" and \\ ends with "'
+
+
+IMPORT_USAGE = '''
+from __future__ import annotations
+
+import zerobridge
+from import_client import ImportClient, ImportFolderPayload, ImportFolderProgress, ImportFolderResult, StatsResult
+
+
+async def use(peer: zerobridge.Peer, folder: str) -> tuple[ImportFolderResult, list[ImportFolderProgress], StatsResult]:
+    client = ImportClient(peer)
+    payload: ImportFolderPayload = {"path": folder, "options": {"concurrency": 2}}
+    steps: list[ImportFolderProgress] = []
+    async with client.import_folder_stream(payload) as call:
+        async for step in call.progress:
+            steps.append(step)
+        result = await call.result
+    stats = await client.stats()
+    found = await client.search({"query": "nothing-matches-this", "limit": 5})
+    assert found["total"] == 0 and found["hits"] == []
+    return result, steps, stats
+'''
+
+
+def test_the_import_services_generated_client_type_checks_and_imports_a_folder(
+        host_with_etl: ImportHost, dataset: tuple[pathlib.Path, dict[str, Any]], tmp_path: pathlib.Path) -> None:
+    """The import service's client, generated from the live (keyed) host through its connection file, matches the
+    committed catalogue, passes mypy --strict with code using it, and imports a folder with typed progress."""
+    folder, manifest = dataset
+    out = tmp_path / "generated"
+    generate("--connection-file", str(host_with_etl.connection_file), "--python", str(out / "import_client.py"),
+             "--class-name", "ImportClient", "--save-catalogue", str(out / "catalogue.json"))
+    committed = json.loads((pathlib.Path(__file__).resolve().parents[1] / "import-service.catalogue.json").read_text())
+    assert json.loads((out / "catalogue.json").read_text()) == committed
+    (out / "use_import_client.py").write_text(IMPORT_USAGE)
+    checked = mypy_strict(out / "import_client.py", out / "use_import_client.py")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    sys.path.insert(0, str(out))
+    try:
+        load(out / "import_client.py")
+        usage = load(out / "use_import_client.py")
+
+        async def run() -> tuple[Any, list[Any], Any]:
+            async with zerobridge.connect(str(host_with_etl.connection_file), name="generated-import-client") as peer:
+                assert sys.modules["import_client"].ImportClient(peer).catalogue_is_current()
+                return await usage.use(peer, str(folder))
+
+        result, steps, stats = asyncio.run(run())
+    finally:
+        sys.path.remove(str(out))
+    assert result["filesTotal"] == len(manifest["files"]) and result["filesImported"] + result["filesFailed"] == result["filesTotal"]
+    assert steps and steps[-1]["filesDone"] == result["filesTotal"]
+    assert stats["records"] == result["records"] > 0
