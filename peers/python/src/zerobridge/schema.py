@@ -65,8 +65,12 @@ _NONE_TYPE = type(None)
 
 
 def schema_of(annotation: Any) -> dict[str, Any]:
-    """The JSON Schema of the JSON values ``annotation`` stands for (see the module docstring)."""
-    return _Deriver().schema(annotation)
+    """The JSON Schema of the JSON values ``annotation`` stands for (see the module docstring). Never raises: what
+    cannot be followed is described as any value with a ``$comment`` saying why."""
+    try:
+        return _Deriver().schema(annotation)
+    except Exception as error:  # an annotation too strange to follow must not stop a handler from being served
+        return _not_derivable(annotation, f"{type(error).__name__}: {error}")
 
 
 class _Deriver:
@@ -282,13 +286,13 @@ def handler_hints(function: Any, context_class: type) -> HandlerHints:
     empty = inspect.Parameter.empty
     try:
         signature = inspect.signature(function, eval_str=True)
-    except (NameError, SyntaxError, TypeError, AttributeError):
+    except ValueError:  # no signature to be had (some builtins)
+        return HandlerHints(empty, empty, None)
+    except Exception:  # an annotation that does not evaluate (a name local to a function): one at a time below
         try:
             signature = inspect.signature(function)
         except (TypeError, ValueError):
             return HandlerHints(empty, empty, None)
-    except ValueError:
-        return HandlerHints(empty, empty, None)
     namespace = _namespace(function)
     positional = [
         parameter
