@@ -66,3 +66,12 @@ def test_strings_escape_only_what_rfc_8785_escapes() -> None:
 def test_what_json_cannot_carry_has_no_canonical_form(value: Any) -> None:
     with pytest.raises(ValueError):
         canonical_text(value)
+
+
+def test_the_conformance_hosts_committed_catalogue_hashes_to_its_hash() -> None:
+    """The same catalogue hashes the same in every language: the Swift host's, recomputed here."""
+    path = REPO / "protocol" / "fixtures" / "catalogues" / "conformance-host.json"
+    if not path.exists():
+        pytest.skip("fixtures/catalogues/conformance-host.json is not there yet")
+    catalogue = json.loads(path.read_text(encoding="utf-8"))
+    assert catalogue_hash(catalogue["actions"]) == catalogue["catalogue"]

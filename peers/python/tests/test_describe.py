@@ -503,3 +503,11 @@ async def test_against_the_conformance_host_describe_agrees_with_its_welcome(hos
         if peer.host_catalogue is not None:
             assert peer.host_catalogue == catalogue.hash
         assert "echo" in catalogue and "$describe" not in catalogue
+        committed = REPO / "protocol" / "fixtures" / "catalogues" / "conformance-host.json"
+        if "once" in catalogue and committed.exists():  # `once` may have been released by another test
+            assert catalogue.to_json() == json.loads(committed.read_text(encoding="utf-8"))
+    # With the catalogue in hand, validate=True refuses what the host would refuse, before sending it.
+    async with zerobridge.connect(host.endpoint, name="validator", validate=True) as peer:
+        with pytest.raises(zerobridge.InvalidPayload, match='payload.a: expected a number, got the string "x"'):
+            await peer.call("add", {"a": "x", "b": 1})
+        assert await peer.call("add", {"a": 1, "b": 2}) == 3
