@@ -592,6 +592,8 @@ export class Peer {
     }).finally(() => {
       this.#describing = null;
       this.#firstFetch?.resolve();
+      // A welcome that announced another catalogue while this fetch was under way: fetch that one too.
+      if (this.state === READY && this.hostCatalogue !== null && this.hostCatalogue !== announced) this.#fetchCatalogue();
     });
   }
 

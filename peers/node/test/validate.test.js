@@ -298,6 +298,25 @@ describe('validate: true', () => {
     await assert.rejects(waiting, (error) => error instanceof BridgeError && error.code === 'cancelled');
   });
 
+  test('a welcome announcing another catalogue while a fetch is under way: that one is fetched after it', async (t) => {
+    const { host, peer } = await setup(t);
+    peer.handle('one', () => 1);
+    await host.nextOfType('hello');
+    host.send(host.welcomeBody({ catalogue: 'd'.repeat(64), session: peer.session }));
+    const first = await host.next((b) => b?.type === 'request' && b.action === '$describe', 10_000, 'the second $describe');
+    peer.handle('two', () => 2);
+    await host.nextOfType('hello');
+    host.send(host.welcomeBody({ catalogue: 'e'.repeat(64), session: peer.session }));
+    host.send({ v: 1, type: 'ping' });
+    await host.nextOfType('pong');
+    const older = { catalogue: 'd'.repeat(64), actions: [{ name: 'add', doc: '', payload: { type: 'string' }, result: {} }] };
+    host.send({ v: 1, type: 'response', id: first.body.id, ok: true, result: older });
+    const newer = { catalogue: 'e'.repeat(64), actions: [{ name: 'add', doc: '', payload: { type: 'boolean' }, result: {} }] };
+    await answerDescribe(host, { ok: true, result: newer });
+    await delay(20);
+    await assert.rejects(peer.call('add', 'text'), expectInvalid('payload', 'expected a boolean, got a string "text"'));
+  });
+
   test('a welcome with the same catalogue fetches nothing; after a loss the catalogue in hand still checks', async (t) => {
     const { host, peer } = await setup(t);
     peer.handle('served', () => 1);
