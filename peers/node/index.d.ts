@@ -5,7 +5,8 @@
  * (written exactly, as integer literals), arrays, plain objects (prototype `Object.prototype` or null) with string keys,
  * and bytes: `Uint8Array`/`Buffer` values travel as attachment frames (`{"$attachment": i}`). A member whose value is
  * `undefined` is left out. Anything else (NaN, ±Infinity, other BigInts, `Map`, `Set`, functions, symbols, class
- * instances, `Date`, other typed arrays, objects with a `toJSON` method, `undefined` as an array item, cycles, nesting
+ * instances, `Date`, other typed arrays, objects with a `toJSON` method, an object whose only member is `$attachment`
+ * (receivers read it as an attachment reference), `undefined` as an array item, cycles, nesting
  * past level 64 of the message, strings with unpaired surrogates) is refused before anything is sent, with the path of
  * its first offending part (`payload.items[3]: NaN cannot be carried in JSON`): never converted silently.
  */

@@ -498,6 +498,15 @@ export class Peer {
   onSessionMessage(body) {
     switch (body.type) {
       case 'welcome': {
+        if (body.catalogue !== undefined && !isCatalogueHash(body.catalogue)) {
+          // A field of the welcome (since 1.3) out of its range: a bad message (SPEC 7.5), answered and reported as the
+          // decoder reports those (a welcome that cannot be taken fails connect()).
+          const message = 'welcome.catalogue must be 64 lowercase hex digits';
+          this.log('warn', `bad message from the host (bad_message): ${message}`);
+          this.link.trySend(bodies.failure(isName(body.id) ? body.id : null, { code: 'bad_message', message }));
+          this.onBadMessage({ code: 'bad_message', message, type: 'welcome' });
+          return;
+        }
         // The session we asked to resume: the host kept it, and with it our calls and its requests that we gave up
         // at the loss. Its requests get their one response (cancelled), and ours are cancelled, so none dangle.
         const abandoned = this.abandoned;
@@ -509,10 +518,7 @@ export class Peer {
         this.session = body.session;
         this.host = body.host;
         this.hostActions = body.actions;
-        if (body.catalogue !== undefined && !isCatalogueHash(body.catalogue)) {
-          this.log('warn', `ignored the welcome's catalogue ${JSON.stringify(body.catalogue)}: not 64 lowercase hex digits`);
-        }
-        this.hostCatalogue = isCatalogueHash(body.catalogue) ? body.catalogue : null;
+        this.hostCatalogue = body.catalogue ?? null;
         this.limits = body.limits;
         if (body.heartbeat_ms !== this.heartbeatMs) {
           this.heartbeatMs = body.heartbeat_ms;

@@ -160,6 +160,8 @@ function writeObject(value, walk, depth) {
     throw new ValueRefusal(pathTo(walk, depth), 'an object with a toJSON method cannot be carried as it is: JSON.stringify would send what toJSON returns instead (call it yourself and send that)');
   }
   let out = '{';
+  let written = 0;
+  let lastName = null;
   const names = Object.keys(value);
   for (let k = 0; k < names.length; k += 1) {
     const key = names[k];
@@ -168,8 +170,15 @@ function writeObject(value, walk, depth) {
     walk.keys[next] = key;
     const name = quoteName(key);
     if (name === null) throw new ValueRefusal(pathTo(walk, next), 'a member name with an unpaired UTF-16 surrogate cannot be carried in JSON (it has no UTF-8 form)');
-    if (out.length > 1) out += ',';
+    if (written > 0) out += ',';
     out += `${name}:${write(member, walk, next)}`;
+    written += 1;
+    lastName = key;
+  }
+  if (written === 1 && lastName === '$attachment') {
+    // SPEC 3: an object whose only member is $attachment is always read as an attachment reference, never as data.
+    throw new ValueRefusal(pathTo(walk, depth), 'an object whose only member is "$attachment" cannot be carried as data: every receiver reads it as an '
+      + 'attachment reference (SPEC 3); add another member or wrap it (bytes are sent as attachments by themselves)');
   }
   if (Object.getOwnPropertySymbols(value).length > 0) {
     for (const symbol of Object.getOwnPropertySymbols(value)) {

@@ -157,10 +157,22 @@ describe('the host\'s catalogue: welcome.catalogue and peer.describe()', () => {
     assert.equal(peer.hostCatalogue, HASH);
     const { peer: older } = await setup(t);
     assert.equal(older.hostCatalogue, null);
-    const { peer: odd, logs } = await setup(t, { welcome: { catalogue: 'ABC' } });
-    assert.equal(odd.hostCatalogue, null);
-    assert.ok(logs.some((line) => line.includes('ignored the welcome\'s catalogue "ABC"')), logs.join('\n'));
     assert.equal(new Peer('tcp://127.0.0.1:9', { name: 'n' }).hostCatalogue, null, 'null before any welcome');
+  });
+
+  test('a welcome whose catalogue is not 64 lowercase hex digits is a bad message: answered, and connect() fails', async (t) => {
+    const host = await RouterHost.start(transports.ipc());
+    t.after(() => host.stop());
+    const peer = new Peer(host.endpoint, { name: 'strict', log: () => {} });
+    t.after(() => peer.close());
+    const connected = peer.connect();
+    connected.catch(() => {});
+    await host.nextOfType('hello');
+    host.send(host.welcomeBody({ catalogue: 'A'.repeat(64) }));
+    const { body } = await host.next((b) => b?.type === 'response', 10_000, 'the bad_message answer');
+    assert.deepEqual(body, { v: 1, type: 'response', id: null, ok: false, error: { code: 'bad_message', message: 'welcome.catalogue must be 64 lowercase hex digits' } });
+    await assert.rejects(within(connected, 10_000, 'connect() to fail'), (error) => error instanceof BridgeError && error.code === 'bad_message');
+    assert.equal(peer.hostCatalogue, null);
   });
 
   test('a later welcome updates peer.hostCatalogue', async (t) => {

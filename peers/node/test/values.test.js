@@ -153,6 +153,13 @@ describe('values.js: every kind of value JSON cannot carry is refused with its p
     refuses({ 'tail \udc00': 1 }, /^payload\["tail \uFFFD"\]: a member name with an unpaired UTF-16 surrogate/);
   });
 
+  test('an object whose only member is "$attachment" (every receiver reads it as a reference: SPEC 3)', () => {
+    refuses({ ref: { $attachment: 0 } }, /^payload\.ref: an object whose only member is "\$attachment" cannot be carried as data/);
+    refuses([{ $attachment: 'x', other: undefined }], /^payload\[0\]: an object whose only member is "\$attachment"/);
+    assert.equal(serialize({ $attachment: 0, literal: true }).json, '{"$attachment":0,"literal":true}', 'with another member it is data');
+    assert.equal(serialize({ $attachments: 0 }).json, '{"$attachments":0}');
+  });
+
   test('the first offending part is named, in the order the text is written', () => {
     refuses({ a: [1, { b: Number.NaN }], c: new Map() }, 'payload.a[1].b: NaN cannot be carried in JSON');
     refuses({ 'not an identifier': { 0: Infinity } }, 'payload["not an identifier"]["0"]: Infinity cannot be carried in JSON');
