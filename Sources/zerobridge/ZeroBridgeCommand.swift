@@ -34,6 +34,9 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Requests one peer may have in flight; more are answered overloaded.")
     var maxInFlight = 256
 
+    @Option(help: "Requests and events all peers together may have in flight; more are answered overloaded.")
+    var maxInFlightTotal = 16_384
+
     @Option(help: "Heartbeat interval offered to peers, in milliseconds.")
     var heartbeatMs = 5000
 
@@ -56,8 +59,8 @@ struct Serve: AsyncParsableCommand {
         guard conformance else {
             throw ValidationError("nothing to serve: pass --conformance (services such as examples/import-host bring their own executable)")
         }
-        guard maxMessageBytes > 0, maxInFlight > 0, heartbeatMs >= 50 else {
-            throw ValidationError("--max-message-bytes and --max-in-flight must be positive, --heartbeat-ms at least 50")
+        guard maxMessageBytes > 0, maxInFlight > 0, maxInFlightTotal > 0, heartbeatMs >= 50 else {
+            throw ValidationError("--max-message-bytes, --max-in-flight and --max-in-flight-total must be positive, --heartbeat-ms at least 50")
         }
     }
 
@@ -67,6 +70,7 @@ struct Serve: AsyncParsableCommand {
         var configuration = BridgeHost.Configuration(endpoint: endpoint, name: name ?? "conformance")
         configuration.maxMessageBytes = maxMessageBytes
         configuration.maxInFlight = maxInFlight
+        configuration.maxInFlightTotal = maxInFlightTotal
         configuration.heartbeat = .milliseconds(heartbeatMs)
         configuration.connectionFile = connectionFile
         configuration.logger = logger

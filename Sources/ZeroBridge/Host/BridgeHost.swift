@@ -30,6 +30,9 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
         public var maxMessageBytes: Int = 16 << 20
         /// Requests one session may have running at once; more are answered `overloaded`.
         public var maxInFlight: Int = 4096
+        /// Requests and events all sessions together may have running at once (more are answered `overloaded`):
+        /// what bounds the memory of work in flight (a few KB each) whatever the number of connections.
+        public var maxInFlightTotal: Int = 16_384
         /// How long a graceful shutdown waits for requests in flight before cancelling them.
         public var drainTimeout: Duration = .seconds(5)
         /// Where to write a connection file (mode 0600) for peers, if anywhere.
@@ -114,10 +117,13 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
     /// When a refused message was last logged at warning level (the rest go to debug, so a flood cannot flood logs).
     private var lastRefusalWarning = ContinuousClock.now - .seconds(60)
     private let refusedCount = Atomic<Int>(0)
+    /// What all sessions run at once (Configuration.maxInFlightTotal); counted by their links, on the thread.
+    private let inFlightTotal: Link.HostWideInFlight
     private let keyInUse = Mutex<ConnectionKey?>(nil)
 
     public init(configuration: Configuration) {
         self.configuration = configuration
+        inFlightTotal = Link.HostWideInFlight(limit: configuration.maxInFlightTotal)
         try? handlers.add("$evaluate", replacing: true) { _, _ in
             throw BridgeError(.notAllowed, "a ZeroBridge host does not evaluate scripts")
         }
@@ -427,7 +433,7 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
             keyed?.sign(for: routingID, frames)
         }
         let session = Session(routingID: routingID, id: id, heartbeat: configuration.heartbeat, thread: socketThread!,
-                              handlers: handlers, limits: .init(maxInFlight: configuration.maxInFlight),
+                              handlers: handlers, limits: .init(maxInFlight: configuration.maxInFlight, hostWide: inFlightTotal),
                               logger: configuration.logger, defaultTimeout: configuration.defaultTimeout, sign: sign)
         session.peerKey = peerKey
         sessions[routingID] = session

@@ -11,6 +11,17 @@ final class Link: @unchecked Sendable {
     struct Limits: Sendable {
         /// Requests from the other side running at once; more are answered `overloaded`.
         var maxInFlight: Int
+        /// What every session of a host runs at once, shared by their links; nil on a peer.
+        var hostWide: HostWideInFlight? = nil
+    }
+
+    /// Requests and events running across all of a host's sessions, and the most it runs at once: the per-session
+    /// limit times the number of connections would otherwise bound memory only by the open-file limit.
+    /// Confined to the host's socket thread, like the links that count in it.
+    final class HostWideInFlight: @unchecked Sendable {
+        let limit: Int
+        fileprivate(set) var running = 0
+        init(limit: Int) { self.limit = limit }
     }
 
     let thread: SocketThread
@@ -218,6 +229,9 @@ final class Link: @unchecked Sendable {
         guard requests.count + events.count < limits.maxInFlight else {
             return answer(request.id, BridgeError(.overloaded, "more than \(limits.maxInFlight) requests and events in flight"))
         }
+        if let hostWide = limits.hostWide, hostWide.running >= hostWide.limit {
+            return answer(request.id, BridgeError(.overloaded, "the host runs its most requests and events at once (\(hostWide.limit), all sessions)"))
+        }
         // At most once after giving up (SPEC 7.3): a request that arrives after its caller's deadline never starts.
         let arrivedAt = ContinuousClock.now
         let wallNow = WallClock.milliseconds
@@ -240,6 +254,7 @@ final class Link: @unchecked Sendable {
         let progress = request.wantsProgress ? ProgressQueue(budget: progressBudget) : nil
         let entry = IncomingRequest(token: token, progress: progress)
         requests[request.id] = entry
+        limits.hostWide?.running += 1
         // The earlier of the two limits the caller set (SPEC 7.3).
         var deadline = request.timeoutMs.map { arrivedAt + .milliseconds($0) }
         if let wallDeadline = request.deadline {
@@ -283,6 +298,7 @@ final class Link: @unchecked Sendable {
         // Progress the handler reported goes before its response, congested or not: at most 64 payloads.
         sendProgress(id, entry)
         requests[id] = nil
+        limits.hostWide?.running -= 1
         if let timer = entry.timer { thread.timers.cancel(timer) }
         send(body)
     }
@@ -300,6 +316,7 @@ final class Link: @unchecked Sendable {
         guard let entry = requests[id] else { return }
         sendProgress(id, entry)
         requests[id] = nil
+        limits.hostWide?.running -= 1
         if let timer = entry.timer { thread.timers.cancel(timer) }
         entry.progress?.discard()
         entry.task?.cancel()
@@ -352,16 +369,22 @@ final class Link: @unchecked Sendable {
             logger.warning("event refused: too much in flight", metadata: ["action": "\(event.action)"])
             return answer(nil, BridgeError(.overloaded, "event '\(event.action)' not run: more than \(limits.maxInFlight) requests and events in flight"))
         }
+        if let hostWide = limits.hostWide, hostWide.running >= hostWide.limit {
+            return answer(nil, BridgeError(.overloaded, "event '\(event.action)' not run: the host runs its most requests and events at once (\(hostWide.limit), all sessions)"))
+        }
         let context = BridgeRequest(id: nil, action: event.action, deadline: nil, wantsProgress: false,
                                     peer: remote, sink: nil)
         let logger = logger
         let token = counter.add(1, ordering: .relaxed).newValue
+        limits.hostWide?.running += 1
         events[token] = Task { [self] in
             do { _ = try await handler(event.payload, context) } catch is CancellationError {
             } catch {
                 logger.warning("event handler failed", metadata: ["action": "\(event.action)", "error": "\(error)"])
             }
-            thread.perform { [self] in events[token] = nil }
+            thread.perform { [self] in
+                if events.removeValue(forKey: token) != nil { limits.hostWide?.running -= 1 }
+            }
         }
     }
 
@@ -428,6 +451,7 @@ final class Link: @unchecked Sendable {
             entry.progress?.discard()
             entry.task?.cancel()
         }
+        limits.hostWide?.running -= requests.count + events.count
         requests.removeAll()
         for task in events.values { task.cancel() }
         events.removeAll()

@@ -80,6 +80,35 @@ struct BoundedResourceTests {
         await host.shutdown()
     }
 
+    @Test("all sessions together run at most maxInFlightTotal requests and events; one over it is overloaded, and room comes back as work ends")
+    func hostWideLimit() async throws {
+        let host = try startConformanceHost { $0.maxInFlightTotal = 2 }
+        let first = try RawPeer(host.boundEndpoint!), second = try RawPeer(host.boundEndpoint!)
+        func overloaded(_ answer: JSONValue?) -> Bool {
+            answer?["error"]?["code"] == "overloaded" && answer?["error"]?["message"]?.stringValue?.contains("all sessions") == true
+        }
+        for id in ["a1", "a2"] {
+            try first.send(["v": 1, "type": "request", "id": .string(id), "action": "sleep", "payload": ["ms": 600_000]])
+        }
+        // Read in order on one connection: once a1 and a2 run, the host runs its most, though this session may run 256.
+        try first.send(["v": 1, "type": "request", "id": "a3", "action": "echo", "payload": 3])
+        #expect(overloaded(try await first.receive()))
+        // Another session, with all its own room, is over the host's total too: requests and events alike.
+        try second.send(["v": 1, "type": "request", "id": "b1", "action": "echo", "payload": 1])
+        #expect(overloaded(try await second.receive()))
+        try second.send(["v": 1, "type": "event", "action": "echo", "payload": 1])
+        #expect(overloaded(try await second.receive()))
+        // Cancelling one sleep makes room for one again.
+        try first.send(["v": 1, "type": "cancel", "id": "a1"])
+        #expect(try await first.receive()?["error"]?["code"] == "cancelled")
+        try second.send(["v": 1, "type": "request", "id": "b2", "action": "echo", "payload": 2])
+        let served = try await second.receive()
+        #expect(served?["ok"] == true && served?["result"] == 2)
+        try first.send(["v": 1, "type": "cancel", "id": "a2"])
+        #expect(try await first.receive()?["error"]?["code"] == "cancelled")
+        await host.shutdown()
+    }
+
     @Test("a slow but honest reader gets every progress payload")
     func slowHonestReader() async throws {
         let host = try startConformanceHost()
