@@ -34,6 +34,7 @@ RSS_LIMIT_MB = 200.0
 PROBE_LIMIT_MS = 1000.0
 MAX_MESSAGE = 1_048_576  # the conformance host's max_message_bytes
 IN_FLIGHT = 256  # the conformance host's max_in_flight
+HOST_IN_FLIGHT = 16_384  # what all its sessions run at once (SPEC 7.11)
 
 PROBE = r"""
 import json, sys, time, zmq
@@ -270,6 +271,32 @@ def orphaned_sleeps(host: Host, context: zmq.Context) -> tuple[dict[str, Any], b
     return figures, ok
 
 
+def sleeps_at_once(host: Host, context: zmq.Context) -> tuple[dict[str, Any], bool]:
+    """400 anonymous peers send 256 one-hour `sleep`s each (102,400) at once: the host runs its host-wide most
+    (16,384), answers every other one `overloaded` at once, and its memory is bounded by that, not by the number of
+    connections; then the peers disconnect and the host goes idle."""
+    watch = Watch(host)
+    sockets = [dealer(context, host.endpoint) for _ in range(400)]
+    for index, socket in enumerate(sockets):
+        for request in range(IN_FLIGHT):
+            send(socket, {"v": 1, "type": "request", "id": f"s{index}-{request}", "action": "sleep",
+                          "payload": {"ms": 3_600_000}})
+    refused, expected, deadline = 0, 400 * IN_FLIGHT - HOST_IN_FLIGHT, time.monotonic() + 60
+    while refused < expected and time.monotonic() < deadline:
+        for socket in sockets:
+            while (message := receive(socket, 0)) is not None:
+                refused += message.get("error", {}).get("code") == "overloaded"
+        time.sleep(0.05)
+    extra = sum(receive(socket, 0) is not None for socket in sockets)  # nothing more: the rest are running
+    for socket in sockets:
+        socket.close()
+    time.sleep(2.0)
+    idle = wait_idle(host, 1.0)
+    figures = watch.stop() | {"sleeps_sent": 400 * IN_FLIGHT, "refused_overloaded": refused,
+                              "cpu_s_idle_1s": idle}
+    return figures, refused == expected and extra == 0 and idle < 0.2
+
+
 def event_flood(host: Host, context: zmq.Context) -> tuple[dict[str, Any], bool]:
     """100,000 one-hour `sleep` events from one connection: 256 run, every other one is refused `overloaded`."""
     watch = Watch(host)
@@ -305,6 +332,7 @@ SCENARIOS: dict[str, Callable[[Host, zmq.Context], tuple[dict[str, Any], bool]]]
     "stalled-streams-60s": stalled_streams,
     "count-1e9-disconnect": count_then_disconnect,
     "orphaned-sleeps-102k": orphaned_sleeps,
+    "sleeps-at-once-102k": sleeps_at_once,
     "events-100k": event_flood,
 }
 
