@@ -31,6 +31,7 @@ async def test_connect_sends_hello_with_handlers_and_features(fake_host: Any) ->
             assert hello == {
                 "v": 1, "type": "hello", "peer": "etl", "actions": ["a", "b"], "features": ["evaluate"], "heartbeat_ms": 250,
                 "catalogue": peer.catalogue.hash,  # since 1.3 (SPEC 7.8)
+                "topics": [],  # since 1.3 (SPEC 7.15): every hello says the whole set
             }
             assert peer.connected and peer.session == "session-1" and peer.host == "fake"
             assert peer.heartbeat_ms == 5000  # the welcome's value is in force

@@ -83,6 +83,7 @@ class Progress:
 class Event:
     action: str
     payload: Any = None
+    topic: str | None = None  # host -> peer: the topic it was broadcast on (SPEC 7.15, since 1.3)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +100,7 @@ class Hello:
     heartbeat_ms: int | None = None
     resume_token: str | None = field(default=None, repr=False)  # a secret: never in a log line
     catalogue: str | None = None  # the hash of the peer's catalogue (SPEC 7.8, since 1.3)
+    topics: tuple[str, ...] = ()  # the broadcast topics subscribed to (SPEC 7.15, since 1.3): each hello replaces the set
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +118,7 @@ class Welcome:
     limits: Limits
     resume_token: str | None = field(default=None, repr=False)  # absent from a 1.0/1.1 host
     catalogue: str | None = None  # the hash of the host's catalogue (SPEC 7.8); absent from a host before 1.3
+    info: dict[str, Any] | None = None  # context the host gives every peer, opaque (SPEC 5, since 1.3)
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,6 +200,8 @@ def _body_of(message: Message, attachments: list[bytes]) -> dict[str, Any]:
         case Event():
             body["action"] = message.action
             body["payload"] = _extract_attachments(message.payload, attachments)
+            if message.topic is not None:
+                body["topic"] = message.topic
         case Cancel():
             body["id"] = message.id
         case Hello():
@@ -209,6 +214,7 @@ def _body_of(message: Message, attachments: list[bytes]) -> dict[str, Any]:
                 body["resume_token"] = message.resume_token
             if message.heartbeat_ms is not None:
                 body["heartbeat_ms"] = message.heartbeat_ms
+            body["topics"] = list(message.topics)  # always, as actions and features: each hello replaces the set
             if message.catalogue is not None:
                 body["catalogue"] = message.catalogue
         case Welcome():
@@ -224,6 +230,8 @@ def _body_of(message: Message, attachments: list[bytes]) -> dict[str, Any]:
             }
             if message.catalogue is not None:
                 body["catalogue"] = message.catalogue
+            if message.info is not None:
+                body["info"] = _extract_attachments(message.info, attachments)
         case Ping() | Pong() | Bye():
             pass
     return body
@@ -418,7 +426,11 @@ def decode(frames: Sequence[bytes]) -> Message:
                     skipped=None if skipped is _MISSING else skipped,
                 )
             case "event":
-                return Event(action=_name(body, "action"), payload=body.get("payload"))
+                return Event(
+                    action=_name(body, "action"),
+                    payload=body.get("payload"),
+                    topic=_name(body, "topic") if "topic" in body else None,
+                )
             case "cancel":
                 return Cancel(id=_required_id(body))
             case "hello":
@@ -433,6 +445,7 @@ def decode(frames: Sequence[bytes]) -> Message:
                     heartbeat_ms=None if heartbeat_ms is _MISSING else heartbeat_ms,
                     resume_token=_resume_token(body),
                     catalogue=_catalogue(body),
+                    topics=_names(body, "topics"),
                 )
             case "welcome":
                 heartbeat_ms = body.get("heartbeat_ms")
@@ -455,6 +468,7 @@ def decode(frames: Sequence[bytes]) -> Message:
                     limits=Limits(max_message_bytes=max_bytes, max_in_flight=max_in_flight),
                     resume_token=_resume_token(body),
                     catalogue=_catalogue(body),
+                    info=_info(body),
                 )
             case "ping":
                 return Ping()
@@ -517,6 +531,15 @@ def _catalogue(body: dict[str, Any]) -> str | None:
     value = body["catalogue"]
     if not (isinstance(value, str) and RESUME_TOKEN.fullmatch(value)):  # the same form: 64 lowercase hex digits
         raise ValueError('"catalogue" must be 64 lowercase hex digits')
+    return value
+
+
+def _info(body: dict[str, Any]) -> dict[str, Any] | None:
+    if "info" not in body:
+        return None
+    value = body["info"]
+    if not isinstance(value, dict):
+        raise ValueError('"info" must be an object')
     return value
 
 
