@@ -212,12 +212,14 @@ class FakeHost:
     `name_taken`, as a host does while another live session holds the name. With `curve_secret_key` (Z85) it is a
     CURVE server that accepts any client key. With `key` it is a keyed host (SPEC 3.1): it processes only what
     `HostChannels` accepts, answers the rest with an unsigned `unauthorized` (recorded in `refused`), and signs what it
-    sends. `raw` holds every message received as frames, `sent` every message sent, both with their routing ids."""
+    sends. `raw` holds every message received as frames, `sent` every message sent, both with their routing ids.
+    `info` (an object) goes in every welcome as `welcome.info` (SPEC 1.3)."""
 
     def __init__(self, *, heartbeat_ms: int = 5000, max_message_bytes: int = 1 << 20, endpoint: str | None = None,
                  rcvhwm: int | None = None, tokens: bool = True, curve_secret_key: bytes | None = None,
-                 key: bytes | None = None):
+                 key: bytes | None = None, info: dict[str, Any] | None = None):
         self.heartbeat_ms = heartbeat_ms
+        self.info = info
         self.tokens: dict[str, str] | None = {} if tokens else None  # session -> its resume token
         self.refuse_names = False
         self.max_message_bytes = max_message_bytes
@@ -320,6 +322,8 @@ class FakeHost:
         }
         if self.tokens is not None and session in self.tokens:
             body["resume_token"] = self.tokens[session]
+        if self.info is not None:
+            body["info"] = self.info
         return body
 
     def send(self, routing: bytes | None, body: dict[str, Any] | bytes, *attachments: bytes) -> None:

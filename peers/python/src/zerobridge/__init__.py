@@ -19,6 +19,9 @@ A connection file with a ``key`` (``zerobridge serve --connection-file`` writes 
 every message signed and checked (``peer.refused_messages`` counts what the peer refused).
 Calls wait 30 s unless given a ``timeout`` (``timeout=None``: no limit). ``$describe`` answers the host with this
 peer's catalogue, derived from its handlers' type hints; ``await peer.describe()`` fetches the host's.
+``peer.subscribe(topic)`` receives the host's broadcasts on a topic (``connect(..., topics=[...])`` from the start);
+an event handler's optional second argument, an ``EventContext``, says the topic. ``peer.host_info`` is the
+``info`` the host's ``welcome`` carries.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from .errors import (
 )
 from .canonical import canonical_text, catalogue_hash
 from .describe import ActionDescription, Catalogue
-from .link import DEFAULT_TIMEOUT, RequestContext
+from .link import DEFAULT_TIMEOUT, EventContext, RequestContext
 from .peer import ConnectionInfo, Peer, Stream, connect, read_connection_file
 from .schema import schema_of
 from .sync import SyncPeer, SyncStream, connect_sync
@@ -55,6 +58,7 @@ __all__ = [
     "BridgeTimeout",
     "Catalogue",
     "ConnectionInfo",
+    "EventContext",
     "HandlerError",
     "InvalidPayload",
     "NameTaken",

@@ -203,6 +203,24 @@ class RequestContext(Generic[P]):
             self._link._add_progress(self, payload, replaced)
 
 
+class EventContext:
+    """What an event handler knows about the event it runs (its optional second argument, as a request handler's
+    :class:`RequestContext`).
+
+    ``action``: the event's action. ``topic``: the topic the host broadcast it on (SPEC 7.15), or None for an event
+    sent to this peer alone and for a broadcast to every peer.
+    """
+
+    __slots__ = ("action", "topic")
+
+    def __init__(self, action: str, topic: str | None = None) -> None:
+        self.action = action
+        self.topic = topic
+
+    def __repr__(self) -> str:
+        return f"EventContext(action={self.action!r}, topic={self.topic!r})"
+
+
 class _Sent:
     """Lets ``await ctx.progress(x)`` and plain ``ctx.progress(x)`` both work."""
 
@@ -735,6 +753,7 @@ def _check_action(action: str) -> None:
 __all__ = [
     "DEFAULT_MAX_IN_FLIGHT",
     "DEFAULT_TIMEOUT",
+    "EventContext",
     "PROGRESS_LIMIT_BYTES",
     "PROGRESS_PER_REQUEST",
     "QUEUE_LIMIT_BYTES",

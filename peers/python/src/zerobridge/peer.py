@@ -16,7 +16,7 @@ import logging
 import os
 import re
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import TracebackType
 from typing import Any, TypeVar, cast
@@ -29,7 +29,7 @@ from . import curve, errors, signing, wire
 from .describe import UNSET, ActionDescription, Catalogue, describe_handler
 from .errors import BridgeError, BridgeTimeout, InvalidPayload, NameTaken, NotAllowed, PeerLost, UnknownAction
 from .evaluate import evaluate as run_script
-from .link import DEFAULT_MAX_IN_FLIGHT, DEFAULT_TIMEOUT, Link, OutgoingCall, RequestContext, now_ms
+from .link import DEFAULT_MAX_IN_FLIGHT, DEFAULT_TIMEOUT, EventContext, Link, OutgoingCall, RequestContext, now_ms
 from .validate import first_error
 
 log = logging.getLogger("zerobridge")
@@ -126,6 +126,18 @@ def _register(
     return _Registered(function, _arity(function), _is_async(function), description)
 
 
+def _topic_names(topics: Iterable[str]) -> set[str]:
+    """Broadcast topics (SPEC 7.15), checked as hello.topics requires: names of 1..128 characters."""
+    if isinstance(topics, (str, bytes)):
+        raise TypeError(f"topics must be an iterable of names, not one {type(topics).__name__}: {topics!r}")
+    names = set()
+    for topic in topics:
+        if not (isinstance(topic, str) and 1 <= len(topic) <= wire.MAX_ID_LENGTH):
+            raise ValueError(f"a topic must be a string of 1..128 characters, not {topic!r}")
+        names.add(topic)
+    return names
+
+
 def _arity(function: Handler) -> int:
     try:
         parameters = inspect.signature(function).parameters.values()
@@ -146,7 +158,7 @@ def _is_async(function: Handler) -> bool:
     )
 
 
-async def _invoke(registered: _Registered, payload: Any, context: RequestContext | None) -> Any:
+async def _invoke(registered: _Registered, payload: Any, context: RequestContext | EventContext) -> Any:
     """Run a handler: async ones on the loop, sync ones in a worker thread (they may block).
 
     A request cancelled (or timed out) before its sync handler got a thread never starts it (SPEC 7.3).
@@ -156,7 +168,7 @@ async def _invoke(registered: _Registered, payload: Any, context: RequestContext
         return await registered.function(*args)
 
     def start() -> Any:
-        if context is not None and context.cancelled:
+        if isinstance(context, RequestContext) and context.cancelled:
             raise asyncio.CancelledError()
         return registered.function(*args)
 
@@ -244,6 +256,7 @@ class Peer:
         curve_secret_key_file: str | os.PathLike[str] | None = None,
         key: str | bytes | None = None,
         validate: bool = False,
+        topics: Iterable[str] = (),
     ) -> None:
         if not (isinstance(name, str) and 1 <= len(name) <= wire.MAX_ID_LENGTH):
             raise ValueError(f"name must be a string of 1..128 characters, not {name!r}")
@@ -277,6 +290,7 @@ class Peer:
                     raise ValueError(f"two handlers for {action!r}")
                 self._handlers[action] = _register(action, function, described=True)
         self._catalogue: Catalogue | None = None  # of our handlers; made again when they change
+        self._topics = _topic_names(topics)  # broadcast topics (SPEC 7.15): in every hello
         # validate=True (SPEC 7.14): the host's catalogue, fetched once welcomed and again when welcome.catalogue
         # changes; each call's, stream's and event's payload is checked against its action's payload schema.
         self.validate = validate
@@ -298,6 +312,9 @@ class Peer:
         self._room_task: asyncio.Task[None] | None = None
         self._connected = asyncio.Event()
         self._hello_scheduled = False
+        # What a hello says (actions, topics) changed after the last hello was sent, while no session was in force:
+        # the welcome to come answers an older hello, so another follows it.
+        self._hello_stale = False
         # While waiting for a welcome: the host's latest name_taken, and the timer that says hello again (SPEC 6, Names).
         self._refused: BridgeError | None = None
         self._hello_retry: asyncio.TimerHandle | None = None
@@ -316,6 +333,7 @@ class Peer:
         self.heartbeat_ms: int | None = None
         self.limits: wire.Limits | None = None
         self.host_catalogue: str | None = None  # welcome.catalogue: the hash of the host's catalogue (None before 1.3)
+        self.host_info: dict[str, Any] | None = None  # welcome.info: what the host tells every peer (None before 1.3)
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -579,10 +597,36 @@ class Peer:
         """The actions this peer serves, as listed in ``hello``."""
         return tuple(sorted(self._handlers))
 
+    # --- broadcast topics (SPEC 7.15) -------------------------------------------------------
+
+    @property
+    def topics(self) -> tuple[str, ...]:
+        """The broadcast topics this peer subscribes to, sorted, as listed in every ``hello``."""
+        return tuple(sorted(self._topics))
+
+    def subscribe(self, *topics: str) -> None:
+        """Receive the host's broadcasts on these topics too; re-announces the topics (a new ``hello``, as when
+        handlers change). Events broadcast on a topic reach the handlers of their action (:meth:`on_event`), their
+        ``EventContext.topic`` saying which topic. Subscribing to a topic already subscribed to changes nothing."""
+        names = _topic_names(topics)
+        if not names <= self._topics:
+            self._topics |= names
+            self._announce()
+
+    def unsubscribe(self, *topics: str) -> None:
+        """Stop receiving the host's broadcasts on these topics (a new ``hello``, as for :meth:`subscribe`); topics not
+        subscribed to are ignored. Broadcasts to every peer still arrive."""
+        names = _topic_names(topics)
+        if names & self._topics:
+            self._topics -= names
+            self._announce()
+
     def on_event(self, name: str) -> Callable[[F], F]:
         """Decorator: call this function with the payload of each ``event`` the host sends to ``name``.
 
-        Events are delivered one at a time, in order; sync functions run in a worker thread. Events
+        The function takes ``payload`` and optionally an :class:`~zerobridge.link.EventContext`, whose ``topic`` is
+        the topic the host broadcast the event on (SPEC 7.15; None for an event sent to this peer alone or broadcast
+        to every peer). Events are delivered one at a time, in order; sync functions run in a worker thread. Events
         waiting or running count toward ``max_in_flight`` with the host's requests (one over it is not
         run: the host is answered ``overloaded``); a handler still running when the session ends is
         cancelled.
@@ -618,7 +662,7 @@ class Peer:
         if registered is None:
             log.info("dropped event %r: no handler", event.action)
             return
-        await _invoke(registered, event.payload, None)  # the link logs a failure
+        await _invoke(registered, event.payload, EventContext(event.action, event.topic))  # the link logs a failure
 
     # --- the session ---------------------------------------------------------------------
 
@@ -653,6 +697,7 @@ class Peer:
         self.host = welcome.host
         self.host_actions = welcome.actions
         self.host_catalogue = welcome.catalogue
+        self.host_info = welcome.info
         if self.validate and (self._fetched_for is UNSET or welcome.catalogue != self._fetched_for):
             self._fetched_for = welcome.catalogue  # a 1.2 host sends none: fetched once
             self._fetch_task = self._spawn(self._fetch_host_catalogue())
@@ -663,6 +708,8 @@ class Peer:
             self._restart_heartbeat()
         self._state = "connected"
         self._connected.set()
+        if self._hello_stale:  # actions or topics changed after the hello this welcome answers
+            self._announce()
 
     def _on_name_taken(self, error: BridgeError) -> None:
         """Another live session holds our name (SPEC 6, Names): not yet. Say hello again in a while;
@@ -744,7 +791,11 @@ class Peer:
             self._key_check = self._loop.call_later(KEY_CHECK_INTERVAL, self._check_key, link)
 
     def _announce(self) -> None:
-        """Send a new hello (once per loop turn) so the host learns our current actions."""
+        """Send a new hello (once per loop turn) so the host learns our current actions and topics. Without a session
+        in force, the next hello carries them; one already on its way is followed by another once welcomed."""
+        if self._state in ("connecting", "lost"):
+            self._hello_stale = True
+            return
         if self._state != "connected" or self._hello_scheduled or self._loop is None:
             return
         self._hello_scheduled = True
@@ -758,6 +809,7 @@ class Peer:
 
     def _send_hello(self, *, resume: bool) -> None:
         assert self._link is not None
+        self._hello_stale = False
         self._link.send(
             wire.Hello(
                 peer=self.name,
@@ -767,6 +819,7 @@ class Peer:
                 resume_token=self._resume_token if resume else None,
                 heartbeat_ms=self._heartbeat_wish,
                 catalogue=self.catalogue.hash,
+                topics=self.topics,
             )
         )
 
@@ -1063,6 +1116,7 @@ def connect(
     curve_secret_key_file: str | os.PathLike[str] | None = None,
     key: str | bytes | None = None,
     validate: bool = False,
+    topics: Iterable[str] = (),
 ) -> Peer:
     """A peer for the host at ``target`` (an endpoint, or the path of a connection file).
 
@@ -1091,6 +1145,9 @@ def connect(
     action's payload schema before sending, failing at once with InvalidPayload naming the path and what was expected.
     Connecting waits for that first catalogue; a host that does not serve ``$describe`` is warned about, and nothing
     is checked then.
+
+    ``topics`` (SPEC 7.15): the broadcast topics to subscribe to from the first ``hello`` on; ``peer.subscribe()`` and
+    ``peer.unsubscribe()`` change them later. ``peer.host_info`` is the ``info`` object of the host's latest ``welcome``.
     """
     return Peer(
         target,
@@ -1106,7 +1163,8 @@ def connect(
         curve_secret_key_file=curve_secret_key_file,
         key=key,
         validate=validate,
+        topics=topics,
     )
 
 
-__all__ = ["ConnectionInfo", "Peer", "RequestContext", "Stream", "connect", "read_connection_file"]
+__all__ = ["ConnectionInfo", "EventContext", "Peer", "RequestContext", "Stream", "connect", "read_connection_file"]

@@ -20,7 +20,7 @@ import contextlib
 import os
 import weakref
 import threading
-from collections.abc import Callable, Coroutine, Iterator, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -211,6 +211,24 @@ class SyncPeer:
         """This peer's own catalogue (what ``$describe`` answers the host)."""
         return self._peer.catalogue
 
+    @property
+    def host_info(self) -> dict[str, Any] | None:
+        """The ``info`` object of the host's latest ``welcome`` (None when it sent none)."""
+        return self._peer.host_info
+
+    @property
+    def topics(self) -> tuple[str, ...]:
+        """The broadcast topics this peer subscribes to, sorted (SPEC 7.15)."""
+        return self._peer.topics
+
+    def subscribe(self, *topics: str) -> None:
+        """As :meth:`zerobridge.Peer.subscribe`: a new ``hello`` with the topics added."""
+        self._runner.run(_apply(self._peer.subscribe, *topics))
+
+    def unsubscribe(self, *topics: str) -> None:
+        """As :meth:`zerobridge.Peer.unsubscribe`: a new ``hello`` without these topics."""
+        self._runner.run(_apply(self._peer.unsubscribe, *topics))
+
     def call(self, action: str, payload: Any = None, *, timeout: float | None = DEFAULT_TIMEOUT) -> Any:
         """As :meth:`zerobridge.Peer.call`, blocking: 30 s unless ``timeout`` says otherwise (None: no limit)."""
         return self._runner.run(self._peer.call(action, payload, timeout=timeout))
@@ -284,10 +302,11 @@ def connect(
     curve_secret_key_file: str | os.PathLike[str] | None = None,
     key: str | bytes | None = None,
     validate: bool = False,
+    topics: Iterable[str] = (),
 ) -> SyncPeer:
     """Connect now (blocking until the host's welcome) and return the blocking peer.
 
-    Same arguments as :func:`zerobridge.connect` (CURVE, ``key`` and ``validate`` included); the same warning
+    Same arguments as :func:`zerobridge.connect` (CURVE, ``key``, ``validate`` and ``topics`` included); the same warning
     about ``evaluate=True`` applies.
     """
     runner = _LoopThread()
@@ -308,6 +327,7 @@ def connect(
                 curve_secret_key_file=curve_secret_key_file,
                 key=key,
                 validate=validate,
+                topics=topics,
             )
             await peer.start()
             return peer
