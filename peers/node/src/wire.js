@@ -84,7 +84,10 @@ const CHECKS = {
     return null;
   },
   event(body) {
-    return isName(body.action) ? null : 'event.action must be a string of 1..128 characters';
+    if (!isName(body.action)) return 'event.action must be a string of 1..128 characters';
+    // Since 1.3: the topic a host broadcast the event on (SPEC 7.15).
+    if (has(body, 'topic') && !isName(body.topic)) return 'event.topic must be a string of 1..128 characters';
+    return null;
   },
   cancel(body) {
     return isName(body.id) ? null : 'cancel.id must be a string of 1..128 characters';
@@ -96,6 +99,7 @@ const CHECKS = {
     if (has(body, 'session') && !isName(body.session)) return 'hello.session must be a string of 1..128 characters';
     if (has(body, 'resume_token') && !isResumeToken(body.resume_token)) return 'hello.resume_token must be 64 lowercase hex digits';
     if (has(body, 'heartbeat_ms') && !isPositiveInteger(body.heartbeat_ms)) return 'hello.heartbeat_ms must be a positive integer';
+    if (has(body, 'topics') && !isNameList(body.topics)) return 'hello.topics must be a list of names'; // since 1.3 (SPEC 7.15)
     return null;
   },
   welcome(body) {
@@ -109,6 +113,8 @@ const CHECKS = {
     if (!isObject(limits)) return 'welcome.limits must be an object';
     if (!isPositiveInteger(limits.max_message_bytes)) return 'welcome.limits.max_message_bytes must be a positive integer';
     if (!isPositiveInteger(limits.max_in_flight)) return 'welcome.limits.max_in_flight must be a positive integer';
+    // Since 1.3: context the host configures, opaque to the protocol, but an object when present (SPEC 5).
+    if (has(body, 'info') && !isObject(body.info)) return 'welcome.info must be an object';
     return null;
   },
   ping: () => null,
@@ -298,10 +304,12 @@ export const bodies = {
   result: (id, result) => ({ v: 1, type: 'response', id, ok: true, result: result ?? null }),
   failure: (id, error) => ({ v: 1, type: 'response', id, ok: false, error }),
   progress: (id, seq, payload, skipped) => ({ v: 1, type: 'progress', id, seq, skipped: skipped || undefined, payload: payload ?? null }),
-  event: (action, payload) => ({ v: 1, type: 'event', action, payload: payload ?? null }),
+  // `topic` (host -> peer only, SPEC 7.15) is left out when not given: a peer never sends one.
+  event: (action, payload, topic) => ({ v: 1, type: 'event', action, payload: payload ?? null, topic: topic ?? undefined }),
   cancel: (id) => ({ v: 1, type: 'cancel', id }),
-  hello: (peer, actions, features, heartbeatMs, session, resumeToken) => ({
+  hello: (peer, actions, features, heartbeatMs, session, resumeToken, topics) => ({
     v: 1, type: 'hello', peer, actions, features, heartbeat_ms: heartbeatMs, session: session ?? undefined, resume_token: resumeToken ?? undefined,
+    topics: topics ?? undefined,
   }),
   ping: () => ({ v: 1, type: 'ping' }),
   pong: () => ({ v: 1, type: 'pong' }),
