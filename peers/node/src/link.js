@@ -115,7 +115,7 @@ export class Link {
    * @param {Map<string, Function>} options.handlers   action name -> handler, read at each request
    * @param {() => string|null} options.evaluate        why `$evaluate` is refused now (`not_allowed`), or null: it runs scripts
    * @param {number} options.maxInFlight               the host's requests and events run at once (SPEC 7.11, 7.13)
-   * @param {(action: string, payload: any, context: {action: string, signal: AbortSignal}) => Promise<unknown>|null} options.onEvent
+   * @param {(action: string, payload: any, context: {action: string, topic: string|null, signal: AbortSignal}) => Promise<unknown>|null} options.onEvent
    *   runs the listeners of an event; returns a promise (never rejecting) while some still run, else null
    * @param {(body: object) => void} options.onSession  welcome, bye, (unexpected) hello, and error responses with a
    *                                                   null id (a refused hello, an event over the limit, ...)
@@ -530,8 +530,11 @@ export class Link {
 
   // --- events from the host -----------------------------------------------------------------
 
-  /** Runs an event's listeners; events count toward `maxInFlight` with requests (SPEC 7.13). */
-  serveEvent({ action, payload }) {
+  /**
+   * Runs an event's listeners; events count toward `maxInFlight` with requests (SPEC 7.13). The context carries the
+   * topic the host broadcast it on (SPEC 7.15), null for an event that has none.
+   */
+  serveEvent({ action, payload, topic }) {
     if (this.inFlight >= this.maxInFlight) {
       this.log('warn', `event ${action} not run: ${this.maxInFlight} requests and events already in flight`);
       this.trySend(bodies.failure(null, {
@@ -541,7 +544,7 @@ export class Link {
       return;
     }
     const controller = new AbortController();
-    const running = this.onEvent(action, payload ?? null, { action, signal: controller.signal });
+    const running = this.onEvent(action, payload ?? null, { action, topic: topic ?? null, signal: controller.signal });
     if (!running) return; // no listener, or every listener finished at once
     const entry = { action, controller };
     this.events.add(entry);

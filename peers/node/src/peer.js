@@ -50,6 +50,14 @@ function curveSettings(given, fileServerKey) {
   return { serverKey, publicKey: given.publicKey, secretKey: given.secretKey };
 }
 
+/** A broadcast topic as subscribed (SPEC 7.15): 1..128 characters of text that has a UTF-8 form; throws a TypeError. */
+function checkTopic(topic) {
+  if (!isName(topic) || !topic.isWellFormed()) {
+    const shown = typeof topic === 'string' ? JSON.stringify(topic) : String(topic);
+    throw new TypeError(`${shown} is not a topic: a topic is a string of 1..128 characters (without unpaired surrogates)`);
+  }
+}
+
 /** A stream() that failed before anything was sent. */
 function failedStream(error) {
   const result = Promise.reject(error);
@@ -87,6 +95,8 @@ export class Peer {
   #fetchedFor = undefined;
   // What calls made before the first welcome wait for, with validate: the first fetch settling (or close()).
   #firstFetch = null;
+  // SPEC 7.15: the broadcast topics this peer subscribes to, sent in every hello (so kept across reconnects).
+  #topics = new Set();
 
   constructor(endpointOrConnectionFile, options = {}) {
     if (typeof endpointOrConnectionFile !== 'string' || endpointOrConnectionFile.length === 0) {
@@ -132,12 +142,20 @@ export class Peer {
         this.addHandler(action, entry);
       }
     }
+    if (options.topics !== undefined) {
+      if (typeof options.topics?.[Symbol.iterator] !== 'function' || typeof options.topics === 'string') {
+        throw new TypeError('options.topics must be an array of topic names');
+      }
+      for (const topic of options.topics) checkTopic(topic);
+      for (const topic of options.topics) this.#topics.add(topic);
+    }
     this.listeners = new Map();
     this.state = NEW;
     this.session = null;
     this.host = null;
     this.hostActions = [];
     this.hostCatalogue = null;
+    this.hostInfo = null;
     this.limits = null;
     this.helloScheduled = false;
     this.heartbeatTimer = null;
@@ -297,6 +315,32 @@ export class Peer {
     return this.#catalogue;
   }
 
+  /** SPEC 7.15: the topics subscribed to, sorted (UTF-16 code units), as the next hello sends them. */
+  get topics() {
+    return [...this.#topics].sort();
+  }
+
+  /**
+   * Subscribes to broadcast topics. A change to the set is announced as a change of handlers is: by a new hello
+   * (with the full `topics`), one per turn; before connecting or while the host is lost, by the next hello.
+   */
+  subscribe(...topics) {
+    for (const topic of topics) checkTopic(topic);
+    const before = this.#topics.size;
+    for (const topic of topics) this.#topics.add(topic);
+    if (this.#topics.size !== before) this.scheduleHello();
+    return this;
+  }
+
+  /** Unsubscribes from broadcast topics; topics not subscribed to are ignored. */
+  unsubscribe(...topics) {
+    for (const topic of topics) checkTopic(topic);
+    let changed = false;
+    for (const topic of topics) changed = this.#topics.delete(topic) || changed;
+    if (changed) this.scheduleHello();
+    return this;
+  }
+
   on(action, listener) {
     if (typeof listener !== 'function') throw new TypeError('listener must be a function');
     if (!this.listeners.has(action)) this.listeners.set(action, new Set());
@@ -336,7 +380,7 @@ export class Peer {
   // --- plumbing ------------------------------------------------------------------------------
 
   sendFrames(frames) {
-    // A hello announcing new handlers goes before anything sent after handle() in the same turn.
+    // A hello announcing new handlers or topics goes before anything sent after handle() or subscribe() in the same turn.
     if (this.helloScheduled && (this.state === READY || this.state === GREETING)) this.sayHello();
     try {
       this.transmit(frames);
@@ -379,12 +423,12 @@ export class Peer {
   sayHello() {
     this.helloScheduled = false;
     const features = this.evaluate && this.#evaluateWithdrawn === null ? ['evaluate'] : [];
-    // A hello while a session is in force keeps it (handlers changed). After a loss it asks to resume the last
+    // A hello while a session is in force keeps it (handlers or topics changed). After a loss it asks to resume the last
     // session, which takes that session's token (SPEC 6); without one (a 1.1 host) we start afresh.
     const last = this.#welcomed;
     const resume = this.state === READY || last?.token ? last : null;
     if (this.state !== READY) this.state = GREETING;
-    const hello = bodies.hello(this.name, [...this.handlers.keys()], features, this.requestedHeartbeatMs, resume?.session, resume?.token);
+    const hello = bodies.hello(this.name, [...this.handlers.keys()], features, this.requestedHeartbeatMs, resume?.session, resume?.token, this.topics);
     hello.catalogue = this.#ownCatalogue().catalogue; // SPEC 5, 7.8: recomputed whenever the handlers change
     this.link.trySend(hello);
   }
@@ -392,7 +436,7 @@ export class Peer {
   scheduleHello() {
     if (this.helloScheduled || (this.state !== READY && this.state !== GREETING)) return;
     this.helloScheduled = true;
-    // Several handle() calls in one turn make one hello.
+    // Several handle(), subscribe() and unsubscribe() calls in one turn make one hello.
     queueMicrotask(() => {
       if (this.helloScheduled && (this.state === READY || this.state === GREETING)) this.sayHello();
     });
@@ -519,6 +563,7 @@ export class Peer {
         this.host = body.host;
         this.hostActions = body.actions;
         this.hostCatalogue = body.catalogue ?? null;
+        this.hostInfo = body.info ?? null; // SPEC 5 (1.3): opaque context from the host's configuration
         this.limits = body.limits;
         if (body.heartbeat_ms !== this.heartbeatMs) {
           this.heartbeatMs = body.heartbeat_ms;

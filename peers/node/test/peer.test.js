@@ -54,7 +54,7 @@ describe('peer: session', () => {
       // SPEC 7.8: the hash of the catalogue, its descriptions sorted by name, written here in RFC 8785 form by hand.
       const catalogue = createHash('sha256')
         .update('[{"doc":"","name":"early","payload":{},"result":{}},{"doc":"","name":"render","payload":{},"result":{}}]').digest('hex');
-      assert.deepEqual(hello, { v: 1, type: 'hello', peer: 'node-test', actions: ['render', 'early'], features: [], heartbeat_ms: 2000, catalogue });
+      assert.deepEqual(hello, { v: 1, type: 'hello', peer: 'node-test', actions: ['render', 'early'], features: [], heartbeat_ms: 2000, topics: [], catalogue });
       assert.equal(peer.session, 'sess-1');
       assert.deepEqual(peer.hostActions, ['echo', 'add']);
       assert.equal(peer.heartbeatMs, 3000, 'the value in force is the welcome\'s');
