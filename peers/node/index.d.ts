@@ -147,6 +147,12 @@ export interface EventContext {
   /** `event.action`. */
   readonly action: string;
   /**
+   * `event.topic`: the topic the host broadcast the event on (SPEC 7.15); null for an event without one (a broadcast to
+   * every peer, an event sent to this peer alone, or a host older than 1.3). The host decides who gets what: an event
+   * on a topic this peer has just unsubscribed from can still arrive (it was broadcast before the host had the hello).
+   */
+  readonly topic: string | null;
+  /**
    * Aborted (reason: a BridgeError `peer_lost` or `cancelled`) when the session ends while the
    * listener still runs: the host is lost, or the peer is closed.
    */
@@ -199,6 +205,11 @@ export interface PeerOptions {
    * or `{ handler, doc?, payload?, result?, progress? }` to describe it in the catalogue as handle()'s options do.
    */
   actions?: Record<string, Handler | DescribedHandler> | Map<string, Handler | DescribedHandler>;
+  /**
+   * `hello.topics`: the broadcast topics to subscribe to from the start (SPEC 7.15; more via {@link Peer.subscribe}).
+   * Each is 1..128 characters; repeats count once. Default: none.
+   */
+  topics?: Iterable<string>;
   /**
    * `hello.features` gets `"evaluate"`: lets the host run JavaScript in this process through
    * `$evaluate`. Off by default (`$evaluate` is answered `not_allowed`). Read the README first.
@@ -311,6 +322,17 @@ export class Peer {
    * {@link Peer.describe} to learn whether the host's contract changed.
    */
   readonly hostCatalogue: string | null;
+  /**
+   * `welcome.info`: the context the host's configuration gives every peer (its version, platform, features; SPEC 5,
+   * since 1.3), as of its last welcome: an object, opaque to the protocol. Null before a welcome, and when the welcome
+   * had none. The conformance host's is `{ protocol_revision: '1.3' }`.
+   */
+  readonly hostInfo: { [key: string]: any } | null;
+  /**
+   * `hello.topics`: the broadcast topics this peer subscribes to (SPEC 7.15), sorted (by UTF-16 code units), as its
+   * next `hello` sends them. A copy: change the set with {@link Peer.subscribe} and {@link Peer.unsubscribe}.
+   */
+  readonly topics: string[];
   /** `welcome.heartbeat_ms` once welcomed (before: the interval asked for). */
   readonly heartbeatMs: number;
   /** `welcome.limits`. */
@@ -369,6 +391,18 @@ export class Peer {
    * breaks, or a schema that is not JSON.
    */
   handle(action: string, handler: Handler, options?: ActionOptions): () => void;
+
+  /**
+   * `hello.topics`: subscribes to broadcast topics (SPEC 7.15): the host's broadcasts on them reach this peer's
+   * listeners (of the broadcast's action), with `context.topic` set. A change to the set is announced as a change of
+   * handlers is: by a new `hello` carrying the whole set, one for all the changes made in one turn, before anything
+   * sent after them; before connect(), or while the host is lost, the next `hello` carries it. The set is this peer's,
+   * kept across reconnects and sessions. Throws a TypeError, changing nothing, for a topic that is not a string of
+   * 1..128 characters (without unpaired surrogates).
+   */
+  subscribe(...topics: string[]): this;
+  /** Unsubscribes from broadcast topics, announced as {@link Peer.subscribe} is; topics not subscribed to are ignored. */
+  unsubscribe(...topics: string[]): this;
 
   /** `event.action`: listens to events the host posts with this action. */
   on(action: string, listener: EventListener): this;
