@@ -115,7 +115,8 @@ async def test_hello_carries_the_topics_given_to_connect(fake_host: Any) -> None
 
 
 def test_bad_topics_are_refused_before_connecting() -> None:
-    for topics, error in (("news", TypeError), ([""], ValueError), (["x" * 129], ValueError), ([3], ValueError)):
+    for topics, error in (("news", TypeError), ([""], ValueError), (["x" * 129], ValueError), ([3], ValueError),
+                          (["lone \ud800"], ValueError)):
         with pytest.raises(error):
             zerobridge.connect("tcp://127.0.0.1:1", name="p", topics=topics)
 
@@ -143,6 +144,8 @@ async def test_subscribe_and_unsubscribe_say_hello_again_with_the_whole_set(fake
             peer.subscribe("ok", "")
         with pytest.raises(ValueError):
             peer.unsubscribe("x" * 129)
+        with pytest.raises(ValueError):
+            peer.subscribe("fine", "\udc00 has no UTF-8 form")
         assert peer.topics == ()
         await asyncio.sleep(0.2)
         assert len(host.bodies("hello")) == 4

@@ -127,13 +127,18 @@ def _register(
 
 
 def _topic_names(topics: Iterable[str]) -> set[str]:
-    """Broadcast topics (SPEC 7.15), checked as hello.topics requires: names of 1..128 characters."""
+    """Broadcast topics (SPEC 7.15), checked as hello.topics requires: names of 1..128 characters, with a UTF-8 form
+    (no unpaired surrogate: SPEC 7.14)."""
     if isinstance(topics, (str, bytes)):
         raise TypeError(f"topics must be an iterable of names, not one {type(topics).__name__}: {topics!r}")
     names = set()
     for topic in topics:
         if not (isinstance(topic, str) and 1 <= len(topic) <= wire.MAX_ID_LENGTH):
             raise ValueError(f"a topic must be a string of 1..128 characters, not {topic!r}")
+        try:
+            topic.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError(f"a topic must have a UTF-8 form, without unpaired surrogates: {topic!r}") from None
         names.add(topic)
     return names
 
