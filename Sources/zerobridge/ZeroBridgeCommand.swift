@@ -71,6 +71,7 @@ struct Serve: AsyncParsableCommand {
         configuration.maxMessageBytes = maxMessageBytes
         configuration.maxInFlight = maxInFlight
         configuration.maxInFlightTotal = maxInFlightTotal
+        configuration.info = Conformance.info
         configuration.heartbeat = .milliseconds(heartbeatMs)
         configuration.connectionFile = connectionFile
         configuration.logger = logger

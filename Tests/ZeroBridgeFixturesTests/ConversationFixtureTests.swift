@@ -25,6 +25,7 @@ let conformanceHost: BridgeHost = {
     var configuration = BridgeHost.Configuration(endpoint: "tcp://127.0.0.1:*", name: "conformance")
     configuration.maxMessageBytes = 1_048_576
     configuration.maxInFlight = 256
+    configuration.info = Conformance.info
     let host = BridgeHost(configuration: configuration)
     try! Conformance.install(on: host)
     try! host.start()

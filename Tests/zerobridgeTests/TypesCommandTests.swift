@@ -26,7 +26,7 @@ struct TypesCommandTests {
             "--save-catalogue", folder + "/live.json",
         ])
         #expect(fromHost.status == 0, "stderr: \(fromHost.errors)")
-        #expect(fromHost.output.contains("ConformanceClient: 9 actions"), "\(fromHost.output)")
+        #expect(fromHost.output.contains("ConformanceClient: 10 actions"), "\(fromHost.output)")
 
         func read(_ name: String) throws -> String { try String(contentsOfFile: folder + "/" + name, encoding: .utf8) }
         #expect(try read("live.json") == (try String(contentsOfFile: conformanceCatalogue, encoding: .utf8)))
@@ -37,7 +37,7 @@ struct TypesCommandTests {
         let python = try read("live.py")
         for declaration in [
             "from __future__ import annotations",
-            #"CATALOGUE = "6670c09bf9de7c484153d1492a1a95f18d6a227dc51f661a6bfbfb6dc832a2f3""#,
+            #"CATALOGUE = "7078f1ea3ae3f591dbab1678c943a38d8045f566f82ff7001e574430a2cad78e""#,
             "class CountPayload(TypedDict):\n    \"\"\"The payload of `count`.\"\"\"\n\n    delay_ms: NotRequired[int | None]\n    n: int\n",
             "class CountProgress(TypedDict):", "class CountResult(TypedDict):", "class SleepResult(TypedDict):",
             "    arguments: NotRequired[dict[str, Any] | None]",
@@ -61,7 +61,7 @@ struct TypesCommandTests {
         let declarations = try read("live.d.ts")
         for declaration in [
             "import type { CallOptions, Peer, StreamingCall } from 'zerobridge';",
-            #"export declare const CATALOGUE: "6670c09bf9de7c484153d1492a1a95f18d6a227dc51f661a6bfbfb6dc832a2f3";"#,
+            #"export declare const CATALOGUE: "7078f1ea3ae3f591dbab1678c943a38d8045f566f82ff7001e574430a2cad78e";"#,
             "export interface CountPayload {\n  delay_ms?: number | null;\n  n: number;\n}",
             "export interface EvaluatePayload {\n  arguments?: { [key: string]: unknown } | null;\n  script: string;\n}",
             "export declare class ConformanceClient {\n  constructor(peer: Peer);",
@@ -76,7 +76,7 @@ struct TypesCommandTests {
         }
         let module = try read("live.js")
         for line in [
-            #"export const CATALOGUE = "6670c09bf9de7c484153d1492a1a95f18d6a227dc51f661a6bfbfb6dc832a2f3";"#,
+            #"export const CATALOGUE = "7078f1ea3ae3f591dbab1678c943a38d8045f566f82ff7001e574430a2cad78e";"#,
             "export class ConformanceClient {",
             "  countStream(payload, options) {\n    return this.peer.stream(\"count\", payload, options);\n  }",
             "  sleep(payload, options) {\n    return this.peer.call(\"sleep\", payload, options);\n  }",
@@ -90,7 +90,7 @@ struct TypesCommandTests {
         let folder = try temporaryFolder()
         let notJSON = folder + "/not.json", notCatalogue = folder + "/bad.json"
         try "{\"catalogue\": ".write(toFile: notJSON, atomically: true, encoding: .utf8)
-        try #"{"catalogue": "6670c09bf9de7c484153d1492a1a95f18d6a227dc51f661a6bfbfb6dc832a2f3", "actions": [{"doc": ""}]}"#
+        try #"{"catalogue": "7078f1ea3ae3f591dbab1678c943a38d8045f566f82ff7001e574430a2cad78e", "actions": [{"doc": ""}]}"#
             .write(toFile: notCatalogue, atomically: true, encoding: .utf8)
         let cases: [([String], String)] = [
             (["--catalogue", notJSON], "not.json is not JSON"),

@@ -49,7 +49,7 @@ test('the generated client calls every conformance action through a Node peer', 
   const endpoint = await startConformanceHost(t);
   const folder = await temporaryFolder(t);
   const base = path.join(folder, 'conformance-client');
-  assert.match(await generate('--endpoint', endpoint, '--typescript', base), /ConformanceClient: 9 actions/);
+  assert.match(await generate('--endpoint', endpoint, '--typescript', base), /ConformanceClient: 10 actions/);
   const declarations = await readFile(`${base}.d.ts`, 'utf8');
   assert.match(declarations, /countStream\(payload: CountPayload, options\?: CallOptions\): StreamingCall<CountProgress, CountResult>;/);
 
@@ -87,6 +87,9 @@ test('the generated client calls every conformance action through a Node peer', 
     const deadline = Date.now() + 10_000;
     while (emitted.length === 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
     assert.deepEqual(emitted, [{ k: 1 }]);
+    assert.deepEqual(await client.broadcast({ action: 'emitted', payload: { k: 2 } }), { delivered: 1, skipped: 0 });
+    while (emitted.length === 1 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
+    assert.deepEqual(emitted, [{ k: 1 }, { k: 2 }]);
     assert.equal(await client.callback({ action: 'double', payload: 21 }), 42);
     assert.equal(await client.evaluate({ script: 'return a * b', arguments: { a: 6, b: 7 } }), 42);
 

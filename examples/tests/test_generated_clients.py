@@ -87,7 +87,7 @@ def test_the_generated_python_client_type_checks_and_calls_every_conformance_act
 ) -> None:
     module_path = tmp_path / "conformance_client.py"
     saved = tmp_path / "catalogue.json"
-    assert "ConformanceClient: 9 actions" in generate(
+    assert "ConformanceClient: 10 actions" in generate(
         "--endpoint", conformance_host, "--python", str(module_path), "--save-catalogue", str(saved))
 
     checked = mypy_strict(module_path)
@@ -142,6 +142,9 @@ async def call_every_action(module: Any, endpoint: str) -> None:
 
         assert await client.emit({"action": "emitted", "payload": {"k": 1}}) is None
         assert await asyncio.wait_for(events.get(), 10) == {"k": 1}
+        assert await client.broadcast({"action": "emitted", "payload": {"k": 2}}) == {"delivered": 1, "skipped": 0}
+        assert await asyncio.wait_for(events.get(), 10) == {"k": 2}
+        assert await client.broadcast({"action": "emitted", "topic": "nobody-listens"}) == {"delivered": 0, "skipped": 0}
         assert await client.callback({"action": "double", "payload": 21}) == 42
         assert await client.evaluate({"script": "return a * b", "arguments": {"a": 6, "b": 7}}) == 42
 

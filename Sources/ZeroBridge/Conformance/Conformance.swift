@@ -1,7 +1,8 @@
 import Synchronization
 
 /// The conformance host's actions (protocol/SPEC.md), which fixtures and independent clients test any
-/// implementation against: `echo`, `add`, `sleep`, `count`, `fail`, `callback`, `evaluate`, `emit`, `once`.
+/// implementation against: `echo`, `add`, `sleep`, `count`, `fail`, `callback`, `evaluate`, `emit`, `broadcast`,
+/// `once`.
 ///
 /// For example:
 /// ```swift
@@ -9,6 +10,9 @@ import Synchronization
 /// try Conformance.install(on: host)
 /// ```
 public enum Conformance {
+    /// The conformance host's `welcome.info` (SPEC 11): give it to the host's configuration.
+    public static let info: [String: JSONValue] = ["protocol_revision": "1.3"]
+
     public static func install(on host: BridgeHost) throws {
         try host.handle("echo", describedAs: .init(Echo.self)) { payload, _ in payload }
 
@@ -90,6 +94,21 @@ public enum Conformance {
             return .null
         }
 
+        try host.handle("broadcast", describedAs: .init(Broadcast.self)) { [weak host] payload, _ in
+            guard let action = payload["action"]?.stringValue, Message.isValidName(action) else {
+                throw BridgeError(.invalidPayload, "broadcast takes {\"action\": string, \"payload\"?: any, \"topic\"?: string}")
+            }
+            let topic: String?
+            switch payload["topic"] {
+            case nil, .null?: topic = nil
+            case .string(let name)? where Message.isValidName(name): topic = name
+            default: throw BridgeError(.invalidPayload, "broadcast's topic is a string of 1 to 128 characters")
+            }
+            guard let host else { throw BridgeError(.handlerGone, "the host is gone") }
+            let report = try await host.broadcast(action, payload["payload"] ?? .null, topic: topic)
+            return ["delivered": .int(report.delivered.count), "skipped": .int(report.skipped.count)]
+        }
+
         try host.register(OnceHandler())
     }
 
@@ -169,6 +188,13 @@ extension Conformance {
         static let summary = "Asks the requesting peer to evaluate a script ($evaluate) and answers with its value."
         struct Payload: Codable, Sendable { var script: String; var arguments: [String: JSONValue]? }
         typealias Result = JSONValue
+    }
+
+    enum Broadcast: BridgeAction {
+        static let name = "broadcast"
+        static let summary = "Broadcasts the event action with payload to every named peer, or to those subscribed to topic."
+        struct Payload: Codable, Sendable { var action: String; var payload: JSONValue?; var topic: String? }
+        struct Result: Codable, Sendable { var delivered: UInt64; var skipped: UInt64 }
     }
 
     enum Emit: BridgeAction {

@@ -22,6 +22,8 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
         public var endpoint: String
         /// The host's name in `welcome`.
         public var name: String
+        /// Context every peer gets in `welcome.info` (an object: version, platform, features); nil sends none.
+        public var info: [String: JSONValue]?
         /// The heartbeat interval offered to peers that do not ask for one.
         public var heartbeat: Duration = .seconds(5)
         /// The timeout of host -> peer calls that set none.
@@ -283,6 +285,57 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
         }
     }
 
+    /// What a broadcast reached: the named peers it was sent to, and those skipped because their outgoing queue
+    /// was over its bound (SPEC 7.15), each by name.
+    public struct BroadcastReport: Sendable, Equatable {
+        public var delivered: [String]
+        public var skipped: [String]
+    }
+
+    /// Sends the event `action` to every named peer, or with `topic` to those subscribed to it (SPEC 7.15): the
+    /// `evaluateJavaScript`-on-every-page role. A peer whose queue is full is skipped (and logged) rather than
+    /// waited for, so one slow peer never delays the others; copies to one peer keep the order of broadcasts.
+    ///
+    /// For example:
+    /// ```swift
+    /// let report = try await host.broadcast("catalogChanged", ["records": 120], topic: "catalog")
+    /// ```
+    @discardableResult
+    public func broadcast(_ action: String, _ payload: JSONValue = nil, topic: String? = nil) async throws -> BroadcastReport {
+        guard Message.isValidName(action), topic.map(Message.isValidName) != false else {
+            throw BridgeError(.invalidPayload, "an action or topic name has 1 to \(Message.maxNameLength) characters")
+        }
+        try payload.checkCarriable(as: "payload", .invalidPayload)
+        guard let thread = started.withLock({ $0?.thread }) else {
+            throw BridgeError(.peerLost, "the host is not running: nothing to broadcast to")
+        }
+        let body = Message.event(.init(action: action, payload: payload, topic: topic)).frames()  // encoded once
+        return await onThread(thread) { [self] in deliver(body, action: action, topic: topic) }
+    }
+
+    /// Broadcasts a typed event; see ``broadcast(_:_:topic:)``.
+    @discardableResult
+    public func broadcast<A: BridgeAction>(_ action: A.Type, _ payload: A.Payload, topic: String? = nil) async throws -> BroadcastReport {
+        try await broadcast(A.name, try JSONValueEncoder().encode(payload), topic: topic)
+    }
+
+    /// On the thread: one copy of the encoded event to each named session that qualifies.
+    private func deliver(_ body: [[UInt8]], action: String, topic: String?) -> BroadcastReport {
+        var report = BroadcastReport(delivered: [], skipped: [])
+        for (name, session) in sessionsByName.sorted(by: { $0.key < $1.key }) where !session.link.isClosed {
+            if let topic, !session.topics.contains(topic) { continue }
+            guard session.link.outbox.queuedBytes <= Outbox.maxQueuedBytes else {
+                configuration.logger.warning("broadcast skipped a peer whose queue is full",
+                                             metadata: ["peer": "\(name)", "action": "\(action)", "topic": "\(topic ?? "-")"])
+                report.skipped.append(name)
+                continue
+            }
+            session.link.send(body)
+            report.delivered.append(name)
+        }
+        return report
+    }
+
     /// Peers joining and leaving, from now on, until the host shuts down.
     public func peerEvents() -> AsyncStream<PeerEvent> {
         let (stream, continuation) = AsyncStream<PeerEvent>.makeStream()
@@ -481,13 +534,15 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
             info.actions = hello.actions
             info.features = hello.features
             info.catalogue = hello.catalogue
+            info.topics = Set(hello.topics)
         }
+        session.topics = Set(hello.topics)
         session.link.thread.tick(by: .now + session.heartbeat / 4)
         session.link.send(.welcome(.init(
             host: configuration.name, session: session.id, resumeToken: session.resumeToken, actions: handlers.actionNames,
             heartbeatMs: Int(session.heartbeat / .milliseconds(1)),
             maxMessageBytes: configuration.maxMessageBytes, maxInFlight: configuration.maxInFlight,
-            catalogue: handlers.catalogue.hash)))
+            catalogue: handlers.catalogue.hash, info: configuration.info.map(JSONValue.object))))
         if !wasNamed { announce(.joined(session.remote)) }
     }
 
@@ -630,6 +685,8 @@ final class Session: @unchecked Sendable {
     /// resumes the session.
     var peerKey: String?
     var name: String?
+    /// The broadcast topics its peer subscribed to (SPEC 7.15), from its latest `hello`.
+    var topics: Set<String> = []
     var heartbeat: Duration
     let link: Link
     let remote: RemotePeer

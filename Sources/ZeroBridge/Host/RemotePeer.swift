@@ -20,6 +20,8 @@ public final class RemotePeer: BridgeCaller, @unchecked Sendable {
         public var features: [String]
         /// The hash of its catalogue (SPEC 7.8), when it sent one: it changes when its actions' contract does.
         public var catalogue: String? = nil
+        /// The broadcast topics it subscribed to (SPEC 7.15).
+        public var topics: Set<String> = []
     }
 
     private let state: Mutex<Info>

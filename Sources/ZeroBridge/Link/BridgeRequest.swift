@@ -23,6 +23,8 @@ public struct BridgeRequest: Sendable {
     public let wantsProgress: Bool
     /// On a host: the peer that sent the request, to call back into. Nil on a ``BridgePeer`` (the sender is its host).
     public let peer: RemotePeer?
+    /// For an event a host broadcast on a topic (SPEC 7.15): that topic.
+    public var topic: String? = nil
 
     let sink: ProgressSink?
 

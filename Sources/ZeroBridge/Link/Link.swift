@@ -372,8 +372,9 @@ final class Link: @unchecked Sendable {
         if let hostWide = limits.hostWide, hostWide.running >= hostWide.limit {
             return answer(nil, BridgeError(.overloaded, "event '\(event.action)' not run: the host runs its most requests and events at once (\(hostWide.limit), all sessions)"))
         }
-        let context = BridgeRequest(id: nil, action: event.action, deadline: nil, wantsProgress: false,
+        var context = BridgeRequest(id: nil, action: event.action, deadline: nil, wantsProgress: false,
                                     peer: remote, sink: nil)
+        context.topic = event.topic
         let logger = logger
         let token = counter.add(1, ordering: .relaxed).newValue
         limits.hostWide?.running += 1

@@ -23,6 +23,8 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
         public var name: String
         /// The heartbeat interval to ask the host for (nil: the host's default).
         public var heartbeat: Duration?
+        /// The broadcast topics to subscribe to from the start (SPEC 7.15); see ``BridgePeer/subscribe(_:)``.
+        public var topics: Set<String> = []
         /// The timeout of calls that set none.
         public var defaultTimeout: Duration = .seconds(30)
         /// Larger messages from the host are answered `too_large`; a single frame more than 64 KiB over it drops
@@ -64,6 +66,8 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
         public var maxInFlight: Int
         /// The hash of the host's catalogue (SPEC 7.8): compare it with the one a client was generated from.
         public var catalogue: String?
+        /// Context the host gives every peer (its version, platform, features), as its configuration says.
+        public var info: [String: JSONValue]?
     }
 
     public let configuration: Configuration
@@ -77,6 +81,7 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
     private let thread: SocketThread
     private let link: Link
     private let welcomed = Mutex<Greeting>(Greeting())
+    private let subscribed: Mutex<Set<String>>
 
     /// What the host last said to this peer's hellos, readable from any thread.
     private struct Greeting {
@@ -100,6 +105,7 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
 
     public init(configuration: Configuration) throws {
         self.configuration = configuration
+        subscribed = Mutex(configuration.topics)
         context = try configuration.context ?? Context()
         let dealer = try Self.dealer(configuration, context)
         thread = try SocketThread(socket: dealer)
@@ -123,6 +129,22 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
             received: { [self] frames in received(frames) },
             tick: { [self] now in tick(now) },
             stopped: { [self] in link.close(BridgeError(.cancelled, "the peer was closed")) }))
+    }
+
+    /// The broadcast topics this peer is subscribed to (SPEC 7.15).
+    public var topics: Set<String> { subscribed.withLock { $0 } }
+
+    /// Subscribes to broadcast topics: the host sends this peer what it broadcasts on them, from the next `hello`
+    /// on (said at once when connected, as when its actions change).
+    public func subscribe(_ topics: String...) {
+        subscribed.withLock { $0.formUnion(topics) }
+        announceActions()
+    }
+
+    /// Stops receiving broadcasts on these topics.
+    public func unsubscribe(_ topics: String...) {
+        subscribed.withLock { $0.subtract(topics) }
+        announceActions()
     }
 
     /// What the host said when it last welcomed this peer; nil while not connected.
@@ -194,7 +216,8 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
         let hello = Message.hello(.init(
             peer: configuration.name, actions: handlers.actionNames, features: [],
             session: welcome?.sessionID ?? lastSessionID, resumeToken: lastResumeToken,
-            heartbeatMs: configuration.heartbeat.map { Int($0 / .milliseconds(1)) }, catalogue: handlers.catalogue.hash))
+            heartbeatMs: configuration.heartbeat.map { Int($0 / .milliseconds(1)) }, catalogue: handlers.catalogue.hash,
+            topics: topics.sorted()))
         link.send(hello)
     }
 
@@ -209,7 +232,8 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
         case .welcome(let message):
             let welcome = Welcome(host: message.host, sessionID: message.session, actions: message.actions,
                                   heartbeat: .milliseconds(message.heartbeatMs), maxMessageBytes: message.maxMessageBytes,
-                                  maxInFlight: message.maxInFlight, catalogue: message.catalogue)
+                                  maxInFlight: message.maxInFlight, catalogue: message.catalogue,
+                                  info: message.info?.objectValue)
             heartbeat = welcome.heartbeat
             lastSessionID = welcome.sessionID
             lastResumeToken = message.resumeToken

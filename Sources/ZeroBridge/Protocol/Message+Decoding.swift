@@ -70,7 +70,7 @@ extension JSONValue {
 private struct Envelope {
     enum Field: Int, CaseIterable {
         case v, type, id, action, payload, timeoutMs, progress, ok, result, error, seq, peer, actions, features,
-             session, resumeToken, heartbeatMs, host, limits, deadline, skipped, catalogue
+             session, resumeToken, heartbeatMs, host, limits, deadline, skipped, catalogue, topics, info, topic
 
         var name: String {
             switch self {
@@ -96,6 +96,9 @@ private struct Envelope {
             case .deadline: "deadline"
             case .skipped: "skipped"
             case .catalogue: "catalogue"
+            case .topics: "topics"
+            case .info: "info"
+            case .topic: "topic"
             }
         }
 
@@ -112,11 +115,15 @@ private struct Envelope {
             case 3: if equals("seq") { self = .seq; return }
             case 4:
                 if equals("type") { self = .type; return }
+                if equals("info") { self = .info; return }
                 if equals("peer") { self = .peer; return }
                 if equals("host") { self = .host; return }
-            case 5: if equals("error") { self = .error; return }
+            case 5:
+                if equals("error") { self = .error; return }
+                if equals("topic") { self = .topic; return }
             case 6:
                 if equals("action") { self = .action; return }
+                if equals("topics") { self = .topics; return }
                 if equals("result") { self = .result; return }
                 if equals("limits") { self = .limits; return }
             case 7:
@@ -141,7 +148,7 @@ private struct Envelope {
 
     // Stored one by one rather than in an array: decoding a body then allocates nothing for the envelope.
     private var v, type, id, action, payload, timeoutMs, progress, ok, result, error, seq, peer, actions,
-                features, session, resumeToken, heartbeatMs, host, limits, deadline, skipped, catalogue: JSONValue?
+                features, session, resumeToken, heartbeatMs, host, limits, deadline, skipped, catalogue, topics, info, topic: JSONValue?
 
     subscript(field: Field) -> JSONValue? {
         get {
@@ -168,6 +175,9 @@ private struct Envelope {
             case .deadline: deadline
             case .skipped: skipped
             case .catalogue: catalogue
+            case .topics: topics
+            case .info: info
+            case .topic: topic
             }
         }
         set {
@@ -194,6 +204,9 @@ private struct Envelope {
             case .deadline: deadline = newValue
             case .skipped: skipped = newValue
             case .catalogue: catalogue = newValue
+            case .topics: topics = newValue
+            case .info: info = newValue
+            case .topic: topic = newValue
             }
         }
     }
@@ -254,20 +267,21 @@ private struct Envelope {
             return .progress(.init(id: try name(.id), seq: try required(.seq, "a positive integer", positiveInteger),
                                    payload: self[.payload] ?? .null, skipped: try positiveInteger(.skipped)))
         case .event:
-            return .event(.init(action: try name(.action), payload: self[.payload] ?? .null))
+            return .event(.init(action: try name(.action), payload: self[.payload] ?? .null, topic: try optionalName(.topic)))
         case .cancel:
             return .cancel(id: try name(.id))
         case .hello:
             return .hello(.init(peer: try name(.peer), actions: try names(.actions) ?? [],
                                 features: try names(.features) ?? [], session: try optionalName(.session),
                                 resumeToken: try validResumeToken(), heartbeatMs: try positiveInteger(.heartbeatMs),
-                                catalogue: try catalogueHash()))
+                                catalogue: try catalogueHash(), topics: try names(.topics) ?? []))
         case .welcome:
             return .welcome(.init(host: try name(.host), session: try name(.session), resumeToken: try validResumeToken(),
                                   actions: try required(.actions, "an array of names", names),
                                   heartbeatMs: try required(.heartbeatMs, "a positive integer", positiveInteger),
                                   maxMessageBytes: try limit("max_message_bytes"),
-                                  maxInFlight: try limit("max_in_flight"), catalogue: try catalogueHash()))
+                                  maxInFlight: try limit("max_in_flight"), catalogue: try catalogueHash(),
+                                  info: try infoObject()))
         case .ping: return .ping
         case .pong: return .pong
         case .bye: return .bye
@@ -302,6 +316,13 @@ private struct Envelope {
             throw bad("field 'resume_token' must be a string of 64 lowercase hex digits")
         }
         return text
+    }
+
+    /// `info`: an object when present (SPEC 5, welcome).
+    private func infoObject() throws(BridgeError) -> JSONValue? {
+        guard let value = self[.info] else { return nil }
+        guard case .object = value else { throw bad("field 'info' must be an object, not \(Envelope.describe(value))") }
+        return value
     }
 
     /// `catalogue`: the hash of a catalogue (SPEC 7.8), 64 lowercase hex digits when present.

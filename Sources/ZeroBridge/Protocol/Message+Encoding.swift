@@ -64,6 +64,10 @@ extension Message {
             JSONWriter.append(string: event.action, to: &buffer)
             JSONWriter.append(#","payload":"#, to: &buffer)
             event.payload.write(to: &buffer, attachments: attachments)
+            if let topic = event.topic {
+                JSONWriter.append(#","topic":"#, to: &buffer)
+                JSONWriter.append(string: topic, to: &buffer)
+            }
         case .cancel(let id):
             JSONWriter.append(#""cancel","id":"#, to: &buffer)
             JSONWriter.append(string: id, to: &buffer)
@@ -90,6 +94,10 @@ extension Message {
                 JSONWriter.append(#","catalogue":"#, to: &buffer)
                 JSONWriter.append(string: catalogue, to: &buffer)
             }
+            if !hello.topics.isEmpty {
+                JSONWriter.append(#","topics":"#, to: &buffer)
+                Message.write(strings: hello.topics, to: &buffer)
+            }
         case .welcome(let welcome):
             JSONWriter.append(#""welcome","host":"#, to: &buffer)
             JSONWriter.append(string: welcome.host, to: &buffer)
@@ -111,6 +119,10 @@ extension Message {
             if let catalogue = welcome.catalogue {
                 JSONWriter.append(#","catalogue":"#, to: &buffer)
                 JSONWriter.append(string: catalogue, to: &buffer)
+            }
+            if let info = welcome.info {
+                JSONWriter.append(#","info":"#, to: &buffer)
+                info.write(to: &buffer, attachments: attachments)
             }
         case .ping: JSONWriter.append(#""ping""#, to: &buffer)
         case .pong: JSONWriter.append(#""pong""#, to: &buffer)
@@ -168,6 +180,7 @@ extension Message {
         case .event(let event):
             members["action"] = .string(event.action)
             members["payload"] = event.payload
+            if let topic = event.topic { members["topic"] = .string(topic) }
         case .cancel(let id):
             members["id"] = .string(id)
         case .hello(let hello):
@@ -176,6 +189,8 @@ extension Message {
             members["features"] = .array(hello.features.map(JSONValue.string))
             if let session = hello.session { members["session"] = .string(session) }
             if let heartbeatMs = hello.heartbeatMs { members["heartbeat_ms"] = .int(heartbeatMs) }
+            if let catalogue = hello.catalogue { members["catalogue"] = .string(catalogue) }
+            if !hello.topics.isEmpty { members["topics"] = .array(hello.topics.map(JSONValue.string)) }
         case .welcome(let welcome):
             members["host"] = .string(welcome.host)
             members["session"] = .string(welcome.session)
@@ -183,6 +198,8 @@ extension Message {
             members["heartbeat_ms"] = .int(welcome.heartbeatMs)
             members["limits"] = ["max_message_bytes": .int(welcome.maxMessageBytes),
                                  "max_in_flight": .int(welcome.maxInFlight)]
+            if let catalogue = welcome.catalogue { members["catalogue"] = .string(catalogue) }
+            if let info = welcome.info { members["info"] = info }
         case .ping, .pong, .bye:
             break
         }

@@ -31,6 +31,8 @@ enum Message: Sendable, Equatable {
         var heartbeatMs: Int? = nil
         /// The hash of the peer's own catalogue (SPEC 7.8).
         var catalogue: String? = nil
+        /// The broadcast topics the peer subscribes to (SPEC 7.15).
+        var topics: [String] = []
     }
 
     /// Host -> peer, the answer to `hello`.
@@ -48,6 +50,8 @@ enum Message: Sendable, Equatable {
         var maxInFlight: Int
         /// The hash of the host's catalogue (SPEC 7.8; absent from a host before 1.3).
         var catalogue: String? = nil
+        /// Context the host gives every peer (an object).
+        var info: JSONValue? = nil
     }
 
     struct Request: Sendable, Equatable {
@@ -82,6 +86,8 @@ enum Message: Sendable, Equatable {
     struct Event: Sendable, Equatable {
         var action: String
         var payload: JSONValue = .null
+        /// The topic a host broadcast it on (SPEC 7.15).
+        var topic: String? = nil
     }
 
     /// The value of the body's `type` field.

@@ -179,8 +179,8 @@ struct DescribeTests {
         #expect(peer.welcome?.catalogue == catalogue["catalogue"]?.stringValue)
         let actions = catalogue["actions"]!.arrayValue!
         #expect(actions.map { $0["name"]!.stringValue! } ==
-                ["add", "callback", "count", "echo", "emit", "evaluate", "fail", "greet", "once", "sleep"])
-        #expect(actions[7] == ["name": "greet", "doc": "Says hello.", "result": ["type": "string"],
+                ["add", "broadcast", "callback", "count", "echo", "emit", "evaluate", "fail", "greet", "once", "sleep"])
+        #expect(actions[8] == ["name": "greet", "doc": "Says hello.", "result": ["type": "string"],
                                "payload": ["type": "object", "title": "Payload", "properties": ["who": ["type": "string"]],
                                            "required": ["who"]]])
 

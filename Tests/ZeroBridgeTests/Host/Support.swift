@@ -13,6 +13,7 @@ func startConformanceHost(
     var configuration = BridgeHost.Configuration(endpoint: freshEndpoint(transport), name: "conformance")
     configuration.maxMessageBytes = 1 << 20
     configuration.maxInFlight = 256
+    configuration.info = Conformance.info
     configure(&configuration)
     let host = BridgeHost(configuration: configuration)
     try Conformance.install(on: host)
