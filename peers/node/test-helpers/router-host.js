@@ -6,7 +6,8 @@
 
 import { ZmtpRouter } from '../src/zmtp-router.js';
 import { FakeHost } from './fake-host.js';
-import { within } from './processes.js';
+import { within, transports } from './processes.js';
+import { Peer } from '../index.js';
 import { KeyedHost } from './keyed-host.js';
 import { parseKey } from '../src/signing.js';
 
@@ -120,4 +121,21 @@ export class RouterHost extends FakeHost {
   stop() {
     return this.router.close();
   }
+}
+
+/**
+ * A peer named `name` connected to a RouterHost of this test (ipc), welcomed with `welcome`'s fields; both are
+ * stopped after the test. `before(peer)` runs before connecting; `logs` collects what the peer logs.
+ */
+export async function welcomedPeer(t, name, { peer: peerOptions = {}, welcome = {}, before } = {}) {
+  const host = await RouterHost.start(transports.ipc());
+  t.after(() => host.stop());
+  const logs = [];
+  const peer = new Peer(host.endpoint, { name, log: (level, message) => logs.push(`${level}: ${message}`), ...peerOptions });
+  before?.(peer);
+  t.after(() => peer.close());
+  const connected = peer.connect();
+  const hello = await host.welcome(welcome);
+  await within(connected, 10_000, 'connect() to resolve');
+  return { host, peer, hello, logs };
 }

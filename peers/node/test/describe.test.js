@@ -10,7 +10,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { Peer, BridgeError } from '../index.js';
 import { canonicalJson, canonicalHash, catalogueHash, buildCatalogue, describeAction } from '../src/describe.js';
-import { RouterHost } from '../test-helpers/router-host.js';
+import { RouterHost, welcomedPeer } from '../test-helpers/router-host.js';
 import { transports, within, repoRoot } from '../test-helpers/processes.js';
 
 const sha256 = (text) => createHash('sha256').update(text, 'utf8').digest('hex');
@@ -72,18 +72,7 @@ const request = (id, action, payload, extra = {}) => ({ v: 1, type: 'request', i
 const responseTo = (host, id) => host.next((b) => b?.type === 'response' && b.id === id, 10_000, `the response to ${id}`);
 const HASH = 'a'.repeat(64);
 
-async function setup(t, { peer: peerOptions = {}, welcome = {}, before } = {}) {
-  const host = await RouterHost.start(transports.ipc());
-  t.after(() => host.stop());
-  const logs = [];
-  const peer = new Peer(host.endpoint, { name: 'describer', log: (level, message) => logs.push(`${level}: ${message}`), ...peerOptions });
-  before?.(peer);
-  t.after(() => peer.close());
-  const connected = peer.connect();
-  const hello = await host.welcome(welcome);
-  await within(connected, 10_000, 'connect() to resolve');
-  return { host, peer, hello, logs };
-}
+const setup = (t, options) => welcomedPeer(t, 'describer', options);
 
 const ADD = {
   doc: 'Adds two numbers.',

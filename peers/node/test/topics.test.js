@@ -7,7 +7,7 @@ import { describe, test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { Peer, BridgeError, connect } from '../index.js';
 import { decode, encode, bodies } from '../src/wire.js';
-import { RouterHost } from '../test-helpers/router-host.js';
+import { RouterHost, welcomedPeer } from '../test-helpers/router-host.js';
 import { ConformanceHost, transports, within, stopAllProcesses } from '../test-helpers/processes.js';
 
 after(stopAllProcesses);
@@ -94,18 +94,7 @@ describe('wire: hello.topics, welcome.info, event.topic', () => {
 
 const TOKEN = '0123456789abcdef'.repeat(4);
 
-async function setup(t, { peer: peerOptions = {}, welcome = {}, before } = {}) {
-  const host = await RouterHost.start(transports.ipc());
-  t.after(() => host.stop());
-  const logs = [];
-  const peer = new Peer(host.endpoint, { name: 'subscriber', log: (level, message) => logs.push(`${level}: ${message}`), ...peerOptions });
-  before?.(peer);
-  t.after(() => peer.close());
-  const connected = peer.connect();
-  const hello = await host.welcome(welcome);
-  await within(connected, 10_000, 'connect() to resolve');
-  return { host, peer, hello, logs };
-}
+const setup = (t, options) => welcomedPeer(t, 'subscriber', options);
 
 describe('topics: the option, subscribe() and unsubscribe(), announced in hello', () => {
   test('the first hello carries the topics option, sorted and without repeats; without it, topics is []', async (t) => {
