@@ -305,11 +305,12 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
         guard Message.isValidName(action), topic.map(Message.isValidName) != false else {
             throw BridgeError(.invalidPayload, "an action or topic name has 1 to \(Message.maxNameLength) characters")
         }
-        try payload.checkCarriable(as: "payload", .invalidPayload)
         guard let thread = started.withLock({ $0?.thread }) else {
             throw BridgeError(.peerLost, "the host is not running: nothing to broadcast to")
         }
-        let body = Message.event(.init(action: action, payload: payload, topic: topic)).frames()  // encoded once
+        // Encoded once for every copy; refused before any copy goes (SPEC 7.14).
+        let body = try Message.event(.init(action: action, payload: payload, topic: topic))
+            .frames(refusing: payload, at: "payload", as: .invalidPayload)
         return await onThread(thread) { [self] in deliver(body, action: action, topic: topic) }
     }
 

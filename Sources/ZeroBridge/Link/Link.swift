@@ -80,12 +80,12 @@ final class Link: @unchecked Sendable {
     /// calling task is cancelled (the other side is told with `cancel`), or the link's closing error.
     func call(_ action: String, _ payload: JSONValue, timeout: Duration,
               onProgress: (@Sendable (JSONValue) -> Void)?) async throws -> JSONValue {
-        try payload.checkCarriable(as: "payload", .invalidPayload)  // SPEC 7.14: refused before anything is sent
         let id = String(counter.add(1, ordering: .relaxed).newValue)
         let timeoutMs = max(1, Int((timeout / .milliseconds(1)).rounded(.up)))
-        let body = Message.request(.init(id: id, action: action, payload: payload, timeoutMs: timeoutMs,
+        let body = try Message.request(.init(id: id, action: action, payload: payload, timeoutMs: timeoutMs,
                                          deadline: WallClock.milliseconds + timeoutMs,
-                                         wantsProgress: onProgress != nil)).frames()
+                                         wantsProgress: onProgress != nil))
+            .frames(refusing: payload, at: "payload", as: .invalidPayload)  // SPEC 7.14: before anything is sent
         let deadline = ContinuousClock.now + timeout
         // Cancellation may be handed over before the start, or after the end; the token tells on the thread.
         let token = CancellationToken()
@@ -105,11 +105,11 @@ final class Link: @unchecked Sendable {
     /// outbox holds more than its bound (SPEC 7.13).
     func post(_ action: String, _ payload: JSONValue) throws {
         if let error = closedError { throw error }
-        try payload.checkCarriable(as: "payload", .invalidPayload)
         guard outbox.queuedBytes <= Outbox.maxQueuedBytes else {
             throw BridgeError(.overloaded, "\(outbox.queuedBytes) bytes are queued for the other side; the event was not sent")
         }
-        let body = Message.event(.init(action: action, payload: payload)).frames()
+        let body = try Message.event(.init(action: action, payload: payload))
+            .frames(refusing: payload, at: "payload", as: .invalidPayload)
         thread.perform { [self] in
             if closedWith == nil { send(body) }
         }
@@ -278,9 +278,7 @@ final class Link: @unchecked Sendable {
                 try Task.checkCancellation()
                 logger.debug("request started", metadata: ["id": "\(request.id)", "action": "\(request.action)",
                                                            "session": "\(session)"])
-                let result = try await handler(payload, context)
-                try result.checkCarriable(as: "result", .handlerError)
-                outcome = .success(result)
+                outcome = .success(try await handler(payload, context))
             } catch let error as BridgeError {
                 outcome = .failure(error)
             } catch is CancellationError {
@@ -288,7 +286,17 @@ final class Link: @unchecked Sendable {
             } catch {
                 outcome = .failure(BridgeError(.handlerError, String(describing: error)))
             }
-            let body = Message.response(.init(id: request.id, outcome: outcome)).frames()
+            let response = Message.response(.init(id: request.id, outcome: outcome))
+            let body: [[UInt8]]
+            do throws(BridgeError) {
+                let (value, root): (JSONValue, String) = switch outcome {
+                case .success(let result): (result, "result")
+                case .failure(let error): (error.data ?? nil, "error.data")
+                }
+                body = try response.frames(refusing: value, at: root, as: .handlerError)
+            } catch {
+                body = Message.response(.init(id: request.id, outcome: .failure(error))).frames()
+            }
             thread.perform { [self] in finish(request.id, token: token, body: body) }
         }
     }

@@ -16,7 +16,9 @@ extension JSONValue {
         case .null: JSONWriter.append("null", to: &buffer)
         case .bool(let b): JSONWriter.append(b ? "true" : "false", to: &buffer)
         case .int(let i): JSONWriter.append(i, to: &buffer)
-        case .double(let d): JSONWriter.append(d, to: &buffer)
+        case .double(let d):
+            if !d.isFinite { attachments?.uncarriable = true }
+            JSONWriter.append(d, to: &buffer)
         case .string(let s): JSONWriter.append(string: s, to: &buffer)
         case .bytes(let bytes):
             if let attachments {
@@ -28,6 +30,8 @@ extension JSONValue {
                 JSONWriter.append(string: Data(bytes).base64EncodedString(), to: &buffer)
             }
         case .array(let elements):
+            attachments?.enter()
+            defer { attachments?.leave() }
             buffer.append(JSONByte.openBracket)
             var first = true
             for element in elements {
@@ -37,6 +41,8 @@ extension JSONValue {
             }
             buffer.append(JSONByte.closeBracket)
         case .object(let members):
+            attachments?.enter()
+            defer { attachments?.leave() }
             buffer.append(JSONByte.openBrace)
             if members.count == 1, let (key, value) = members.first {
                 JSONWriter.append(string: key, to: &buffer)
@@ -132,7 +138,19 @@ enum JSONWriter {
     private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
 }
 
-/// The attachment frames a message's bytes values become, in the order the body refers to them.
+/// The attachment frames a message's bytes values become, in the order the body refers to them; and whether the
+/// value written holds what JSON cannot carry (SPEC 7.14), noted while writing so that checking costs no extra walk.
 final class AttachmentCollector {
     var frames: [[UInt8]] = []
+    /// A non-finite double was written (as `null`), or a container nested past the body's depth limit.
+    var uncarriable = false
+    /// Containers open inside the value, which itself sits at level 2 of the body (SPEC 4).
+    private var depth = 0
+
+    func enter() {
+        depth += 1
+        if depth + 1 > JSONValue.maxDepth { uncarriable = true }
+    }
+
+    func leave() { depth -= 1 }
 }

@@ -2,11 +2,23 @@ extension Message {
     /// The message as the frames after the signature: the body, then one attachment frame for each bytes
     /// value in its payload, result or error data, in the order the body refers to them.
     func frames() -> [[UInt8]] {
+        encoded().frames
+    }
+
+    /// ``frames()``, refusing with `code` a message whose `value` (its payload or result) JSON cannot carry
+    /// (SPEC 7.14): the writer notes it as it goes, and only then is the value walked, to name the path.
+    func frames(refusing value: JSONValue, at root: String, as code: BridgeError.Code) throws(BridgeError) -> [[UInt8]] {
+        let (frames, uncarriable) = encoded()
+        if uncarriable { throw BridgeError(code, value.uncarriable(at: root) ?? "\(root) cannot be carried in JSON") }
+        return frames
+    }
+
+    private func encoded() -> (frames: [[UInt8]], uncarriable: Bool) {
         var body: [UInt8] = []
         body.reserveCapacity(160)
         let attachments = AttachmentCollector()
         write(to: &body, attachments: attachments)
-        return [body] + attachments.frames
+        return ([body] + attachments.frames, attachments.uncarriable)
     }
 
     /// Decodes a body and its attachment frames: each `{"$attachment": i}` in a payload, result or error data
