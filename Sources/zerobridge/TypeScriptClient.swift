@@ -52,7 +52,7 @@ struct TypeScriptClient {
             if let stream = names.stream {
                 text += """
 
-                      /** `\(action.name)` with its progress: `for await (const step of call.progress)`, then `await call.result`. */
+                      \(comment(streamDoc(action.name), indent: "  "))
                       \(stream)(payload, options) {
                         return this.peer.stream(\(Naming.quoted(action.name)), payload, options);
                       }
@@ -104,7 +104,7 @@ struct TypeScriptClient {
             text += "  \(comment(action.doc.isEmpty ? "Calls `\(action.name)`." : action.doc, indent: "  "))\n"
             text += "  \(names.call)(\(payload), options?: CallOptions): Promise<\(type(action.result))>;\n"
             if let progress = action.progress, let stream = names.stream {
-                text += "  /** `\(action.name)` with its progress: `for await (const step of call.progress)`, then `await call.result`. */\n"
+                text += "  \(comment(streamDoc(action.name), indent: "  "))\n"
                 text += "  \(stream)(\(payload), options?: CallOptions): StreamingCall<\(type(progress)), \(type(action.result))>;\n"
             }
         }
@@ -146,6 +146,12 @@ struct TypeScriptClient {
         let identifier = name.unicodeScalars.first.map { !("0"..."9").contains($0) } ?? false
             && name.unicodeScalars.allSatisfy { $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || $0 == "_" || $0 == "$") }
         return identifier ? name : Naming.quoted(name)
+    }
+
+    /// The doc of an action's stream method. Through ``comment(_:indent:)`` like every text from the catalogue: a
+    /// host's action name may hold `*/` or a line break, and must not end the comment (it would become code).
+    private func streamDoc(_ action: String) -> String {
+        "`\(action)` with its progress: `for await (const step of call.progress)`, then `await call.result`."
     }
 
     /// A JSDoc comment of `text`, its later lines indented by `indent`.

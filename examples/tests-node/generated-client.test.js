@@ -119,3 +119,24 @@ test('awkward action names still make a module that imports, with a method for e
   assert.deepEqual(client.oddNameStream(null, { timeout: 5 }), ['$odd name', null, { timeout: 5 }]);
   assert.equal(await Promise.resolve(client), client, 'not a thenable');
 });
+
+test('a hostile catalogue cannot put code into the client: names and docs stay inside strings and comments', async (t) => {
+  const folder = await temporaryFolder(t);
+  const catalogue = path.join(folder, 'hostile.json');
+  const name = 'x */ globalThis.injected = true; /*\n*/ globalThis.injected = true; //';
+  await writeFile(catalogue, JSON.stringify({
+    catalogue: '0'.repeat(64),
+    actions: [{ name, doc: '*/ globalThis.injected = true; /*', payload: {}, result: {}, progress: {} }],
+  }));
+  await generate('--catalogue', catalogue, '--typescript', path.join(folder, 'hostile'));
+  const { HostileClient } = await import(pathToFileURL(path.join(folder, 'hostile.js')).href);
+  assert.equal(globalThis.injected, undefined, 'nothing from the catalogue ran');
+  const calls = [];
+  const client = new HostileClient({ call: async (...args) => calls.push(args), stream: (...args) => args });
+  const methods = Object.getOwnPropertyNames(HostileClient.prototype).filter((m) => !['constructor', 'catalogueIsCurrent'].includes(m));
+  assert.equal(methods.length, 2, `a call and a stream method: ${methods}`);
+  await client[methods.find((m) => !m.endsWith('Stream'))]({});
+  assert.deepEqual(calls.map(([action]) => action), [name]);
+  const declarations = await readFile(path.join(folder, 'hostile.d.ts'), 'utf8');
+  assert.equal(declarations.includes('*/ globalThis'), false, 'no comment in the declarations is closed early');
+});
