@@ -22,6 +22,9 @@ peer's catalogue, derived from its handlers' type hints; ``await peer.describe()
 ``peer.subscribe(topic)`` receives the host's broadcasts on a topic (``connect(..., topics=[...])`` from the start);
 an event handler's optional second argument, an ``EventContext``, says the topic. ``peer.host_info`` is the
 ``info`` the host's ``welcome`` carries.
+Jobs (SPEC 7.16) outlive their caller: ``peer.start_job`` / ``attach_job`` / ``cancel_job`` / ``list_jobs``, and
+``idempotency_key=`` on ``call`` and ``stream``; an attach's ``call.last_seq`` says where to attach again after a
+disconnect.
 """
 
 from __future__ import annotations
@@ -33,15 +36,18 @@ from .errors import (
     BridgeError,
     BridgeTimeout,
     HandlerError,
+    Interrupted,
     InvalidPayload,
     NameTaken,
     NotAllowed,
     PeerLost,
     UnknownAction,
+    UnknownJob,
     error_from_code,
 )
 from .canonical import canonical_text, catalogue_hash
 from .describe import ActionDescription, Catalogue
+from .jobs import JobRecord, JobState
 from .link import DEFAULT_TIMEOUT, EventContext, RequestContext
 from .peer import ConnectionInfo, Peer, Stream, connect, read_connection_file
 from .schema import schema_of
@@ -60,7 +66,10 @@ __all__ = [
     "ConnectionInfo",
     "EventContext",
     "HandlerError",
+    "Interrupted",
     "InvalidPayload",
+    "JobRecord",
+    "JobState",
     "NameTaken",
     "NotAllowed",
     "Peer",
@@ -70,6 +79,7 @@ __all__ = [
     "SyncPeer",
     "SyncStream",
     "UnknownAction",
+    "UnknownJob",
     "UnsendableValue",
     "canonical_text",
     "catalogue_hash",

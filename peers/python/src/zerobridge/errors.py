@@ -29,6 +29,8 @@ OVERLOADED = "overloaded"
 NOT_ALLOWED = "not_allowed"
 UNAUTHORIZED = "unauthorized"
 NAME_TAKEN = "name_taken"
+UNKNOWN_JOB = "unknown_job"  # since 1.4 (SPEC 7.16)
+INTERRUPTED = "interrupted"  # since 1.4 (SPEC 7.16)
 
 ERROR_CODES = frozenset(
     {
@@ -47,6 +49,8 @@ ERROR_CODES = frozenset(
         NOT_ALLOWED,
         UNAUTHORIZED,
         NAME_TAKEN,
+        UNKNOWN_JOB,
+        INTERRUPTED,
     }
 )
 
@@ -137,9 +141,33 @@ class NameTaken(_FixedCodeError):
     fixed_code = NAME_TAKEN
 
 
+class UnknownJob(_FixedCodeError):
+    """``unknown_job``: the host has no such job: never started, or finished longer ago than it keeps jobs (SPEC 7.16)."""
+
+    fixed_code = UNKNOWN_JOB
+
+
+class Interrupted(_FixedCodeError):
+    """``interrupted``: the job's host stopped while it ran, and it had no checkpoint to resume from: it will not run
+    again (SPEC 7.16)."""
+
+    fixed_code = INTERRUPTED
+
+
 ERROR_CLASSES: dict[str, type[_FixedCodeError]] = {
     cls.fixed_code: cls
-    for cls in (BridgeTimeout, BridgeCancelled, PeerLost, UnknownAction, InvalidPayload, HandlerError, NotAllowed, NameTaken)
+    for cls in (
+        BridgeTimeout,
+        BridgeCancelled,
+        PeerLost,
+        UnknownAction,
+        InvalidPayload,
+        HandlerError,
+        NotAllowed,
+        NameTaken,
+        UnknownJob,
+        Interrupted,
+    )
 }
 
 

@@ -40,7 +40,7 @@ import subprocess
 import tempfile
 import time
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,6 +56,7 @@ __all__ = [
     "MessageCase",
     "Mismatch",
     "PeerProgram",
+    "RestartHost",
     "check_message_case",
     "load_conversation",
     "load_conversations",
@@ -77,6 +78,7 @@ _STEP_OPTIONS = {
     "expect": {"client", "within_ms", "skip", "repeat", "note"},
     "expect_unordered": {"client", "within_ms", "skip", "note"},
     "expect_nothing_ms": {"client", "skip", "note"},
+    "restart_host": {"note"},
 }
 
 
@@ -114,6 +116,12 @@ class Conversation:
     @property
     def name(self) -> str:
         return self.description
+
+    @property
+    def restarts_host(self) -> bool:
+        """Whether a step kills the host and starts it again (``restart_host``, SPEC 14.2): running it takes a host the
+        runner can restart (``run_conversation(..., restart_host=...)``)."""
+        return any("restart_host" in step for step in self.steps)
 
 
 @dataclass(frozen=True)
@@ -330,6 +338,8 @@ def _check_step(check: _Checker, step: Any, path: str, clients: tuple[str, ...],
     allowed = {kind} | _STEP_OPTIONS[kind]
     if plays == "host":
         allowed.discard("client")  # one peer under test
+        if kind == "restart_host":
+            raise check.fail(f"{path}.restart_host", "is a step of conversations with a host, not of peer conversations")
     check.keys(step, path, required={kind}, allowed=allowed)
     if "client" in step and step["client"] not in clients:
         raise check.fail(f"{path}.client", f"{step['client']!r} is not one of the clients {list(clients)}")
@@ -363,6 +373,9 @@ def _check_step(check: _Checker, step: Any, path: str, clients: tuple[str, ...],
             check.keys(item, f"{path}.expect_unordered[{i}]", required={"body"}, allowed={"body", "repeat"})
             if "repeat" in item:
                 check.integer(item["repeat"], f"{path}.expect_unordered[{i}].repeat", 1, 100000)
+    elif kind == "restart_host":
+        if step["restart_host"] != "kill":
+            raise check.fail(f"{path}.restart_host", 'must be "kill" (SIGKILL, then start the host again)')
     else:
         check.integer(step["expect_nothing_ms"], f"{path}.expect_nothing_ms", 1, 600000)
 
@@ -618,7 +631,7 @@ def _encode_json(value: Any) -> bytes:
 _NO_DEFAULT: Any = object()
 _FIELDS: dict[str, dict[str, Any]] = {
     "request": {"id": _NO_DEFAULT, "action": _NO_DEFAULT, "payload": None, "timeout_ms": _NO_DEFAULT, "deadline": _NO_DEFAULT,
-                "progress": False},
+                "progress": False, "idempotency_key": _NO_DEFAULT},
     "response": {"id": _NO_DEFAULT, "ok": _NO_DEFAULT, "result": _NO_DEFAULT, "error": _NO_DEFAULT},
     "progress": {"id": _NO_DEFAULT, "seq": _NO_DEFAULT, "payload": None, "skipped": _NO_DEFAULT},
     "event": {"action": _NO_DEFAULT, "payload": None, "topic": _NO_DEFAULT},
@@ -761,17 +774,30 @@ class _Dealers(_Transport):
     def __init__(self, endpoint: str, clients: Sequence[str], auto_pong: bool) -> None:
         super().__init__()
         self.auto_pong = auto_pong
+        self.clients = tuple(clients)
         self.context = zmq.Context()
         self.poller = zmq.Poller()
         self.sockets: dict[str, zmq.Socket[bytes]] = {}
         self.names: dict[zmq.Socket[bytes], str] = {}
-        for client in clients:
+        self.open_sockets(endpoint)
+
+    def open_sockets(self, endpoint: str) -> None:
+        for client in self.clients:
             socket = self.context.socket(zmq.DEALER)
             socket.setsockopt(zmq.LINGER, 0)
             socket.connect(endpoint)
             self.sockets[client] = socket
             self.names[socket] = client
             self.poller.register(socket, zmq.POLLIN)
+
+    def close_sockets(self) -> None:
+        """Close every client's socket; what they received and no step took is dropped (SPEC 14.2, restart_host)."""
+        for socket in self.sockets.values():
+            self.poller.unregister(socket)
+            socket.close(linger=0)
+        self.sockets.clear()
+        self.names.clear()
+        self.queues.clear()
 
     def send(self, client: str, frames: list[bytes]) -> None:
         self.sockets[client].send_multipart(frames)
@@ -782,8 +808,7 @@ class _Dealers(_Transport):
                 self.queue(self.names[socket], socket.recv_multipart())
 
     def close(self) -> None:
-        for socket in self.sockets.values():
-            socket.close(linger=0)
+        self.close_sockets()
         self.context.term()
 
 
@@ -843,13 +868,30 @@ class _PeerUnderTest(_Transport):
         self.context.term()
 
 
-def run_conversation(conversation: Conversation, endpoint: str) -> None:
-    """Play the conversation's peers against the host at ``endpoint``; raise FixtureFailure on the first failing step."""
+RestartHost = Callable[[], str]
+
+
+def run_conversation(conversation: Conversation, endpoint: str, *, restart_host: RestartHost | None = None) -> None:
+    """Play the conversation's peers against the host at ``endpoint``; raise FixtureFailure on the first failing step.
+
+    A conversation with a ``restart_host`` step (:attr:`Conversation.restarts_host`) needs ``restart_host``: a function
+    that kills the host with SIGKILL, starts it again with the same flags on the same journal and endpoint, waits for
+    it to be ready and returns its endpoint. At that step the runner closes every client's socket, calls it, and opens
+    a fresh socket for each client. Without it, such a conversation fails before its first step: it cannot be run
+    against a host the runner cannot restart (SPEC 14.2).
+    """
     if conversation.plays != "peers":
         raise ValueError(f"{conversation.description!r} plays the host: run it with run_peer_conversation")
+    if conversation.restarts_host and restart_host is None:
+        raise FixtureFailure(
+            f"conversation {conversation.description!r} ({Path(conversation.file).name or '(no file)'}) was not run:"
+            " it restarts the host (a restart_host step), so it needs a host the runner can kill and start again on the"
+            " same journal; pass run_conversation(..., restart_host=...), a function that does that and returns the"
+            " host's endpoint"
+        )
     transport = _Dealers(endpoint, conversation.clients, conversation.pings == "auto")
     try:
-        _Run(conversation, transport, language=None).run()
+        _Run(conversation, transport, language=None, restart_host=restart_host).run()
     finally:
         transport.close()
 
@@ -874,10 +916,14 @@ def run_peer_conversation(conversation: Conversation, program: PeerProgram, *, b
 class _Run:
     """One run of one conversation over a transport."""
 
-    def __init__(self, conversation: Conversation, transport: _Transport, language: str | None) -> None:
+    def __init__(
+        self, conversation: Conversation, transport: _Transport, language: str | None,
+        restart_host: RestartHost | None = None,
+    ) -> None:
         self.conversation = conversation
         self.transport = transport
         self.language = language
+        self.restart_host = restart_host
         self.variables: dict[str, Any] = {}
 
     def run(self) -> None:
@@ -913,8 +959,23 @@ class _Run:
                 self.expect(client, _with_index(step["expect"], index), step)
         elif "expect_unordered" in step:
             self.expect_unordered(client, step)
+        elif "restart_host" in step:
+            self.restart()
         else:
             self.expect_nothing(client, step)
+
+    def restart(self) -> None:
+        """Close the clients' sockets, have the host killed and started again, and connect fresh sockets to it."""
+        if self.restart_host is None or not isinstance(self.transport, _Dealers):
+            raise FixtureFailure("a restart_host step needs a host the runner can restart (restart_host=)")
+        self.transport.close_sockets()
+        try:
+            endpoint = self.restart_host()
+        except FixtureFailure:
+            raise
+        except Exception as error:
+            raise FixtureFailure(f"restarting the host failed: {type(error).__name__}: {error}") from error
+        self.transport.open_sockets(endpoint)
 
     def skipped(self, step: dict[str, Any], body: dict[str, Any]) -> bool:
         return any(match(pattern, body, dict(self.variables)) is None for pattern in step.get("skip", []))

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import dataclasses
 import itertools
 import logging
 import math
@@ -70,21 +71,27 @@ _PROGRESS_OVERHEAD = 80
 
 
 class OutgoingCall:
-    """A request we sent: its future result, and its progress in arrival order."""
+    """A request we sent: its future result, and its progress in arrival order.
 
-    def __init__(self, link: Link, request: wire.Request, deadline: float | None) -> None:
+    ``last_seq`` is the ``seq`` of the latest progress payload :meth:`progress` has handed out (``after_seq`` before
+    any), so a reader that attaches to a job again with it as ``after_seq`` neither misses nor repeats a payload it
+    took (SPEC 7.16). Progress whose ``seq`` is not above ``after_seq`` or the latest arrived is dropped (SPEC 7.2).
+    """
+
+    def __init__(self, link: Link, request: wire.Request, deadline: float | None, *, after_seq: int = 0) -> None:
         self.id = request.id
         self.action = request.action
         self.deadline = deadline
         self.future: asyncio.Future[Any] = link.loop.create_future()
         self.skipped = 0  # progress payloads the other side coalesced away (SPEC 7.13)
         self.sent = False
+        self.last_seq = after_seq
         self._link = link
         self._request = request
         self._wants_progress = request.progress
-        self._items: collections.deque[Any] = collections.deque()
+        self._items: collections.deque[tuple[int, Any]] = collections.deque()  # (seq, payload), not yet handed out
         self._waiter: asyncio.Future[None] | None = None
-        self._last_seq = 0
+        self._arrived_seq = after_seq  # of the latest progress arrived
         self._timer: asyncio.TimerHandle | None = None
         if deadline is not None:
             self._timer = link.loop.call_at(deadline, self._expire)
@@ -100,7 +107,8 @@ class OutgoingCall:
         """The progress payloads until the call ends; raises the call's error if it failed."""
         while True:
             if self._items:
-                yield self._items.popleft()
+                self.last_seq, payload = self._items.popleft()
+                yield payload
                 continue
             if self.future.done():
                 if self.future.cancelled():
@@ -120,13 +128,13 @@ class OutgoingCall:
     def _on_progress(self, message: wire.Progress) -> None:
         if not self._wants_progress:
             return
-        if message.seq <= self._last_seq:
-            log.warning("dropped progress seq %d of %s: not after seq %d", message.seq, self.id, self._last_seq)
+        if message.seq <= self._arrived_seq:
+            log.warning("dropped progress seq %d of %s: not after seq %d", message.seq, self.id, self._arrived_seq)
             return
-        self._last_seq = message.seq
+        self._arrived_seq = message.seq
         if message.skipped is not None:
             self.skipped += message.skipped
-        self._items.append(message.payload)
+        self._items.append((message.seq, message.payload))
         self._wake()
 
     def _expire(self) -> None:
@@ -343,25 +351,37 @@ class Link:
             self.queued_bytes -= _size(frames)
 
     def call(
-        self, action: str, payload: Any = None, *, timeout: float | None = None, progress: bool = False
+        self,
+        action: str,
+        payload: Any = None,
+        *,
+        timeout: float | None = None,
+        progress: bool = False,
+        idempotency_key: str | None = None,
+        after_seq: int = 0,
     ) -> OutgoingCall:
         """Send a request; the returned call completes with its response or its deadline (``timeout`` seconds;
         None: no limit, and no ``timeout_ms``/``deadline`` on the request).
+
+        ``idempotency_key`` goes on the request as is (a job action's key, SPEC 7.16). ``after_seq``: the request
+        attaches to a job after that ``seq``, so its progress starts above it (SPEC 7.2).
 
         While the outgoing queue is over its bound the request waits for room, up to its deadline. A payload JSON
         cannot carry raises UnsendableValue (``invalid_payload``, SPEC 7.14) before anything is sent.
         """
         _check_action(action)
+        if idempotency_key is not None:
+            check_name(idempotency_key, "idempotency_key")
         if timeout is not None and not (timeout > 0 and math.isfinite(timeout)):
             raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
         request_id = str(next(self._ids))
         timeout_ms = None if timeout is None else max(1, math.ceil(timeout * 1000))
         wall_deadline = None if timeout_ms is None else now_ms() + timeout_ms
-        request = wire.Request(request_id, action, payload, timeout_ms, progress, wall_deadline)
+        request = wire.Request(request_id, action, payload, timeout_ms, progress, wall_deadline, idempotency_key)
         frames = values.encode(request)
         self._check_size(frames)
         deadline = None if timeout is None else self.loop.time() + timeout
-        outgoing = OutgoingCall(self, request, deadline)
+        outgoing = OutgoingCall(self, request, deadline, after_seq=after_seq)
         self._calls[request_id] = outgoing
         if self._waiting_calls or self.over_limit:
             self._waiting_calls[request_id] = outgoing  # sent by _release_calls, or expires waiting
@@ -380,7 +400,7 @@ class Link:
             request = outgoing._request
             if outgoing.deadline is not None:  # timeout_ms counts from receipt: only what is left of it
                 left = max(1, math.ceil((outgoing.deadline - self.loop.time()) * 1000))
-                request = wire.Request(request.id, request.action, request.payload, left, request.progress, request.deadline)
+                request = dataclasses.replace(request, timeout_ms=left)
             outgoing.sent = True
             frames = wire.encode(request)
             self._queue.append(frames)
@@ -748,6 +768,18 @@ class Link:
 def _check_action(action: str) -> None:
     if not (isinstance(action, str) and 1 <= len(action) <= wire.MAX_ID_LENGTH):
         raise ValueError(f"action must be a string of 1..128 characters, not {action!r}")
+
+
+def check_name(value: Any, what: str) -> str:
+    """``value`` when it is a protocol name (1..128 code points, with a UTF-8 form: no unpaired surrogate, SPEC 7.14),
+    else ValueError naming ``what``."""
+    if not (isinstance(value, str) and 1 <= len(value) <= wire.MAX_ID_LENGTH):
+        raise ValueError(f"{what} must be a string of 1..128 characters, not {value!r}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"{what} must have a UTF-8 form, without unpaired surrogates: {value!r}") from None
+    return value
 
 
 __all__ = [

@@ -25,11 +25,21 @@ import zmq
 import zmq.asyncio
 from zmq.utils.monitor import parse_monitor_message
 
-from . import curve, errors, signing, wire
+from . import curve, errors, jobs, signing, wire
 from .describe import UNSET, ActionDescription, Catalogue, describe_handler
 from .errors import BridgeError, BridgeTimeout, InvalidPayload, NameTaken, NotAllowed, PeerLost, UnknownAction
 from .evaluate import evaluate as run_script
-from .link import DEFAULT_MAX_IN_FLIGHT, DEFAULT_TIMEOUT, EventContext, Link, OutgoingCall, RequestContext, now_ms
+from .jobs import JobRecord, JobState
+from .link import (
+    DEFAULT_MAX_IN_FLIGHT,
+    DEFAULT_TIMEOUT,
+    EventContext,
+    Link,
+    OutgoingCall,
+    RequestContext,
+    check_name,
+    now_ms,
+)
 from .validate import first_error
 
 log = logging.getLogger("zerobridge")
@@ -131,16 +141,7 @@ def _topic_names(topics: Iterable[str]) -> set[str]:
     (no unpaired surrogate: SPEC 7.14)."""
     if isinstance(topics, (str, bytes)):
         raise TypeError(f"topics must be an iterable of names, not one {type(topics).__name__}: {topics!r}")
-    names = set()
-    for topic in topics:
-        if not (isinstance(topic, str) and 1 <= len(topic) <= wire.MAX_ID_LENGTH):
-            raise ValueError(f"a topic must be a string of 1..128 characters, not {topic!r}")
-        try:
-            topic.encode("utf-8")
-        except UnicodeEncodeError:
-            raise ValueError(f"a topic must have a UTF-8 form, without unpaired surrogates: {topic!r}") from None
-        names.add(topic)
-    return names
+    return {check_name(topic, "a topic") for topic in topics}
 
 
 def _arity(function: Handler) -> int:
@@ -184,22 +185,40 @@ async def _invoke(registered: _Registered, payload: Any, context: RequestContext
 
 
 class Stream:
-    """A call with progress: ``async with peer.stream(...) as call``.
+    """A call with progress: ``async with peer.stream(...) as call`` (and ``peer.attach_job(...)``).
 
     ``call.progress`` yields progress payloads in order and ends when the call does (raising its
     error if it failed); ``await call.result`` gives the result. Leaving the block before the call
     finished cancels it. ``call.skipped`` counts the payloads the host coalesced away because this
-    peer read them too slowly (SPEC 7.13); the newest always arrives.
+    peer read them too slowly (SPEC 7.13); the newest always arrives. ``call.last_seq`` is the
+    ``seq`` of the latest payload ``call.progress`` has yielded: attaching to a job again after it
+    (``peer.attach_job(..., after_seq=call.last_seq)``) gets every later payload once (SPEC 7.16).
+
+    On a job (a job action's request, or an attach), leaving early or ``call.cancel()`` only
+    detaches this caller: the job runs on (``peer.cancel_job`` ends it).
     """
 
-    def __init__(self, peer: Peer, action: str, payload: Any, timeout: float | None) -> None:
+    def __init__(
+        self,
+        peer: Peer,
+        action: str,
+        payload: Any,
+        timeout: float | None,
+        *,
+        idempotency_key: str | None = None,
+        after_seq: int = 0,
+    ) -> None:
         self._peer = peer
         self._args = (action, payload, timeout)
+        self._idempotency_key = idempotency_key
+        self._after_seq = after_seq
         self._call: OutgoingCall | None = None
 
     async def __aenter__(self) -> Stream:
         action, payload, timeout = self._args
-        self._call = self._peer._start_call(action, payload, timeout=timeout, progress=True)
+        self._call = self._peer._start_call(
+            action, payload, timeout=timeout, progress=True, idempotency_key=self._idempotency_key, after_seq=self._after_seq
+        )
         return self
 
     async def __aexit__(
@@ -226,8 +245,15 @@ class Stream:
 
     @property
     def skipped(self) -> int:
-        """How many progress payloads the host left out (coalesced) so far."""
+        """How many progress payloads the host left out so far: coalesced (SPEC 7.13), or, on a job, no longer in its
+        journal."""
         return self._started().skipped
+
+    @property
+    def last_seq(self) -> int:
+        """The ``seq`` of the latest progress payload ``progress`` has yielded (on an attach, its ``after_seq`` before
+        any): attach again with ``after_seq=call.last_seq`` to go on where this reader left off."""
+        return self._started().last_seq
 
     @property
     def result(self) -> Awaitable[Any]:
@@ -447,7 +473,14 @@ class Peer:
 
     # --- calling the host ----------------------------------------------------------------
 
-    async def call(self, action: str, payload: Any = None, *, timeout: float | None = DEFAULT_TIMEOUT) -> Any:
+    async def call(
+        self,
+        action: str,
+        payload: Any = None,
+        *,
+        timeout: float | None = DEFAULT_TIMEOUT,
+        idempotency_key: str | None = None,
+    ) -> Any:
         """Call ``action`` on the host and return its result; raise BridgeError (or a subclass) if it fails.
 
         ``timeout`` (seconds, default 30: SPEC 7.3) is sent as ``timeout_ms`` and as the absolute
@@ -460,13 +493,104 @@ class Peer:
         A payload JSON cannot carry (NaN, an integer past 64 bits, a cycle, a set, ...: SPEC 7.14) raises
         InvalidPayload (code ``invalid_payload``) at once, naming the offending part; nothing is sent. So
         does, with ``validate=True``, a payload that does not match the action's schema in the host's catalogue.
-        """
-        return await self._start_call(action, payload, timeout=timeout, progress=False).future
 
-    def stream(self, action: str, payload: Any = None, *, timeout: float | None = DEFAULT_TIMEOUT) -> Stream:
-        """A call whose progress you read: ``async with peer.stream(a, p) as call``. ``timeout`` as for :meth:`call`
-        (30 s by default, None for no limit)."""
-        return Stream(self, action, payload, timeout)
+        ``idempotency_key`` (1..128 characters; SPEC 7.16) names the job when the host serves ``action`` as a job:
+        a call repeating the key attaches to the job it started (its outcome, however the first call ended) instead of
+        running the action again, even across reconnects and host restarts. Other actions ignore it. On a job, a
+        timeout or cancel ends this call, not the job.
+        """
+        call = self._start_call(action, payload, timeout=timeout, progress=False, idempotency_key=idempotency_key)
+        return await call.future
+
+    def stream(
+        self,
+        action: str,
+        payload: Any = None,
+        *,
+        timeout: float | None = DEFAULT_TIMEOUT,
+        idempotency_key: str | None = None,
+    ) -> Stream:
+        """A call whose progress you read: ``async with peer.stream(a, p) as call``. ``timeout`` and
+        ``idempotency_key`` as for :meth:`call` (30 s by default, None for no limit)."""
+        return Stream(self, action, payload, timeout, idempotency_key=idempotency_key)
+
+    # --- jobs (SPEC 7.16) -------------------------------------------------------------------
+
+    async def start_job(
+        self, action: str, payload: Any = None, *, key: str | None = None, timeout: float | None = DEFAULT_TIMEOUT
+    ) -> JobRecord:
+        """Start a job running ``action`` with ``payload`` on the host (``$job.start``) and return its record at once,
+        without waiting for it to run. With ``key`` (an idempotency key, 1..128 characters, per action), a job the key
+        already names is returned instead (``record.created`` is False), running or finished.
+
+        InvalidPayload when the host does not serve ``action`` as a job (or, with ``validate=True``, the payload does
+        not match its schema); ``overloaded`` when the host runs as many jobs as it allows.
+        """
+        request = jobs.start_payload(action, payload, key)
+        self._check_payload(action, payload)
+        return await self._job_request(jobs.START, request, timeout)
+
+    def attach_job(
+        self,
+        job: str | JobRecord | None = None,
+        *,
+        action: str | None = None,
+        key: str | None = None,
+        after_seq: int = 0,
+        timeout: float | None = None,
+    ) -> Stream:
+        """Attach to a job (``$job.attach``): ``async with peer.attach_job(record) as call``, the same :class:`Stream` as
+        :meth:`stream`. Name the job by its id (or record), or by ``action=`` and ``key=``.
+
+        ``call.progress`` yields the job's progress with ``seq`` above ``after_seq``, each once and in order: first what
+        its journal kept, then live; ``await call.result`` is the job's outcome (its result, or its error: the handler's
+        code, BridgeCancelled, Interrupted), at once for a finished job. ``call.last_seq`` is where to attach again
+        after a disconnect. UnknownJob when the host has no such job (never started, or no longer kept).
+
+        ``timeout`` is **None by default** (unlike :meth:`call`'s 30 s), since a job may run for hours: the attach
+        waits for the job's end, and a host that dies is still noticed by the heartbeat (PeerLost). Leaving the block
+        early, ``call.cancel()``, a timeout or closing the peer only **detaches**: the job runs on
+        (:meth:`cancel_job` ends it).
+        """
+        payload = jobs.attach_payload(jobs.job_reference(job, action, key), after_seq)
+        return Stream(self, jobs.ATTACH, payload, timeout, after_seq=after_seq)
+
+    async def cancel_job(
+        self,
+        job: str | JobRecord | None = None,
+        *,
+        action: str | None = None,
+        key: str | None = None,
+        timeout: float | None = DEFAULT_TIMEOUT,
+    ) -> JobRecord:
+        """Cancel a running job (``$job.cancel``), named by its id (or record) or by ``action=`` and ``key=``, and
+        return its record: ``cancelled`` (unless it finished first; cancelling a finished job changes nothing). Every
+        caller attached to it gets its outcome. UnknownJob when the host has no such job."""
+        return await self._job_request(jobs.CANCEL, jobs.job_reference(job, action, key), timeout)
+
+    async def list_jobs(
+        self,
+        *,
+        action: str | None = None,
+        state: JobState | None = None,
+        job: str | JobRecord | None = None,
+        limit: int = jobs.DEFAULT_LIST_LIMIT,
+        timeout: float | None = DEFAULT_TIMEOUT,
+    ) -> list[JobRecord]:
+        """The host's jobs (``$job.list``) that match every filter given, newest first, at most ``limit`` (1..1000)."""
+        result = await self.call(jobs.LIST, jobs.list_payload(action, state, job, limit), timeout=timeout)
+        try:
+            return jobs.records_of_list(result)
+        except ValueError as error:
+            raise BridgeError(errors.BAD_MESSAGE, f"the host's {jobs.LIST} result is not a list of jobs: {error}") from None
+
+    async def _job_request(self, action: str, payload: dict[str, Any], timeout: float | None) -> JobRecord:
+        """A reserved job action whose result is one job record."""
+        result = await self.call(action, payload, timeout=timeout)
+        try:
+            return JobRecord.from_json(result)
+        except ValueError as error:
+            raise BridgeError(errors.BAD_MESSAGE, f"the host's {action} result is not a job record: {error}") from None
 
     async def post(self, action: str, payload: Any = None) -> None:
         """Send an event to the host's ``action`` (never answered).
@@ -498,10 +622,21 @@ class Peer:
             log.warning("the host's catalogue says its hash is %s, but its actions hash to %s", catalogue.hash, computed)
         return catalogue
 
-    def _start_call(self, action: str, payload: Any, *, timeout: float | None, progress: bool) -> OutgoingCall:
+    def _start_call(
+        self,
+        action: str,
+        payload: Any,
+        *,
+        timeout: float | None,
+        progress: bool,
+        idempotency_key: str | None = None,
+        after_seq: int = 0,
+    ) -> OutgoingCall:
         link = self._live_link()
         self._check_payload(action, payload)
-        return link.call(action, payload, timeout=timeout, progress=progress)
+        return link.call(
+            action, payload, timeout=timeout, progress=progress, idempotency_key=idempotency_key, after_seq=after_seq
+        )
 
     def _check_payload(self, action: str, payload: Any) -> None:
         """validate=True: refuse a payload that does not match the action's schema in the host's catalogue."""

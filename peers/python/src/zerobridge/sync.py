@@ -25,6 +25,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from .describe import UNSET, Catalogue
+from .jobs import DEFAULT_LIST_LIMIT, JobRecord, JobState
 from .link import DEFAULT_MAX_IN_FLIGHT, DEFAULT_TIMEOUT
 from .peer import Handler, Peer, Stream
 
@@ -138,8 +139,13 @@ class SyncStream:
 
     @property
     def skipped(self) -> int:
-        """How many progress payloads the host coalesced away so far."""
+        """How many progress payloads the host left out so far (coalesced, or no longer in a job's journal)."""
         return self._stream.skipped
+
+    @property
+    def last_seq(self) -> int:
+        """The ``seq`` of the latest progress payload ``progress`` has yielded: attach to the job again after it."""
+        return self._stream.last_seq
 
     def cancel(self) -> None:
         self._runner.run(_apply(self._stream.cancel))
@@ -229,12 +235,70 @@ class SyncPeer:
         """As :meth:`zerobridge.Peer.unsubscribe`: a new ``hello`` without these topics."""
         self._runner.run(_apply(self._peer.unsubscribe, *topics))
 
-    def call(self, action: str, payload: Any = None, *, timeout: float | None = DEFAULT_TIMEOUT) -> Any:
+    def call(
+        self,
+        action: str,
+        payload: Any = None,
+        *,
+        timeout: float | None = DEFAULT_TIMEOUT,
+        idempotency_key: str | None = None,
+    ) -> Any:
         """As :meth:`zerobridge.Peer.call`, blocking: 30 s unless ``timeout`` says otherwise (None: no limit)."""
-        return self._runner.run(self._peer.call(action, payload, timeout=timeout))
+        return self._runner.run(self._peer.call(action, payload, timeout=timeout, idempotency_key=idempotency_key))
 
-    def stream(self, action: str, payload: Any = None, *, timeout: float | None = DEFAULT_TIMEOUT) -> SyncStream:
-        return SyncStream(self._runner, self._peer.stream(action, payload, timeout=timeout))
+    def stream(
+        self,
+        action: str,
+        payload: Any = None,
+        *,
+        timeout: float | None = DEFAULT_TIMEOUT,
+        idempotency_key: str | None = None,
+    ) -> SyncStream:
+        """As :meth:`zerobridge.Peer.stream`: ``with peer.stream(a, p) as call``."""
+        return SyncStream(self._runner, self._peer.stream(action, payload, timeout=timeout, idempotency_key=idempotency_key))
+
+    def start_job(
+        self, action: str, payload: Any = None, *, key: str | None = None, timeout: float | None = DEFAULT_TIMEOUT
+    ) -> JobRecord:
+        """As :meth:`zerobridge.Peer.start_job`: start (or, with ``key``, find) a job and return its record at once."""
+        return self._runner.run(self._peer.start_job(action, payload, key=key, timeout=timeout))
+
+    def attach_job(
+        self,
+        job: str | JobRecord | None = None,
+        *,
+        action: str | None = None,
+        key: str | None = None,
+        after_seq: int = 0,
+        timeout: float | None = None,
+    ) -> SyncStream:
+        """As :meth:`zerobridge.Peer.attach_job`: ``with peer.attach_job(record) as call``; no timeout by default, and
+        leaving the block early only detaches (the job runs on)."""
+        stream = self._peer.attach_job(job, action=action, key=key, after_seq=after_seq, timeout=timeout)
+        return SyncStream(self._runner, stream)
+
+    def cancel_job(
+        self,
+        job: str | JobRecord | None = None,
+        *,
+        action: str | None = None,
+        key: str | None = None,
+        timeout: float | None = DEFAULT_TIMEOUT,
+    ) -> JobRecord:
+        """As :meth:`zerobridge.Peer.cancel_job`: cancel a running job and return its record."""
+        return self._runner.run(self._peer.cancel_job(job, action=action, key=key, timeout=timeout))
+
+    def list_jobs(
+        self,
+        *,
+        action: str | None = None,
+        state: JobState | None = None,
+        job: str | JobRecord | None = None,
+        limit: int = DEFAULT_LIST_LIMIT,
+        timeout: float | None = DEFAULT_TIMEOUT,
+    ) -> list[JobRecord]:
+        """As :meth:`zerobridge.Peer.list_jobs`: the host's jobs that match, newest first."""
+        return self._runner.run(self._peer.list_jobs(action=action, state=state, job=job, limit=limit, timeout=timeout))
 
     def describe(self, *, timeout: float | None = DEFAULT_TIMEOUT) -> Catalogue:
         """The host's catalogue (``$describe``), as :meth:`zerobridge.Peer.describe`."""

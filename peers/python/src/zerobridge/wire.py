@@ -53,6 +53,7 @@ class Request:
     timeout_ms: int | None = None
     progress: bool = False
     deadline: int | None = None  # Unix time in ms on the caller's clock (SPEC 7.3)
+    idempotency_key: str | None = None  # names the job a job action starts (SPEC 7.16, since 1.4)
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,6 +181,8 @@ def _body_of(message: Message, attachments: list[bytes]) -> dict[str, Any]:
                 body["deadline"] = message.deadline
             if message.progress:
                 body["progress"] = True
+            if message.idempotency_key is not None:
+                body["idempotency_key"] = message.idempotency_key
         case Response():
             body["id"] = message.id
             body["ok"] = message.ok
@@ -396,6 +399,7 @@ def decode(frames: Sequence[bytes]) -> Message:
                     timeout_ms=None if timeout_ms is _MISSING else timeout_ms,
                     progress=progress,
                     deadline=None if deadline is _MISSING else deadline,
+                    idempotency_key=_name(body, "idempotency_key") if "idempotency_key" in body else None,
                 )
             case "response":
                 ok = body.get("ok")
