@@ -28,6 +28,8 @@ let package = Package(
                 "ZeroMQ",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                // The job journal (SPEC 7.16): SQLite through GRDB.
+                .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),
         .executableTarget(

@@ -16,7 +16,7 @@ struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Run a host until SIGINT or SIGTERM; prints `zerobridge ready <endpoint>` once it listens.")
 
-    @Flag(help: "Serve the conformance actions of protocol/SPEC.md (echo, add, sleep, count, fail, callback, evaluate, emit, once).")
+    @Flag(help: "Serve the conformance actions of protocol/SPEC.md (echo, add, sleep, count, fail, callback, evaluate, emit, broadcast, countJob, once).")
     var conformance = false
 
     @Option(help: "Where to bind: tcp://127.0.0.1:5555 (port * picks one), ipc:///path or inproc://name.")
@@ -39,6 +39,9 @@ struct Serve: AsyncParsableCommand {
 
     @Option(help: "Heartbeat interval offered to peers, in milliseconds.")
     var heartbeatMs = 5000
+
+    @Option(help: "Journal jobs (SPEC 7.16) in this SQLite file, created when missing, so that they survive a restart; without it, in memory.")
+    var journal: String?
 
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel: Logger.Level = .warning
@@ -75,6 +78,7 @@ struct Serve: AsyncParsableCommand {
         configuration.heartbeat = .milliseconds(heartbeatMs)
         configuration.connectionFile = connectionFile
         configuration.logger = logger
+        if let journal { configuration.jobs.journal = .file(journal) }
         if noKey { configuration.signing = .none }
         if curve || curveSecretKeyFile != nil || allowPeerKeys != nil {
             let keyPair = try curveSecretKeyFile.map(CurveKeys.load(orCreate:)) ?? CurveKeyPair.generate()

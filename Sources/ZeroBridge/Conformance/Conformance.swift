@@ -2,7 +2,7 @@ import Synchronization
 
 /// The conformance host's actions (protocol/SPEC.md), which fixtures and independent clients test any
 /// implementation against: `echo`, `add`, `sleep`, `count`, `fail`, `callback`, `evaluate`, `emit`, `broadcast`,
-/// `once`.
+/// `countJob` (a job, SPEC 7.16: the host's `configuration.jobs` says where it is journaled), `once`.
 ///
 /// For example:
 /// ```swift
@@ -11,7 +11,7 @@ import Synchronization
 /// ```
 public enum Conformance {
     /// The conformance host's `welcome.info` (SPEC 11): give it to the host's configuration.
-    public static let info: [String: JSONValue] = ["protocol_revision": "1.3"]
+    public static let info: [String: JSONValue] = ["protocol_revision": "1.4"]
 
     public static func install(on host: BridgeHost) throws {
         try host.handle("echo", describedAs: .init(Echo.self)) { payload, _ in payload }
@@ -109,6 +109,32 @@ public enum Conformance {
             return ["delivered": .int(report.delivered.count), "skipped": .int(report.skipped.count)]
         }
 
+        try host.job("countJob", describedAs: .init(CountJob.self)) { payload, job in
+            guard let n = payload["n"]?.intValue, n >= 0 else {
+                throw BridgeError(.invalidPayload, "countJob takes {\"n\": a non-negative integer, \"delay_ms\"?: integer, \"checkpoint\"?: boolean}")
+            }
+            let delay = payload["delay_ms"]?.intValue ?? 0
+            guard payload["delay_ms"] == nil || (payload["delay_ms"]?.intValue != nil && delay >= 0) else {
+                throw BridgeError(.invalidPayload, "countJob's delay_ms is a non-negative integer")
+            }
+            let checkpointed: Bool
+            switch payload["checkpoint"] {
+            case nil: checkpointed = false
+            case .bool(let value)?: checkpointed = value
+            default: throw BridgeError(.invalidPayload, "countJob's checkpoint is a boolean")
+            }
+            // A resumed run goes on after the last step its checkpoint saved (journaled with that step's progress).
+            let done = job.resumedFrom?["i"]?.intValue ?? 0
+            if n > done {
+                for i in (done + 1)...n {
+                    if delay > 0 { try await cancellableSleep(for: .milliseconds(delay)) }
+                    let progress: JSONValue = ["i": .int(i), "n": .int(n)]
+                    try await job.progress(progress, checkpoint: checkpointed ? ["i": .int(i)] : nil)
+                }
+            }
+            return ["n": .int(n)]
+        }
+
         try host.register(OnceHandler())
     }
 
@@ -159,6 +185,19 @@ extension Conformance {
             var n: UInt64
             var delayMs: UInt64?
             enum CodingKeys: String, CodingKey { case n, delayMs = "delay_ms" }
+        }
+        struct Progress: Codable, Sendable { var i: UInt64; var n: UInt64 }
+        struct Result: Codable, Sendable { var n: UInt64 }
+    }
+
+    enum CountJob: BridgeAction {
+        static let name = "countJob"
+        static let summary = "A job: counts from 1 to n, a progress event each, waiting delay_ms before each; checkpoint resumes it after a restart."
+        struct Payload: Codable, Sendable {
+            var n: UInt64
+            var delayMs: UInt64?
+            var checkpoint: Bool?
+            enum CodingKeys: String, CodingKey { case n, delayMs = "delay_ms", checkpoint }
         }
         struct Progress: Codable, Sendable { var i: UInt64; var n: UInt64 }
         struct Result: Codable, Sendable { var n: UInt64 }

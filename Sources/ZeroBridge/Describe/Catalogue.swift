@@ -14,6 +14,8 @@ public struct ActionDescription: Sendable, Equatable {
     public var result: JSONValue
     /// Nil for an action that sends no progress.
     public var progress: JSONValue?
+    /// Served as a job (SPEC 7.16): `"job": true` in its description.
+    public var isJob = false
 
     /// Schemas default to any value (`{}`).
     public init(doc: String = "", payload: JSONValue = [:], result: JSONValue = [:], progress: JSONValue? = nil) {
@@ -32,6 +34,7 @@ public struct ActionDescription: Sendable, Equatable {
     func json(name: String) -> JSONValue {
         var object: [String: JSONValue] = ["name": .string(name), "doc": .string(doc), "payload": payload, "result": result]
         if let progress { object["progress"] = progress }
+        if isJob { object["job"] = true }
         return .object(object)
     }
 }

@@ -43,6 +43,8 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
         public var curve: Curve?
         /// Signed connections (SPEC 3.1): by default, a new key when the host writes a connection file.
         public var signing: Signing = .automatic
+        /// Where and how jobs are journaled (SPEC 7.16); used once a job action is registered (``job(_:replacing:_:)``).
+        public var jobs = JobsConfiguration()
         /// Shares a context with other sockets (needed for `inproc://`); nil makes one. With ``curve``, the host runs
         /// the context's ZAP handler, so the context must not have one already.
         public var context: Context?
@@ -82,6 +84,8 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
 
     public let configuration: Configuration
     public let handlers = HandlerTable()
+    /// The host's jobs, once a job action is registered.
+    let jobs = Mutex<JobService?>(nil)
     private let started = Mutex<Started?>(nil)
     private let directory = Mutex(Directory())
 
@@ -174,6 +178,8 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
             case .none: nil
             case .key(let key): key
             }
+            // Jobs a killed host left running are resumed or interrupted before anything is served (SPEC 7.16).
+            try jobs.withLock { $0 }?.recoverNow()
             keyed = key.map(KeyedConnections.init(key:))
             keyInUse.withLock { $0 = key }
             let thread = try SocketThread(socket: router)
@@ -205,6 +211,8 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
     public func shutdown() async {
         guard let thread = started.withLock({ $0?.thread }) else { return }
         thread.perform { [self] in for session in sessions.values { session.link.accepting = false } }
+        // Jobs first: requests attached to them are answered with the jobs' outcomes rather than drained.
+        await jobs.withLock { $0 }?.stop(grace: configuration.drainTimeout)
         let deadline = ContinuousClock.now + configuration.drainTimeout
         while ContinuousClock.now < deadline {
             let busy = await onThread(thread) { [self] in sessions.values.contains { $0.link.requestsInFlight > 0 } }

@@ -25,6 +25,8 @@ public struct BridgeRequest: Sendable {
     public let peer: RemotePeer?
     /// For an event a host broadcast on a topic (SPEC 7.15): that topic.
     public var topic: String? = nil
+    /// The request's `idempotency_key`: for a job action, names the job it starts or attaches to (SPEC 7.16).
+    public var idempotencyKey: String? = nil
 
     let sink: ProgressSink?
 
@@ -62,5 +64,12 @@ struct ProgressSink: Sendable {
                 await queue.room()
             }
         }
+    }
+
+    /// Sends progress read from a job's journal (SPEC 7.16): in order, with the job's own `seq`, never coalesced;
+    /// waits while the outbox is congested, so a slow reader holds nothing but its place. False once the request
+    /// has ended (answered, cancelled, its session gone).
+    func sendJournaled(_ messages: [Message.Progress]) async -> Bool {
+        await link.sendJournaled(messages, id: id, token: token)
     }
 }

@@ -266,9 +266,10 @@ final class Link: @unchecked Sendable {
             let id = request.id
             entry.timer = thread.timers.schedule(at: deadline) { [weak self] in self?.expireRequest(id, token: token) }
         }
-        let context = BridgeRequest(id: request.id, action: request.action, deadline: deadline,
+        var context = BridgeRequest(id: request.id, action: request.action, deadline: deadline,
                                     wantsProgress: request.wantsProgress, peer: remote,
                                     sink: progress.map { ProgressSink(link: self, id: request.id, token: token, queue: $0) })
+        context.idempotencyKey = request.idempotencyKey
         let payload = request.payload
         let session = remote?.sessionID ?? "-"  // read here, on the thread
         entry.task = Task { [self] in
@@ -305,6 +306,7 @@ final class Link: @unchecked Sendable {
         guard let entry = requests[id], entry.token == token else { return }  // already answered
         // Progress the handler reported goes before its response, congested or not: at most 64 payloads.
         sendProgress(id, entry)
+        entry.releaseJournaled()
         requests[id] = nil
         limits.hostWide?.running -= 1
         if let timer = entry.timer { thread.timers.cancel(timer) }
@@ -327,6 +329,7 @@ final class Link: @unchecked Sendable {
         limits.hostWide?.running -= 1
         if let timer = entry.timer { thread.timers.cancel(timer) }
         entry.progress?.discard()
+        entry.releaseJournaled()
         entry.task?.cancel()
         answer(id, error)
     }
@@ -410,7 +413,32 @@ final class Link: @unchecked Sendable {
         sendProgress(id, entry)
     }
 
+    /// Sends journaled progress now, or once the outbox drains (``resumeFlow()``); see ``ProgressSink/sendJournaled(_:)``.
+    func sendJournaled(_ messages: [Message.Progress], id: String, token: UInt64) async -> Bool {
+        await withCheckedContinuation { continuation in
+            thread.perform { [self] in
+                guard let entry = requests[id], entry.token == token, entry.journaled == nil else {
+                    return continuation.resume(returning: false)
+                }
+                entry.journaled = (messages, continuation)
+                if outbox.isCongested {
+                    if !heldProgress.contains(id) { heldProgress.append(id) }
+                } else {
+                    sendJournaled(entry)
+                }
+            }
+        }
+    }
+
+    private func sendJournaled(_ entry: IncomingRequest) {
+        guard let (messages, continuation) = entry.journaled else { return }
+        entry.journaled = nil
+        for message in messages { send(.progress(message)) }
+        continuation.resume(returning: true)
+    }
+
     private func sendProgress(_ id: String, _ entry: IncomingRequest) {
+        sendJournaled(entry)
         guard let queue = entry.progress else { return }
         for pending in queue.takeAll() {
             entry.seq += 1
@@ -458,6 +486,7 @@ final class Link: @unchecked Sendable {
         for entry in requests.values {
             if let timer = entry.timer { thread.timers.cancel(timer) }
             entry.progress?.discard()
+            entry.releaseJournaled()
             entry.task?.cancel()
         }
         limits.hostWide?.running -= requests.count + events.count
@@ -496,12 +525,21 @@ private final class IncomingRequest {
     let progress: ProgressQueue?
     var seq = 0
     var task: Task<Void, Never>?
+    /// Journaled progress waiting for the outbox to drain, and the task that waits for it to be sent.
+    var journaled: (messages: [Message.Progress], sent: CheckedContinuation<Bool, Never>)?
     /// Its time limit, if it has one, cancelled when the request ends first.
     var timer: Timers.ID?
 
     init(token: UInt64, progress: ProgressQueue?) {
         self.token = token
         self.progress = progress
+    }
+
+    /// The request ended before its journaled progress could go: its task stops feeding it.
+    func releaseJournaled() {
+        guard let (_, sent) = journaled else { return }
+        journaled = nil
+        sent.resume(returning: false)
     }
 }
 

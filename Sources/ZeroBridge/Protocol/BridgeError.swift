@@ -50,6 +50,10 @@ public struct BridgeError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let unauthorized: Code = "unauthorized"
         /// A `hello` named a peer that another live session holds (SPEC 6, Names).
         public static let nameTaken: Code = "name_taken"
+        /// No such job: never started, or finished longer ago than the host keeps jobs (SPEC 7.16).
+        public static let unknownJob: Code = "unknown_job"
+        /// The job's host stopped while it ran, and it had no checkpoint to resume from (SPEC 7.16).
+        public static let interrupted: Code = "interrupted"
     }
 
     public var code: Code

@@ -70,7 +70,8 @@ extension JSONValue {
 private struct Envelope {
     enum Field: Int, CaseIterable {
         case v, type, id, action, payload, timeoutMs, progress, ok, result, error, seq, peer, actions, features,
-             session, resumeToken, heartbeatMs, host, limits, deadline, skipped, catalogue, topics, info, topic
+             session, resumeToken, heartbeatMs, host, limits, deadline, skipped, catalogue, topics, info, topic,
+             idempotencyKey
 
         var name: String {
             switch self {
@@ -99,6 +100,7 @@ private struct Envelope {
             case .topics: "topics"
             case .info: "info"
             case .topic: "topic"
+            case .idempotencyKey: "idempotency_key"
             }
         }
 
@@ -140,6 +142,7 @@ private struct Envelope {
             case 12:
                 if equals("heartbeat_ms") { self = .heartbeatMs; return }
                 if equals("resume_token") { self = .resumeToken; return }
+            case 15: if equals("idempotency_key") { self = .idempotencyKey; return }
             default: break
             }
             return nil
@@ -148,7 +151,8 @@ private struct Envelope {
 
     // Stored one by one rather than in an array: decoding a body then allocates nothing for the envelope.
     private var v, type, id, action, payload, timeoutMs, progress, ok, result, error, seq, peer, actions,
-                features, session, resumeToken, heartbeatMs, host, limits, deadline, skipped, catalogue, topics, info, topic: JSONValue?
+                features, session, resumeToken, heartbeatMs, host, limits, deadline, skipped, catalogue, topics, info, topic,
+                idempotencyKey: JSONValue?
 
     subscript(field: Field) -> JSONValue? {
         get {
@@ -178,6 +182,7 @@ private struct Envelope {
             case .topics: topics
             case .info: info
             case .topic: topic
+            case .idempotencyKey: idempotencyKey
             }
         }
         set {
@@ -207,6 +212,7 @@ private struct Envelope {
             case .topics: topics = newValue
             case .info: info = newValue
             case .topic: topic = newValue
+            case .idempotencyKey: idempotencyKey = newValue
             }
         }
     }
@@ -249,7 +255,8 @@ private struct Envelope {
         case .request:
             return .request(.init(id: try name(.id), action: try name(.action), payload: self[.payload] ?? .null,
                                   timeoutMs: try positiveInteger(.timeoutMs), deadline: try nonNegativeInteger(.deadline),
-                                  wantsProgress: try boolean(.progress) ?? false))
+                                  wantsProgress: try boolean(.progress) ?? false,
+                                  idempotencyKey: try optionalName(.idempotencyKey)))
         case .response:
             // A null id is the answer to a message whose id could not be read, so only an error may carry it.
             let id: String? = if case .null? = self[.id] { nil } else { try name(.id, orNull: true) }

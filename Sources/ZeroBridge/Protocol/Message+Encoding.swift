@@ -30,6 +30,10 @@ extension Message {
                 JSONWriter.append(deadline, to: &buffer)
             }
             if request.wantsProgress { JSONWriter.append(#","progress":true"#, to: &buffer) }
+            if let key = request.idempotencyKey {
+                JSONWriter.append(#","idempotency_key":"#, to: &buffer)
+                JSONWriter.append(string: key, to: &buffer)
+            }
         case .response(let response):
             JSONWriter.append(#""response","id":"#, to: &buffer)
             if let id = response.id { JSONWriter.append(string: id, to: &buffer) } else { JSONWriter.append("null", to: &buffer) }
@@ -160,6 +164,7 @@ extension Message {
             if let timeoutMs = request.timeoutMs { members["timeout_ms"] = .int(timeoutMs) }
             if let deadline = request.deadline { members["deadline"] = .int(deadline) }
             if request.wantsProgress { members["progress"] = true }
+            if let key = request.idempotencyKey { members["idempotency_key"] = .string(key) }
         case .response(let response):
             members["id"] = response.id.map(JSONValue.string) ?? .null
             switch response.outcome {

@@ -65,6 +65,8 @@ enum Message: Sendable, Equatable {
         var deadline: Int? = nil
         /// The caller wants progress events (written as `"progress":true`, omitted when false).
         var wantsProgress: Bool = false
+        /// Names the job a request for a job action starts or attaches to (SPEC 7.16).
+        var idempotencyKey: String? = nil
     }
 
     struct Response: Sendable, Equatable {

@@ -1,0 +1,392 @@
+import Foundation
+import GRDB
+
+/// Where a host keeps its jobs (SPEC 7.16): a SQLite database (GRDB) with one row per job and one per progress
+/// message. Writes go through GRDB's serial writer, so a job's progress is committed in `seq` order and a reader
+/// of the journal never sees a gap that later fills.
+///
+/// A file journal is in WAL mode with `synchronous=NORMAL` (every commit survives the process being killed; an OS
+/// crash may lose the latest ones) or `FULL` (an fsync per commit), and is locked for one host process at a time:
+/// two hosts recovering each other's jobs would interrupt work that is running.
+final class JobJournal: Sendable {
+    private let writer: any DatabaseWriter
+    /// Held for the life of the journal (file journals): the kernel releases it when the process dies.
+    private let lock: FileLock?
+    let maxProgressPerJob: Int
+
+    init(_ location: BridgeHost.JobsConfiguration.Journal, durability: BridgeHost.JobsConfiguration.Durability,
+         maxProgressPerJob: Int) throws {
+        self.maxProgressPerJob = maxProgressPerJob
+        var configuration = Configuration()
+        configuration.label = "zerobridge.jobs"
+        let synchronous = durability == .full ? "FULL" : "NORMAL"
+        configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = \(synchronous)") }
+        switch location {
+        case .inMemory:
+            lock = nil
+            writer = try DatabaseQueue(configuration: configuration)
+        case .file(let path):
+            lock = try FileLock(path + ".lock")
+            writer = try DatabasePool(path: path, configuration: configuration)
+        }
+        try Self.migrator.migrate(writer)
+    }
+
+    private static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1: jobs") { db in
+            try db.execute(sql: """
+                CREATE TABLE job (
+                    id TEXT PRIMARY KEY NOT NULL,
+                    action TEXT NOT NULL,
+                    key TEXT,
+                    state TEXT NOT NULL,
+                    payload BLOB NOT NULL,
+                    lastSeq INTEGER NOT NULL DEFAULT 0,
+                    runs INTEGER NOT NULL DEFAULT 1,
+                    createdMs INTEGER NOT NULL,
+                    finishedMs INTEGER,
+                    result BLOB,
+                    errorCode TEXT,
+                    errorMessage TEXT,
+                    errorData BLOB,
+                    checkpoint BLOB
+                );
+                CREATE UNIQUE INDEX jobByKey ON job(action, key) WHERE key IS NOT NULL;
+                CREATE INDEX jobByState ON job(state);
+                CREATE INDEX jobByFinish ON job(finishedMs) WHERE finishedMs IS NOT NULL;
+                CREATE TABLE jobProgress (
+                    job TEXT NOT NULL REFERENCES job(id) ON DELETE CASCADE,
+                    seq INTEGER NOT NULL,
+                    payload BLOB NOT NULL,
+                    PRIMARY KEY (job, seq)
+                ) WITHOUT ROWID;
+                """)
+        }
+        return migrator
+    }
+
+    // MARK: Jobs
+
+    /// The job of `action` with `key`, if the journal has it.
+    func job(action: String, key: String) async throws -> JobRecord? {
+        try await writer.read { db in
+            try Row.fetchOne(db, sql: "SELECT * FROM job WHERE action = ? AND key = ?", arguments: [action, key])
+                .map(JobRecord.init(row:))
+        }
+    }
+
+    func job(id: String) async throws -> JobRecord? {
+        try await writer.read { db in
+            try Row.fetchOne(db, sql: "SELECT * FROM job WHERE id = ?", arguments: [id]).map(JobRecord.init(row:))
+        }
+    }
+
+    enum Insertion {
+        case created(JobRecord)
+        /// The key named a job the journal already has.
+        case existing(JobRecord)
+    }
+
+    /// Records a new running job, unless `key` names one already: both in one transaction, so one key never
+    /// starts two jobs (SPEC 7.16).
+    func insert(id: String, action: String, key: String?, payload: JSONValue, nowMs: Int) async throws -> Insertion {
+        let stored = StoredJSON.encode(payload)
+        return try await writer.write { db in
+            if let key, let row = try Row.fetchOne(db, sql: "SELECT * FROM job WHERE action = ? AND key = ?",
+                                                   arguments: [action, key]) {
+                return .existing(try JobRecord(row: row))
+            }
+            try db.execute(sql: """
+                INSERT INTO job (id, action, key, state, payload, createdMs) VALUES (?, ?, ?, 'running', ?, ?)
+                """, arguments: [id, action, key, stored, nowMs])
+            return .created(JobRecord(id: id, action: action, key: key, state: .running, lastSeq: 0, runs: 1,
+                                      createdMs: nowMs, finishedMs: nil, error: nil))
+        }
+    }
+
+    /// Appends one progress message (and the handler's checkpoint, in the same transaction) and returns its seq.
+    /// Beyond ``maxProgressPerJob`` the oldest are pruned, a batch at a time.
+    func appendProgress(job id: String, payload: JSONValue, checkpoint: JSONValue?) async throws -> Int {
+        let stored = StoredJSON.encode(payload)
+        let storedCheckpoint = checkpoint.map(StoredJSON.encode)
+        let keep = maxProgressPerJob
+        return try await writer.write { db in
+            guard let seq = try Int.fetchOne(db, sql: "SELECT lastSeq + 1 FROM job WHERE id = ? AND state = 'running'",
+                                             arguments: [id]) else {
+                throw CancellationError()  // the job ended (cancelled) meanwhile: its handler is being cancelled
+            }
+            try db.execute(sql: "INSERT INTO jobProgress (job, seq, payload) VALUES (?, ?, ?)", arguments: [id, seq, stored])
+            if let storedCheckpoint {
+                try db.execute(sql: "UPDATE job SET lastSeq = ?, checkpoint = ? WHERE id = ?",
+                               arguments: [seq, storedCheckpoint, id])
+            } else {
+                try db.execute(sql: "UPDATE job SET lastSeq = ? WHERE id = ?", arguments: [seq, id])
+            }
+            let batch = max(1, keep / 64)
+            if seq > keep, seq % batch == 0 {
+                try db.execute(sql: "DELETE FROM jobProgress WHERE job = ? AND seq <= ?", arguments: [id, seq - keep])
+            }
+            return seq
+        }
+    }
+
+    func saveCheckpoint(job id: String, _ checkpoint: JSONValue) async throws {
+        let stored = StoredJSON.encode(checkpoint)
+        try await writer.write { db in
+            try db.execute(sql: "UPDATE job SET checkpoint = ? WHERE id = ? AND state = 'running'", arguments: [stored, id])
+        }
+    }
+
+    /// Progress of a job after `seq`, oldest first, at most `limit`.
+    func progress(job id: String, after seq: Int, limit: Int) async throws -> [(seq: Int, payload: JSONValue)] {
+        try await writer.read { db in
+            try Row.fetchAll(db, sql: "SELECT seq, payload FROM jobProgress WHERE job = ? AND seq > ? ORDER BY seq LIMIT ?",
+                             arguments: [id, seq, limit])
+                .map { row in (row["seq"], try StoredJSON.decode(row["payload"])) }
+        }
+    }
+
+    /// Records a job's end, if it is still running (a cancel may have ended it first); returns whether it did.
+    @discardableResult
+    func finish(job id: String, _ outcome: Result<JSONValue, BridgeError>, nowMs: Int) async throws -> Bool {
+        try await writer.write { db in try Self.recordOutcome(db, job: id, outcome, nowMs: nowMs) }
+    }
+
+    private static func recordOutcome(_ db: Database, job id: String, _ outcome: Result<JSONValue, BridgeError>,
+                                      nowMs: Int) throws -> Bool {
+        switch outcome {
+        case .success(let result):
+            try db.execute(sql: """
+                UPDATE job SET state = 'succeeded', result = ?, finishedMs = ?, checkpoint = NULL
+                WHERE id = ? AND state = 'running'
+                """, arguments: [StoredJSON.encode(result), nowMs, id])
+        case .failure(let error):
+            try db.execute(sql: """
+                UPDATE job SET state = ?, errorCode = ?, errorMessage = ?, errorData = ?, finishedMs = ?,
+                    checkpoint = NULL
+                WHERE id = ? AND state = 'running'
+                """, arguments: [JobRecord.State(ending: error).rawValue, error.code.rawValue, error.message,
+                                 error.data.map(StoredJSON.encode), nowMs, id])
+        }
+        return db.changesCount > 0
+    }
+
+    /// What a finished job answers: its result, or its error. Nil while it runs or when unknown.
+    func outcome(job id: String) async throws -> Result<JSONValue, BridgeError>? {
+        try await writer.read { db in
+            guard let row = try Row.fetchOne(db, sql: "SELECT state, result, errorCode, errorMessage, errorData FROM job WHERE id = ?",
+                                             arguments: [id]) else { return nil }
+            switch JobRecord.State(rawValue: row["state"]) {
+            case .succeeded?: return .success(try (row["result"] as Data?).map(StoredJSON.decode) ?? .null)
+            case .running?, nil: return nil
+            default: return .failure(try JobRecord.error(from: row) ?? BridgeError(.handlerError, ""))
+            }
+        }
+    }
+
+    struct Filter: Sendable {
+        var action: String?
+        var state: JobRecord.State?
+        var job: String?
+        var limit: Int
+    }
+
+    /// Jobs that match, newest first.
+    func list(_ filter: Filter) async throws -> [JobRecord] {
+        var clauses: [String] = []
+        var values: StatementArguments = []
+        if let action = filter.action { clauses.append("action = ?"); values += [action] }
+        if let state = filter.state { clauses.append("state = ?"); values += [state.rawValue] }
+        if let job = filter.job { clauses.append("id = ?"); values += [job] }
+        values += [filter.limit]
+        let arguments = values
+        let whereClause = clauses.isEmpty ? "" : "WHERE " + clauses.joined(separator: " AND ")
+        let sql = "SELECT * FROM job \(whereClause) ORDER BY createdMs DESC, rowid DESC LIMIT ?"
+        return try await writer.read { db in
+            try Row.fetchAll(db, sql: sql, arguments: arguments).map(JobRecord.init(row:))
+        }
+    }
+
+    // MARK: Restarts and retention
+
+    struct Resumable {
+        let record: JobRecord
+        let payload: JSONValue
+        let checkpoint: JSONValue
+    }
+
+    /// At a host's start, in one transaction: each job a killed host left running either counts one more run and
+    /// is returned, to be resumed from its checkpoint, or ends `interrupted` (SPEC 7.16). Synchronous: the host
+    /// serves nothing until it is done.
+    func recover(canResume: (String) -> Bool, nowMs: Int) throws -> [Resumable] {
+        try writer.write { db in
+            var resumable: [Resumable] = []
+            for row in try Row.fetchAll(db, sql: "SELECT * FROM job WHERE state = 'running'") {
+                let record = try JobRecord(row: row)
+                if let checkpoint = row["checkpoint"] as Data?, canResume(record.action) {
+                    try db.execute(sql: "UPDATE job SET runs = runs + 1 WHERE id = ?", arguments: [record.id])
+                    var resumed = record
+                    resumed.runs += 1
+                    resumable.append(Resumable(record: resumed, payload: try StoredJSON.decode(row["payload"]),
+                                               checkpoint: try StoredJSON.decode(checkpoint)))
+                } else {
+                    let why = row["checkpoint"] as Data? == nil
+                        ? "the host stopped while the job ran, and it had no checkpoint to resume from"
+                        : "the host stopped while the job ran, and no longer serves '\(record.action)' as a job"
+                    try Self.recordOutcome(db, job: record.id, .failure(BridgeError(.interrupted, why)), nowMs: nowMs)
+                }
+            }
+            return resumable
+        }
+    }
+
+    /// A graceful shutdown: running jobs without a checkpoint end `interrupted` (checkpointed ones resume later).
+    func interruptUncheckpointed(nowMs: Int) async throws {
+        try await writer.write { db in
+            try db.execute(sql: """
+                UPDATE job SET state = 'interrupted', errorCode = 'interrupted',
+                    errorMessage = 'the host shut down while the job ran, and it had no checkpoint to resume from',
+                    finishedMs = ?
+                WHERE state = 'running' AND checkpoint IS NULL
+                """, arguments: [nowMs])
+        }
+    }
+
+    /// Forgets jobs that finished before `cutoffMs`, with their progress.
+    func purge(finishedBefore cutoffMs: Int) async throws {
+        try await writer.write { db in
+            try db.execute(sql: "DELETE FROM jobProgress WHERE job IN (SELECT id FROM job WHERE finishedMs < ?)", arguments: [cutoffMs])
+            try db.execute(sql: "DELETE FROM job WHERE finishedMs < ?", arguments: [cutoffMs])
+        }
+    }
+}
+
+/// What the journal says of one job: the record `$job.start`, `$job.cancel` and `$job.list` answer with
+/// (`protocol/schema/job.schema.json`).
+public struct JobRecord: Sendable, Hashable {
+    public enum State: String, Sendable, Hashable, CaseIterable {
+        case running, succeeded, failed, cancelled, interrupted
+
+        /// The final state a failed job ends in.
+        init(ending error: BridgeError) {
+            switch error.code {
+            case .cancelled: self = .cancelled
+            case .interrupted: self = .interrupted
+            default: self = .failed
+            }
+        }
+    }
+
+    public var id: String
+    public var action: String
+    public var key: String?
+    public var state: State
+    /// The `seq` of its latest progress; 0 before any.
+    public var lastSeq: Int
+    /// How many times its handler was started: more than 1 only for a job resumed from a checkpoint.
+    public var runs: Int
+    public var createdMs: Int
+    public var finishedMs: Int?
+    /// Why it failed, was cancelled or was interrupted.
+    public var error: BridgeError?
+
+    init(id: String, action: String, key: String?, state: State, lastSeq: Int, runs: Int, createdMs: Int,
+         finishedMs: Int?, error: BridgeError?) {
+        self.id = id
+        self.action = action
+        self.key = key
+        self.state = state
+        self.lastSeq = lastSeq
+        self.runs = runs
+        self.createdMs = createdMs
+        self.finishedMs = finishedMs
+        self.error = error
+    }
+
+    init(row: Row) throws {
+        self.init(id: row["id"], action: row["action"], key: row["key"],
+                  state: State(rawValue: row["state"]) ?? .failed, lastSeq: row["lastSeq"], runs: row["runs"],
+                  createdMs: row["createdMs"], finishedMs: row["finishedMs"], error: try Self.error(from: row))
+    }
+
+    static func error(from row: Row) throws -> BridgeError? {
+        guard let code: String = row["errorCode"] else { return nil }
+        return BridgeError(.init(code), row["errorMessage"] ?? "", data: try (row["errorData"] as Data?).map(StoredJSON.decode))
+    }
+
+    /// The record as the protocol writes it.
+    var json: JSONValue {
+        var object: [String: JSONValue] = [
+            "job": .string(id), "action": .string(action), "state": .string(state.rawValue),
+            "last_seq": .int(lastSeq), "runs": .int(runs), "created_ms": .int(createdMs),
+        ]
+        if let key { object["key"] = .string(key) }
+        if let finishedMs { object["finished_ms"] = .int(finishedMs) }
+        if let error {
+            var body: [String: JSONValue] = ["code": .string(error.code.rawValue), "message": .string(error.message)]
+            if let data = error.data { body["data"] = data }
+            object["error"] = .object(body)
+        }
+        return .object(object)
+    }
+}
+
+/// JSON values as the journal stores them: compact JSON text, or, for a value holding bytes, a NUL byte (which no
+/// JSON text starts with) then the text and each byte string, length-prefixed, referred to as `{"$attachment": i}`
+/// as in a message.
+enum StoredJSON {
+    static func encode(_ value: JSONValue) -> Data {
+        var text: [UInt8] = []
+        let attachments = AttachmentCollector()
+        value.write(to: &text, attachments: attachments)
+        guard !attachments.frames.isEmpty else { return Data(text) }
+        var data = Data([0])
+        for part in [text] + attachments.frames {
+            withUnsafeBytes(of: UInt64(part.count).littleEndian) { data.append(contentsOf: $0) }
+            data.append(contentsOf: part)
+        }
+        return data
+    }
+
+    static func decode(_ data: Data) throws -> JSONValue {
+        let bytes = [UInt8](data)
+        guard bytes.first == 0 else { return try JSONValue.parse(bytes) }
+        var parts: [[UInt8]] = []
+        var index = 1
+        while index + 8 <= bytes.count {
+            let length = bytes[index ..< index + 8].enumerated().reduce(0) { $0 | Int($1.element) << (8 * $1.offset) }
+            index += 8
+            guard length >= 0, index + length <= bytes.count else { break }
+            parts.append(Array(bytes[index ..< index + length]))
+            index += length
+        }
+        guard index == bytes.count, let text = parts.first else {
+            throw JournalError(description: "a value in the journal is damaged")
+        }
+        return try JSONValue.parse(text).resolvingAttachments(Array(parts.dropFirst()))
+    }
+}
+
+/// An exclusive `flock` on a file beside the journal, so two host processes never share one.
+final class FileLock: Sendable {
+    private let descriptor: Int32
+
+    init(_ path: String) throws {
+        descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else {
+            throw JournalError(description: "cannot open the journal's lock file \(path): \(String(cString: strerror(errno)))")
+        }
+        guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
+            close(descriptor)
+            throw JournalError(description: "the journal is in use by another host process (\(path) is locked)")
+        }
+    }
+
+    deinit { close(descriptor) }
+}
+
+/// The journal cannot be opened or read: it is locked by another host, or damaged.
+public struct JournalError: Error, Sendable, CustomStringConvertible {
+    public var description: String
+}
