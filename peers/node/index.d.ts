@@ -65,8 +65,10 @@ export interface Catalogue {
 }
 
 /**
- * `error.code`: the protocol's error codes. Hosts may send codes this version does not know, so
- * any string is accepted.
+ * `error.code`: the protocol's error codes (SPEC 8). Hosts may send codes this version does not know, and handlers
+ * codes of their own, so any string is accepted. From jobs (SPEC 7.16, since 1.4): `unknown_job`, the host does not
+ * have the job named (never started, or finished longer ago than the host keeps jobs); `interrupted`, the job's host
+ * stopped while it ran and the job had no checkpoint to resume from, so it will not run again.
  */
 export type BridgeErrorCode =
   | 'bad_message'
@@ -83,6 +85,8 @@ export type BridgeErrorCode =
   | 'overloaded'
   | 'not_allowed'
   | 'unauthorized'
+  | 'unknown_job'
+  | 'interrupted'
   | 'name_taken'
   | (string & {});
 
@@ -172,7 +176,8 @@ export type Handler = (payload: any, context: RequestContext) => unknown | Promi
  */
 export type EventListener = (payload: any, context: EventContext) => void | Promise<void>;
 
-export interface CallOptions {
+/** What every request takes: its deadline and a way to cancel it. */
+export interface RequestOptions {
   /**
    * Milliseconds: `request.timeout_ms` and `request.deadline` (`Date.now()` + timeout): the call fails with
    * `timeout` at this deadline, whatever the host does, and the host does not start it once the
@@ -184,6 +189,18 @@ export interface CallOptions {
   signal?: AbortSignal;
 }
 
+export interface CallOptions extends RequestOptions {
+  /**
+   * `request.idempotency_key` (SPEC 7.16, since 1.4): for an action the host serves as a job, names the job, per
+   * action. A call repeating a key the host still has attaches to the job that key started (its progress again, then
+   * its outcome) instead of running the action again; the payload of the repeat is not compared with the first. The
+   * host records the key before the handler starts, so a retry after a lost response, a reconnect or a host restart
+   * never runs the work twice. Actions not served as jobs ignore it. 1..128 characters (code points) without unpaired
+   * surrogates, else the call rejects with a TypeError, nothing sent.
+   */
+  idempotencyKey?: string;
+}
+
 /** A call with progress, from {@link Peer.stream}. */
 export interface StreamingCall<Progress = any, Result = any> {
   /** `progress.payload` of each progress message, in `seq` order; ends when the call ends. */
@@ -192,9 +209,89 @@ export interface StreamingCall<Progress = any, Result = any> {
   readonly result: Promise<Result>;
   /**
    * The sum of `progress.skipped` so far: payloads the host coalesced away because this peer was not
-   * reading fast enough. `progress` still yields every message that arrived, in order.
+   * reading fast enough (for an attach: progress the job's journal no longer held). `progress` still yields every
+   * message that arrived, in order.
    */
   readonly skipped: number;
+  /**
+   * `progress.seq` of the last payload `progress` has yielded: 0 before any (for {@link Peer.attachJob}, its
+   * `afterSeq`). Progress that arrived but was not taken from `progress` yet is not counted, so a reader of a job that
+   * attaches again with `afterSeq: stream.lastSeq` (after a disconnect, a restart, a `break`) gets exactly the progress
+   * it has not taken, each once and in order. For an attach the numbers are the job's own (SPEC 7.2, 7.16).
+   */
+  readonly lastSeq: number;
+}
+
+/** `job.state` (SPEC 7.16): `running`, then one of the four final states. */
+export type JobState = 'running' | 'succeeded' | 'failed' | 'cancelled' | 'interrupted';
+
+/**
+ * A job record (`schema/job.schema.json`), as {@link Peer.startJob}, {@link Peer.cancelJob} and {@link Peer.listJobs}
+ * resolve with it: the wire's snake_case fields in camelCase (`last_seq` -> `lastSeq`, `created_ms` -> `createdMs`,
+ * `finished_ms` -> `finishedMs`), the others under their wire names. Optional fields are absent when the host sent
+ * none. A record never carries the result: attach to get it.
+ */
+export interface JobRecord {
+  /** `job`: the job's id, chosen by the host (ZeroBridge: 32 lowercase hex digits), never reused. */
+  readonly job: string;
+  /** `action`: the action the job runs. */
+  readonly action: string;
+  /** `key`: its idempotency key, when it was started with one. */
+  readonly key?: string;
+  /** `state`. */
+  readonly state: JobState;
+  /** `last_seq`: the `seq` of its latest progress; 0 before any. */
+  readonly lastSeq: number;
+  /** `runs`: how many times its handler was started; more than 1 only for a job resumed from a checkpoint. */
+  readonly runs: number;
+  /** `created_ms`: when it was started, Unix time in milliseconds. */
+  readonly createdMs: number;
+  /** `finished_ms`: when it reached its final state (present in every final state, never while running). */
+  readonly finishedMs?: number;
+  /** `error`: why it ended, in `failed`, `cancelled` and `interrupted` (as in a response: `interrupted` for the last). */
+  readonly error?: { code: BridgeErrorCode; message: string; data?: JsonValue };
+  /** `created` ({@link Peer.startJob} only): true when this request started the job, false when its key named one. */
+  readonly created?: boolean;
+}
+
+/** Which job: by its id, or by the action and idempotency key it was started with (keys are per action). */
+export type JobSelector = { job: string } | { action: string; key: string };
+
+export interface StartJobOptions extends RequestOptions {
+  /**
+   * The job's idempotency key (1..128 characters): when the host still has a job of this action started with it
+   * (running or finished), that job's record is the answer (`created: false`) and nothing new starts.
+   */
+  key?: string;
+}
+
+export interface AttachJobOptions extends RequestOptions {
+  /**
+   * `after_seq`: the last `seq` already seen (default 0: from the first progress). Progress with a higher `seq` comes,
+   * in order and each once: first what the journal holds, then the live progress. Pass a stream's
+   * {@link StreamingCall.lastSeq} to carry on where it stopped.
+   */
+  afterSeq?: number;
+  /**
+   * Milliseconds, as for a call, but the default is **`Infinity`**: an attach waits for its job however long it
+   * runs (the peer's `timeout` option does not apply). Give one to stop waiting: the attach then fails with `timeout`
+   * (and, like an abort, leaves the job running).
+   */
+  timeout?: number | null;
+  /** Aborting detaches: the attach rejects with `cancelled`, and the job runs on (cancel it with {@link Peer.cancelJob}). */
+  signal?: AbortSignal;
+}
+
+/** A `$job.list` filter: every field given must match. */
+export interface JobFilter {
+  /** Only jobs of this action. */
+  action?: string;
+  /** Only jobs in this state. */
+  state?: JobState;
+  /** Only this job. */
+  job?: string;
+  /** At most this many records, 1..1000 (default 100). */
+  limit?: number;
 }
 
 export interface PeerOptions {
@@ -325,7 +422,7 @@ export class Peer {
   /**
    * `welcome.info`: the context the host's configuration gives every peer (its version, platform, features; SPEC 5,
    * since 1.3), as of its last welcome: an object, opaque to the protocol. Null before a welcome, and when the welcome
-   * had none. The conformance host's is `{ protocol_revision: '1.3' }`.
+   * had none. The conformance host's is `{ protocol_revision: '1.4' }`.
    */
   readonly hostInfo: { [key: string]: any } | null;
   /**
@@ -368,6 +465,55 @@ export class Peer {
   stream<Progress = any, Result = any>(action: string, payload?: JsonValue, options?: CallOptions): StreamingCall<Progress, Result>;
 
   /**
+   * `$job.start` (SPEC 7.16): starts `action` as a job with `payload` and resolves at once with its record
+   * (`created: true`), without waiting for it to run. With `key`, a job of this action the host still has under that
+   * key is the answer instead (`created: false`; its payload is not compared). Rejects like {@link Peer.call}:
+   * `invalid_payload` when the host does not serve `action` as a job, `overloaded` over the host's bound on running
+   * jobs, `unknown_action` from a host without jobs, `bad_message` when the answer is not a job record; a TypeError for
+   * an action or key that is not 1..128 characters. (The `validate` option does not check a job's payload; the host
+   * does.)
+   *
+   * For example:
+   * ```js
+   * const { job } = await peer.startJob('importFile', { path: '/data' }, { key: 'import-2026-11-24' });
+   * ```
+   */
+  startJob(action: string, payload?: JsonValue, options?: StartJobOptions): Promise<JobRecord>;
+
+  /**
+   * `$job.attach` with progress (SPEC 7.16): a stream of the job's progress with `seq` above `afterSeq` (journaled
+   * progress first, then live, each once and in order, never coalesced), then its outcome as `result`: the job's result
+   * when it succeeded, else a BridgeError with its code (the handler's own, `handler_error`, `cancelled`, `interrupted`).
+   * A finished job answers at once, after the progress asked for. `unknown_job` when the host does not have it.
+   *
+   * **The default timeout is none** (`Infinity`), not the 30 s of calls: a job may run long. **Aborting only
+   * detaches**: the attach rejects with `cancelled`, the host ends that request, and the job runs on; so do a timeout,
+   * closing the peer and losing the host. Only {@link Peer.cancelJob} stops a job. An invalid selector or `afterSeq`
+   * rejects `result` with a TypeError, nothing sent.
+   *
+   * For example:
+   * ```js
+   * const call = peer.attachJob({ job }, { afterSeq: seen });
+   * for await (const p of call.progress) { show(p); seen = call.lastSeq; }
+   * console.log(await call.result);
+   * ```
+   */
+  attachJob<Progress = any, Result = any>(selector: JobSelector, options?: AttachJobOptions): StreamingCall<Progress, Result>;
+
+  /**
+   * `$job.cancel` (SPEC 7.16): cancels a running job (its handler is cancelled; every attach to it is answered with
+   * its outcome, `cancelled` unless the handler finished first) and resolves with its record. A finished job is left
+   * as it is. Rejects with `unknown_job` when the host does not have it.
+   */
+  cancelJob(selector: JobSelector, options?: RequestOptions): Promise<JobRecord>;
+
+  /**
+   * `$job.list` (SPEC 7.16): the host's jobs that match `filter`, newest first, at most `limit` (default 100). A
+   * filter the host would refuse (a state not in {@link JobState}, a limit outside 1..1000) rejects with a TypeError.
+   */
+  listJobs(filter?: JobFilter, options?: RequestOptions): Promise<JobRecord[]>;
+
+  /**
    * `event.action`: posts a fire-and-forget event to the host (no response, not even an error).
    * Throws a BridgeError: `overloaded` while more than 8 MiB wait to be sent to the host (it is not
    * keeping up) or the send queue before the first connection is full; `peer_lost` while the host is
@@ -381,7 +527,7 @@ export class Peer {
    * {@link Peer.call} (`unknown_action` from a host older than protocol 1.3), and with `bad_message` when the result is
    * not a catalogue. With `validate`, payloads are checked against the catalogue fetched from then on.
    */
-  describe(options?: CallOptions): Promise<Catalogue>;
+  describe(options?: RequestOptions): Promise<Catalogue>;
 
   /**
    * `hello.actions`: serves an action to the host, described in this peer's catalogue (`$describe`, SPEC 7.8) by

@@ -1,8 +1,20 @@
 /**
+ * The error codes of the protocol (SPEC 8), in its order. Codes are an open set: a handler may fail with a code of its
+ * own, which travels unchanged, so a BridgeError's `code` may be any string; these are the ones the protocol defines.
+ * `unknown_job` and `interrupted` (since 1.4) come from jobs (SPEC 7.16): a job the host does not have, and a job
+ * whose host stopped while it ran and that had no checkpoint to resume from.
+ */
+export const ERROR_CODES = Object.freeze([
+  'bad_message', 'unsupported_version', 'unknown_action', 'invalid_payload', 'handler_gone', 'handler_error', 'timeout',
+  'cancelled', 'peer_lost', 'duplicate_id', 'too_large', 'overloaded', 'not_allowed', 'unauthorized', 'unknown_job',
+  'interrupted', 'name_taken',
+]);
+
+/**
  * The error every ZeroBridge failure rejects with. `code` is one of the protocol's error codes
- * (`timeout`, `cancelled`, `peer_lost`, `unknown_action`, `handler_error`, ...), so callers can
- * switch on it; `data` is the error's optional `data` from the wire. connect() rejects with
- * `name_taken` when the host refused the peer's name (held by another live session) until its timeout.
+ * (`timeout`, `cancelled`, `peer_lost`, `unknown_action`, `handler_error`, `unknown_job`, `interrupted`, ...:
+ * ERROR_CODES), so callers can switch on it; `data` is the error's optional `data` from the wire. connect() rejects
+ * with `name_taken` when the host refused the peer's name (held by another live session) until its timeout.
  */
 export class BridgeError extends Error {
   constructor(code, message, options = {}) {

@@ -5,6 +5,8 @@
 //   for (const conversation of loadConversations(['protocol/fixtures/conversations'])) {
 //     await runConversation(conversation, 'tcp://127.0.0.1:5555');        // rejects with a FixtureFailure
 //   }
+//   // A conversation with a restart_host step (restartsHost(conversation)) needs a host the caller can kill and start
+//   // again on the same journal and endpoint: runConversation(conversation, endpoint, { restartHost: async () => endpoint })
 //   for (const c of loadMessageCases(['protocol/fixtures/messages'])) checkMessageCase(c);   // the Node wire decoder
 //   const peer = { language: 'node', command: ['node', 'peers/node/bin/conformance-peer.js'] };
 //   for (const conversation of loadConversations(['protocol/fixtures/peer-conversations'], { plays: 'host' })) {
@@ -35,6 +37,7 @@ const STEP_OPTIONS = {
   expect: ['client', 'within_ms', 'skip', 'repeat', 'note'],
   expect_unordered: ['client', 'within_ms', 'skip', 'note'],
   expect_nothing_ms: ['client', 'skip', 'note'],
+  restart_host: ['note'], // since 1.4 (SPEC 14.2): conversations with a host only
 };
 const STEP_KINDS = Object.keys(STEP_OPTIONS);
 const PONG = Buffer.from('{"v":1,"type":"pong"}');
@@ -257,6 +260,9 @@ function checkStep(check, step, at, clients, plays) {
     step.send_frames.forEach((frame, i) => check.frame(frame, `${at}.send_frames[${i}]`));
   } else if (kind === 'expect') {
     if (!isObject(step.expect)) throw check.fail(`${at}.expect`, 'must be a pattern for a body (an object)');
+  } else if (kind === 'restart_host') {
+    if (plays === 'host') throw check.fail(`${at}.restart_host`, 'is for conversations with a host: a peer conversation has no host to restart');
+    if (step.restart_host !== 'kill') throw check.fail(`${at}.restart_host`, 'must be "kill" (SIGKILL, then start again on the same journal)');
   } else if (kind === 'expect_unordered') {
     if (!Array.isArray(step.expect_unordered) || step.expect_unordered.length === 0) {
       throw check.fail(`${at}.expect_unordered`, 'must be a non-empty array of {body, repeat?}');
@@ -472,7 +478,7 @@ export function frameBytes(frame) {
 
 const NO_DEFAULT = Symbol('no default');
 const FIELDS = {
-  request: { id: NO_DEFAULT, action: NO_DEFAULT, payload: null, timeout_ms: NO_DEFAULT, deadline: NO_DEFAULT, progress: false },
+  request: { id: NO_DEFAULT, action: NO_DEFAULT, payload: null, timeout_ms: NO_DEFAULT, deadline: NO_DEFAULT, progress: false, idempotency_key: NO_DEFAULT },
   response: { id: NO_DEFAULT, ok: NO_DEFAULT, result: NO_DEFAULT, error: NO_DEFAULT },
   progress: { id: NO_DEFAULT, seq: NO_DEFAULT, skipped: NO_DEFAULT, payload: null },
   event: { action: NO_DEFAULT, payload: null, topic: NO_DEFAULT },
@@ -605,13 +611,25 @@ class Transport {
 }
 
 class Dealers extends Transport {
-  constructor(endpoint, clients, autoPong) {
+  constructor(endpoint, clients, autoPong, restartHost) {
     super('host', autoPong);
+    this.clients = clients;
+    this.restartHost = restartHost;
     this.dealers = new Map();
-    for (const client of clients) {
+    this.open(endpoint);
+  }
+
+  /** One fresh DEALER per client; what a replaced one still delivers is ignored. */
+  open(endpoint) {
+    for (const client of this.clients) {
       const dealer = new ZmtpDealer(endpoint, { sendQueueLimit: Number.MAX_SAFE_INTEGER });
-      dealer.on('message', (frames) => this.queue(client, frames));
-      dealer.on('error', (error) => this.fail(new FixtureFailure(`ZMTP error talking to the host at ${endpoint}: ${error.message}`)));
+      const current = () => this.dealers.get(client) === dealer;
+      dealer.on('message', (frames) => {
+        if (current()) this.queue(client, frames);
+      });
+      dealer.on('error', (error) => {
+        if (current()) this.fail(new FixtureFailure(`ZMTP error talking to the host at ${endpoint}: ${error.message}`));
+      });
       dealer.connect();
       this.dealers.set(client, dealer);
     }
@@ -619,6 +637,27 @@ class Dealers extends Transport {
 
   send(client, frames) {
     this.dealers.get(client).send(frames);
+  }
+
+  /**
+   * The restart_host step (SPEC 14.2): closes every client's socket (what it received and no step took is dropped),
+   * has the caller's restartHost() kill the host and start it again, and opens a fresh socket per client to the
+   * endpoint it resolves to.
+   */
+  async restart() {
+    await this.close();
+    this.dealers.clear();
+    this.queues.clear();
+    let endpoint;
+    try {
+      endpoint = await this.restartHost();
+    } catch (error) {
+      throw new FixtureFailure(`restartHost() failed to kill the host and start it again: ${error?.message ?? error}`);
+    }
+    if (typeof endpoint !== 'string' || !endpoint.includes('://')) {
+      throw new FixtureFailure(`restartHost() must resolve to the restarted host's endpoint, not ${short(endpoint)}`);
+    }
+    this.open(endpoint);
   }
 
   async close() {
@@ -689,10 +728,26 @@ class PeerUnderTest extends Transport {
   }
 }
 
-/** Plays the conversation's peers against the host at `endpoint`; rejects with a FixtureFailure at the first failing step. */
-export async function runConversation(conversation, endpoint) {
+/** Whether the conversation has a restart_host step, and so needs a host of its own that its runner can restart. */
+export function restartsHost(conversation) {
+  return conversation.steps.some((step) => has(step, 'restart_host'));
+}
+
+/**
+ * Plays the conversation's peers against the host at `endpoint`; rejects with a FixtureFailure at the first failing step.
+ * `restartHost`, an async function, is what a restart_host step calls between closing the clients' sockets and opening
+ * fresh ones: it kills the host with SIGKILL, starts it again with the same flags on the same journal and endpoint,
+ * and resolves to the endpoint. A conversation with such a step is not run without it (rejected, saying why).
+ */
+export async function runConversation(conversation, endpoint, { restartHost } = {}) {
   if (conversation.plays !== 'peers') throw new TypeError(`"${conversation.description}" plays the host: run it with runPeerConversation`);
-  const transport = new Dealers(endpoint, conversation.clients, conversation.pings === 'auto');
+  if (restartsHost(conversation) && typeof restartHost !== 'function') {
+    const n = conversation.steps.findIndex((step) => has(step, 'restart_host'));
+    throw new FixtureFailure(`conversation "${conversation.description}" was not run: step ${n + 1} restarts the host (restart_host), `
+      + 'which needs a host of its own that the runner can kill and start again on the same journal: pass runConversation '
+      + '{ restartHost }, an async function that does so and resolves to the endpoint');
+  }
+  const transport = new Dealers(endpoint, conversation.clients, conversation.pings === 'auto', restartHost);
   try {
     await new Run(conversation, transport, null).run();
   } finally {
@@ -765,6 +820,8 @@ class Run {
       for (const index of indexes) await this.expect(client, withIndex(step.expect, index), step);
     } else if (has(step, 'expect_unordered')) {
       await this.expectUnordered(client, step);
+    } else if (has(step, 'restart_host')) {
+      await this.transport.restart();
     } else {
       await this.expectNothing(client, step);
     }

@@ -34,19 +34,29 @@ class Timer {
   }
 }
 
-/** Progress payloads of one call, consumed with `for await`; ends when the call ends. */
+/**
+ * Progress payloads of one call, consumed with `for await`; ends when the call ends. `lastSeq` is the `seq` of the
+ * last payload handed to the consumer (`startSeq` before any): what a reader re-attaching to a job passes as
+ * `after_seq` to get exactly what it has not taken yet (SPEC 7.16).
+ */
 class ProgressStream {
-  constructor() {
+  constructor(startSeq = 0) {
     this.items = [];
     this.waiters = [];
     this.ended = false;
+    this.lastSeq = startSeq;
   }
 
-  push(payload) {
+  push(payload, seq) {
     if (this.ended) return;
     const waiter = this.waiters.shift();
-    if (waiter) waiter({ value: payload, done: false });
-    else this.items.push(payload);
+    if (waiter) this.hand(waiter, { payload, seq });
+    else this.items.push({ payload, seq });
+  }
+
+  hand(waiter, item) {
+    this.lastSeq = item.seq;
+    waiter({ value: item.payload, done: false });
   }
 
   end() {
@@ -55,7 +65,7 @@ class ProgressStream {
   }
 
   next() {
-    if (this.items.length > 0) return Promise.resolve({ value: this.items.shift(), done: false });
+    if (this.items.length > 0) return new Promise((resolve) => this.hand(resolve, this.items.shift()));
     if (this.ended) return Promise.resolve({ value: undefined, done: true });
     return new Promise((resolve) => this.waiters.push(resolve));
   }
@@ -95,9 +105,12 @@ function invalidPayload(refusal) {
   return new BridgeError('invalid_payload', refusal.message, { data: { path: refusal.path } });
 }
 
-/** An action name as sent: 1..128 characters, and text that has a UTF-8 form. */
-function checkAction(action) {
-  if (!isName(action) || !action.isWellFormed()) throw new TypeError('action must be a string of 1..128 characters (without unpaired surrogates)');
+/** A name as sent (an action, an idempotency key, a job id): 1..128 characters, and text that has a UTF-8 form. */
+export function checkName(value, what) {
+  if (!isName(value) || !value.isWellFormed()) {
+    const shown = typeof value === 'string' ? JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}...` : value) : String(value);
+    throw new TypeError(`${what} must be a string of 1..128 characters (without unpaired surrogates), not ${shown}`);
+  }
 }
 
 function errorBody(error) {
@@ -165,8 +178,10 @@ export class Link {
    * Timeouts and cancellation settle the call locally, whatever the host does later. A payload that cannot be
    * carried, or that checkPayload refuses, rejects at once with `invalid_payload`, nothing sent (SPEC 7.14).
    * `gate`, a promise (never rejecting), holds the call back until it settles; its wait counts against `timeout`.
+   * `idempotencyKey` goes on the request as `idempotency_key` (SPEC 7.16). `progress` is called with each progress
+   * message's payload, `skipped` and `seq`.
    */
-  call(action, payload, { timeout, signal, progress, gate } = {}) {
+  call(action, payload, { timeout, signal, progress, gate, idempotencyKey } = {}) {
     if (gate) {
       const start = Date.now();
       return gate.then(() => {
@@ -174,11 +189,12 @@ export class Link {
         if (left !== null && left !== Infinity && left !== undefined && left <= 0) {
           throw new BridgeError('timeout', `${action} was not sent within ${timeout} ms: the host's catalogue (validate) did not come in time`);
         }
-        return this.call(action, payload, { timeout: left, signal, progress });
+        return this.call(action, payload, { timeout: left, signal, progress, idempotencyKey });
       });
     }
     return new Promise((resolve, reject) => {
-      checkAction(action);
+      checkName(action, 'action');
+      if (idempotencyKey !== undefined) checkName(idempotencyKey, 'idempotencyKey');
       if (timeout !== null && timeout !== Infinity && !(Number.isFinite(timeout) && timeout > 0)) {
         throw new TypeError(`timeout must be a positive number of milliseconds, null or Infinity (got ${timeout})`);
       }
@@ -192,7 +208,7 @@ export class Link {
       const id = `${this.idPrefix}${this.nextId + 1}`;
       let frames;
       try {
-        frames = encodeRequest(id, action, payload, timeoutMs, progress !== undefined, deadline);
+        frames = encodeRequest(id, action, payload, timeoutMs, progress !== undefined, deadline, idempotencyKey);
       } catch (error) {
         if (!(error instanceof ValueRefusal)) throw error;
         reject(invalidPayload(error));
@@ -266,23 +282,24 @@ export class Link {
 
   /**
    * Like call(), with the progress payloads as an async iterable; `skipped` counts the payloads the
-   * host coalesced away (the sum of `progress.skipped`).
+   * host coalesced away (the sum of `progress.skipped`), `lastSeq` is the seq of the last payload the
+   * iterable yielded (`startSeq` before any: an attach's `after_seq`).
    */
-  stream(action, payload, options = {}) {
-    const progress = new ProgressStream();
+  stream(action, payload, { startSeq = 0, ...options } = {}) {
+    const progress = new ProgressStream(startSeq);
     let skipped = 0;
     const result = this.call(action, payload, {
       ...options,
-      progress: (p, coalesced) => {
+      progress: (p, coalesced, seq) => {
         skipped += coalesced;
-        progress.push(p);
+        progress.push(p, seq);
       },
     });
     result.then(() => progress.end(), () => progress.end());
     // The caller may only iterate progress; a failure then surfaces through `result` when awaited,
     // not as an unhandled rejection.
     result.catch(() => {});
-    return { progress, result, get skipped() { return skipped; } };
+    return { progress, result, get skipped() { return skipped; }, get lastSeq() { return progress.lastSeq; } };
   }
 
   /**
@@ -290,7 +307,7 @@ export class Link {
    * with `invalid_payload` for a payload that cannot be carried or that checkPayload refuses (SPEC 7.14). Throws.
    */
   post(action, payload) {
-    checkAction(action);
+    checkName(action, 'action');
     let frames;
     try {
       frames = encodeEvent(action, payload);
@@ -363,7 +380,7 @@ export class Link {
           return;
         }
         call.lastSeq = body.seq;
-        return call.progress(body.payload ?? null, body.skipped ?? 0);
+        return call.progress(body.payload ?? null, body.skipped ?? 0, body.seq);
       }
       case 'event': return this.serveEvent(body);
       case 'cancel': return this.cancelServed(body.id);

@@ -9,6 +9,7 @@ import { bodies, decode, encode, readConnectionFile, isName } from './wire.js';
 import { PeerChannel, parseKey } from './signing.js';
 import { buildCatalogue, catalogueProblem, describeAction } from './describe.js';
 import { schemaProblem } from './validate.js';
+import { startPayload, attachPayload, cancelPayload, listPayload, recordFrom, recordsFrom } from './jobs.js';
 
 const debug = debuglog('zerobridge');
 const DEFAULT_TIMEOUT_MS = 30_000;
@@ -59,10 +60,10 @@ function checkTopic(topic) {
 }
 
 /** A stream() that failed before anything was sent. */
-function failedStream(error) {
+function failedStream(error, lastSeq = 0) {
   const result = Promise.reject(error);
   result.catch(() => {});
-  return { progress: (async function* none() {})(), result, skipped: 0 };
+  return { progress: (async function* none() {})(), result, skipped: 0, lastSeq };
 }
 
 /**
@@ -262,13 +263,54 @@ export class Peer {
   call(action, payload = null, options = {}) {
     const refused = this.refusal();
     if (refused) return Promise.reject(refused);
-    return this.link.call(action, payload, { timeout: this.callTimeout(options), signal: options.signal, gate: this.#gate(action) });
+    const { signal, idempotencyKey } = options;
+    return this.link.call(action, payload, { timeout: this.callTimeout(options), signal, idempotencyKey, gate: this.#gate(action) });
   }
 
   stream(action, payload = null, options = {}) {
     const refused = this.refusal();
     if (refused) return failedStream(refused);
-    return this.link.stream(action, payload, { timeout: this.callTimeout(options), signal: options.signal, gate: this.#gate(action) });
+    const { signal, idempotencyKey } = options;
+    return this.link.stream(action, payload, { timeout: this.callTimeout(options), signal, idempotencyKey, gate: this.#gate(action) });
+  }
+
+  // --- jobs (SPEC 7.16): the reserved $job actions, records in camelCase (src/jobs.js) ---------------------------
+
+  /** `$job.start`: starts a job (or, with `key`, finds the one that key started) and resolves with its record. */
+  async startJob(action, payload = null, options = {}) {
+    const { key, timeout, signal } = options;
+    const result = await this.call('$job.start', startPayload(action, payload, key), { timeout, signal });
+    return recordFrom(result, '$job.start');
+  }
+
+  /**
+   * `$job.attach` with progress: the job's progress after `afterSeq`, then its outcome. Without a timeout of its own
+   * an attach waits as long as the job runs (a job may run for hours); aborting `signal` detaches and leaves the job
+   * running. A selector or afterSeq the host would refuse fails the stream at once with a TypeError.
+   */
+  attachJob(selector, options = {}) {
+    const { afterSeq = 0, timeout = Infinity, signal } = options;
+    let payload;
+    try {
+      payload = attachPayload(selector, afterSeq);
+    } catch (error) {
+      return failedStream(error, Number.isSafeInteger(afterSeq) ? afterSeq : 0);
+    }
+    const refused = this.refusal();
+    if (refused) return failedStream(refused, afterSeq);
+    return this.link.stream('$job.attach', payload, { timeout, signal, startSeq: afterSeq });
+  }
+
+  /** `$job.cancel`: cancels a running job (a finished one is left as it is) and resolves with its record. */
+  async cancelJob(selector, options = {}) {
+    const { timeout, signal } = options;
+    return recordFrom(await this.call('$job.cancel', cancelPayload(selector), { timeout, signal }), '$job.cancel');
+  }
+
+  /** `$job.list`: the host's jobs that match the filter, newest first, as records. */
+  async listJobs(filter = {}, options = {}) {
+    const { timeout, signal } = options;
+    return recordsFrom(await this.call('$job.list', listPayload(filter), { timeout, signal }));
   }
 
   /** Fetches the host's catalogue (`$describe`, SPEC 7.8): `{catalogue, actions}`. With `validate`, checks use it from then on. */

@@ -217,12 +217,13 @@ const EMPTY = Buffer.alloc(0);
 const frames = (json, attachments) => (attachments.length === 0 ? [EMPTY, Buffer.from(json, 'utf8')] : [EMPTY, Buffer.from(json, 'utf8'), ...attachments]);
 
 /** The frames of a request; throws a ValueRefusal (path from `payload`) for a payload that cannot be carried. */
-export function encodeRequest(id, action, payload, timeoutMs, progress, deadline) {
+export function encodeRequest(id, action, payload, timeoutMs, progress, deadline, idempotencyKey) {
   const { json, attachments } = serialize(payload ?? null, 'payload');
   let body = `{"v":1,"type":"request","id":${JSON.stringify(id)},"action":${JSON.stringify(action)},"payload":${json}`;
   if (timeoutMs !== undefined) body += `,"timeout_ms":${timeoutMs}`;
   if (deadline !== undefined) body += `,"deadline":${deadline}`;
   if (progress) body += ',"progress":true';
+  if (idempotencyKey !== undefined) body += `,"idempotency_key":${JSON.stringify(idempotencyKey)}`;
   return frames(`${body}}`, attachments);
 }
 

@@ -23,12 +23,12 @@ export function isName(value) {
   return count <= NAME_MAX;
 }
 
-const isPositiveInteger = (value) => Number.isInteger(value) && value >= 1;
-const isNonNegativeInteger = (value) => Number.isInteger(value) && value >= 0;
-const isObject = (value) => typeof value === 'object' && value !== null && !Array.isArray(value);
+export const isPositiveInteger = (value) => Number.isInteger(value) && value >= 1;
+export const isNonNegativeInteger = (value) => Number.isInteger(value) && value >= 0;
+export const isObject = (value) => typeof value === 'object' && value !== null && !Array.isArray(value);
 const isNameList = (value) => Array.isArray(value) && value.every(isName);
 const isResumeToken = (value) => typeof value === 'string' && /^[0-9a-f]{64}$/.test(value);
-const has = (body, field) => Object.prototype.hasOwnProperty.call(body, field);
+export const has = (body, field) => Object.prototype.hasOwnProperty.call(body, field);
 
 /** Nesting depth of JSON text, scanned on the bytes (UTF-8 continuation bytes are never ASCII). */
 function exceedsDepth(bytes, limit) {
@@ -59,6 +59,8 @@ const CHECKS = {
     if (has(body, 'timeout_ms') && !isPositiveInteger(body.timeout_ms)) return 'request.timeout_ms must be a positive integer';
     if (has(body, 'deadline') && !isNonNegativeInteger(body.deadline)) return 'request.deadline must be a non-negative integer (Unix time in ms)';
     if (has(body, 'progress') && typeof body.progress !== 'boolean') return 'request.progress must be a boolean';
+    // Since 1.4: names a job of a job action (SPEC 7.16); a key is counted in code points like every name.
+    if (has(body, 'idempotency_key') && !isName(body.idempotency_key)) return 'request.idempotency_key must be a string of 1..128 characters';
     return null;
   },
   response(body) {
@@ -298,8 +300,9 @@ export function messageBytes(frames) {
 // Body builders. `undefined` fields are left out by JSON.stringify, which is what the protocol's
 // defaults expect (payload/result default to null).
 export const bodies = {
-  request: (id, action, payload, timeoutMs, progress, deadline) => ({
+  request: (id, action, payload, timeoutMs, progress, deadline, idempotencyKey) => ({
     v: 1, type: 'request', id, action, payload: payload ?? null, timeout_ms: timeoutMs, deadline, progress: progress || undefined,
+    idempotency_key: idempotencyKey ?? undefined,
   }),
   result: (id, result) => ({ v: 1, type: 'response', id, ok: true, result: result ?? null }),
   failure: (id, error) => ({ v: 1, type: 'response', id, ok: false, error }),

@@ -147,15 +147,16 @@ export class ConformanceHost {
     const child = track(spawn(hostBinary, ['serve', '--conformance', '--endpoint', bindEndpoint, ...extraArgs], {
       stdio: ['ignore', 'pipe', 'pipe'],
     }));
-    const host = new ConformanceHost(child);
+    const host = new ConformanceHost(child, extraArgs);
     const ready = await host.log.next((e) => e.event === 'line' && e.text.startsWith('zerobridge ready '), 20_000,
       `"zerobridge ready <endpoint>" from ${hostBinary}`);
     host.endpoint = ready.text.slice('zerobridge ready '.length).trim();
     return host;
   }
 
-  constructor(child) {
+  constructor(child, extraArgs) {
     this.child = child;
+    this.extraArgs = extraArgs; // the flags it was started with, to start it again alike
     this.stderr = '';
     child.stderr.on('data', (chunk) => {
       this.stderr = (this.stderr + chunk.toString()).slice(-20_000);
@@ -170,6 +171,15 @@ export class ConformanceHost {
       this.child.kill('SIGKILL');
       await this.exited;
     }
+  }
+
+  /**
+   * Kills the host (SIGKILL) and starts another with the same flags (its --journal included) on the endpoint this one
+   * had bound, so that peers find it where they were; resolves to the new host.
+   */
+  async restarted() {
+    await this.kill();
+    return ConformanceHost.start(this.endpoint, this.extraArgs);
   }
 
   /** Asks the host to shut down gracefully (SIGTERM), killing it if it takes more than 10 s. */

@@ -1,16 +1,20 @@
 // protocol/fixtures through zerobridge/fixtures: every conversation against the real conformance host, every
 // message case against the Node wire decoder, and every peer conversation (plays: host) against the Node and the
 // Python conformance peers. One test each, named by its description. When the host binary is missing, the
-// conversation tests fail with a message saying where it looked.
+// conversation tests fail with a message saying where it looked. A conversation that restarts the host (restart_host,
+// SPEC 14.2) gets a host of its own on a journal file in a fresh folder, killed and started again on cue.
 
 import { describe, test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import {
-  loadConversations, loadMessageCases, runConversation, runPeerConversation, checkMessageCase, match,
+  loadConversations, loadMessageCases, runConversation, runPeerConversation, checkMessageCase, match, restartsHost,
   FixtureFailure, FixtureFormatError,
 } from 'zerobridge/fixtures';
-import { ConformanceHost, repoRoot, python, stopAllProcesses } from '../test-helpers/processes.js';
+import { ZmtpRouter } from '../src/zmtp-router.js';
+import { ConformanceHost, repoRoot, python, stopAllProcesses, within } from '../test-helpers/processes.js';
 
 after(stopAllProcesses);
 
@@ -24,22 +28,46 @@ const PEERS = {
 };
 const LIMIT_FLAGS = { max_message_bytes: '--max-message-bytes', max_in_flight: '--max-in-flight' };
 
+const limitFlags = (limits) => Object.entries(limits).sort(([a], [b]) => (a < b ? -1 : 1))
+  .flatMap(([name, value]) => [LIMIT_FLAGS[name], String(value)]);
+
 // One conformance host per set of limits the conversations name, started on first use.
 const hosts = new Map();
 function hostWith(limits = {}) {
-  const entries = Object.entries(limits).sort(([a], [b]) => (a < b ? -1 : 1));
-  const key = JSON.stringify(entries);
-  if (!hosts.has(key)) hosts.set(key, ConformanceHost.start('tcp://127.0.0.1:*', entries.flatMap(([name, value]) => [LIMIT_FLAGS[name], String(value)])));
+  const flags = limitFlags(limits);
+  const key = JSON.stringify(flags);
+  if (!hosts.has(key)) hosts.set(key, ConformanceHost.start('tcp://127.0.0.1:*', flags));
   return hosts.get(key);
 }
 after(async () => {
   for (const host of hosts.values()) await (await host.catch(() => null))?.stop();
 });
 
+/**
+ * Runs a conversation that restarts its host against a host of its own, on a new journal file: restartHost kills it
+ * with SIGKILL and starts it again with the same flags on the port the first one bound.
+ */
+async function runWithOwnHost(t, conversation) {
+  const folder = mkdtempSync(path.join(tmpdir(), 'zb-node-journal-'));
+  t.after(() => rmSync(folder, { recursive: true, force: true }));
+  let host = await ConformanceHost.start('tcp://127.0.0.1:*', ['--journal', path.join(folder, 'journal.sqlite'), ...limitFlags(conversation.limits)]);
+  t.after(() => host.stop());
+  const restartHost = async () => {
+    host = await host.restarted();
+    return host.endpoint;
+  };
+  await runConversation(conversation, host.endpoint, { restartHost });
+}
+
 describe('conversations against the conformance host', () => {
-  test('the conversations are there', () => assert.ok(conversations.length >= 38, `${conversations.length} conversations`));
+  test('the conversations are there', () => assert.ok(conversations.length >= 44, `${conversations.length} conversations`));
+  test('some conversations restart the host', () => assert.ok(conversations.some(restartsHost)));
   for (const conversation of conversations) {
-    test(conversation.description, async () => {
+    test(conversation.description, async (t) => {
+      if (restartsHost(conversation)) {
+        await runWithOwnHost(t, conversation);
+        return;
+      }
       const host = await hostWith(conversation.limits);
       await runConversation(conversation, host.endpoint);
     });
@@ -142,5 +170,98 @@ describe('failure reports', () => {
   test('a case that disagrees with the decoder fails', () => {
     assert.throws(() => checkMessageCase({ name: 'x', data: { v: 1, type: 'ping' }, valid: false, error: 'bad_message' }), /an invalid body was accepted/);
     assert.throws(() => checkMessageCase({ name: 'x', data: { v: 2, type: 'ping' }, valid: false, error: 'bad_message' }), /refused with unsupported_version/);
+  });
+});
+
+describe('the restart_host step', () => {
+  const PING = { v: 1, type: 'ping' };
+  const PONG = { v: 1, type: 'pong' };
+  const restarting = (clients, steps) => ({ description: 'restarts', file: 'restart.json', plays: 'peers', clients, pings: 'auto', limits: {}, steps });
+
+  /**
+   * A host in this process that answers each ping with `pongs` pongs and records who connected and left; enough to
+   * watch the runner's sockets across a restart without a conformance host.
+   */
+  async function pongHost(pongs) {
+    const router = new ZmtpRouter();
+    const seen = { connected: new Set(), disconnected: new Set() };
+    router.on('connect', (id) => seen.connected.add(id.toString('hex')));
+    router.on('disconnect', (id) => seen.disconnected.add(id.toString('hex')));
+    router.on('message', (id, frames) => {
+      if (JSON.parse(frames[1]).type !== 'ping') return;
+      for (let k = 0; k < pongs; k += 1) router.send(id, [Buffer.alloc(0), Buffer.from(JSON.stringify(PONG))]);
+    });
+    const endpoint = await router.bind('tcp://127.0.0.1:*');
+    return { router, endpoint, seen };
+  }
+
+  test('closes every client socket, awaits restartHost, and opens fresh ones; what no step took is dropped', async (t) => {
+    const first = await pongHost(2); // one pong too many: still queued when the host restarts
+    const second = await pongHost(1);
+    t.after(() => first.router.close());
+    t.after(() => second.router.close());
+    let closedBeforeRestart = null;
+    const restartHost = async () => {
+      closedBeforeRestart = await within((async () => {
+        while (first.seen.disconnected.size < 2) await new Promise((resolve) => setTimeout(resolve, 10));
+        return [...first.seen.connected].every((id) => first.seen.disconnected.has(id));
+      })(), 10_000, 'both clients to leave the first host');
+      await first.router.close();
+      return second.endpoint;
+    };
+    await runConversation(restarting(['one', 'two'], [
+      { send: PING, client: 'one' },
+      { send: PING, client: 'two' },
+      { expect: PONG, client: 'one' },
+      { expect: PONG, client: 'two' },
+      { restart_host: 'kill' },
+      { send: PING, client: 'one' },
+      { send: PING, client: 'two' },
+      { expect: PONG, client: 'one' },
+      { expect: PONG, client: 'two' },
+      { expect_nothing_ms: 300, client: 'one' },
+      { expect_nothing_ms: 300, client: 'two' },
+    ]), first.endpoint, { restartHost });
+    assert.equal(closedBeforeRestart, true, 'every socket to the first host was closed before restartHost ran');
+    assert.equal(first.seen.connected.size, 2);
+    assert.equal(second.seen.connected.size, 2, 'a fresh socket per client');
+  });
+
+  test('without restartHost the conversation is not run, and the failure says why', async () => {
+    const conversation = restarting(['peer'], [{ send: PING }, { restart_host: 'kill' }]);
+    await assert.rejects(runConversation(conversation, 'tcp://127.0.0.1:9'), (error) => {
+      assert.ok(error instanceof FixtureFailure, String(error));
+      assert.match(error.message, /was not run: step 2 restarts the host \(restart_host\).*\{ restartHost \}/s);
+      return true;
+    });
+  });
+
+  test('a restartHost that fails, or resolves to no endpoint, fails the step', async (t) => {
+    const host = await pongHost(1);
+    t.after(() => host.router.close());
+    const conversation = restarting(['peer'], [{ restart_host: 'kill' }]);
+    await assert.rejects(runConversation(conversation, host.endpoint, { restartHost: async () => { throw new Error('no binary'); } }),
+      /step 1 of 1 \(restart_host; \$\.steps\[0\]\): restartHost\(\) failed to kill the host and start it again: no binary/);
+    await assert.rejects(runConversation(conversation, host.endpoint, { restartHost: async () => undefined }),
+      /restartHost\(\) must resolve to the restarted host's endpoint/);
+  });
+
+  test('restart_host is "kill", and only in conversations with a host', (t) => {
+    const folder = mkdtempSync(path.join(tmpdir(), 'zb-node-fixture-'));
+    t.after(() => rmSync(folder, { recursive: true, force: true }));
+    const write = (name, value) => {
+      const file = path.join(folder, name);
+      writeFileSync(file, JSON.stringify(value));
+      return file;
+    };
+    const base = { format: 1, description: 'd', clients: ['peer'] };
+    assert.equal(restartsHost(loadConversations([write('ok.json', { ...base, steps: [{ restart_host: 'kill', note: 'why' }] })])[0]), true);
+    assert.throws(() => loadConversations([write('term.json', { ...base, steps: [{ restart_host: 'term' }] })]),
+      (error) => error instanceof FixtureFormatError && error.path === '$.steps[0].restart_host' && /must be "kill"/.test(error.reason));
+    assert.throws(() => loadConversations([write('extra.json', { ...base, steps: [{ restart_host: 'kill', client: 'peer' }] })]),
+      (error) => error instanceof FixtureFormatError && error.path === '$.steps[0].client');
+    const peerConversation = { format: 1, description: 'd', plays: 'host', steps: [{ expect: PING }, { restart_host: 'kill' }] };
+    assert.throws(() => loadConversations([write('peer.json', peerConversation)], { plays: 'host' }),
+      (error) => error instanceof FixtureFormatError && error.path === '$.steps[1].restart_host' && /no host to restart/.test(error.reason));
   });
 });
