@@ -32,12 +32,20 @@ READY_TIMEOUT = 15.0
 # --- `async def test_...` run by asyncio.run (pytest-asyncio is not a dependency) ------------
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", f"async_timeout(seconds): a longer limit for an async test than the {ASYNC_TEST_TIMEOUT:g} s default"
+    )
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     if not inspect.iscoroutinefunction(pyfuncitem.obj):
         return None
     kwargs = {name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames}
-    asyncio.run(asyncio.wait_for(pyfuncitem.obj(**kwargs), ASYNC_TEST_TIMEOUT))
+    marker = pyfuncitem.get_closest_marker("async_timeout")
+    limit = marker.args[0] if marker is not None else ASYNC_TEST_TIMEOUT
+    asyncio.run(asyncio.wait_for(pyfuncitem.obj(**kwargs), limit))
     return True
 
 
@@ -109,6 +117,58 @@ class HostProcess:
         if self.process.stdout is not None:
             self.process.stdout.close()
         self._stderr.close()
+
+
+class JournaledHost:
+    """A conformance host on a job journal (``--journal FILE``, SPEC 11) that a test can kill with SIGKILL and start
+    again with the same flags on the same journal and the same endpoint: the one its first start bound, so a wildcard
+    port is resolved once (SPEC 14.2, ``restart_host``)."""
+
+    def __init__(self, journal: Path, *flags: str, endpoint: str = "tcp://127.0.0.1:*") -> None:
+        self.journal = journal
+        self.flags = ("--journal", str(journal), *flags)
+        self.process: HostProcess | None = HostProcess(endpoint, *self.flags)
+        self.endpoint = self.process.endpoint
+        self.starts = 1
+
+    def kill(self) -> None:
+        """SIGKILL: the host gets no chance to finish anything (what it committed to its journal stays)."""
+        if self.process is not None:
+            self.process.kill()
+            self.process = None
+
+    def start(self) -> str:
+        """Start it again (after :meth:`kill`) on the same journal and endpoint; its endpoint once it is ready."""
+        assert self.process is None, "kill the host before starting it again"
+        self.process = HostProcess(self.endpoint, *self.flags)
+        self.starts += 1
+        return self.process.endpoint
+
+    def restart(self) -> str:
+        """Kill it and start it again: what a conversation's ``restart_host`` step asks of the runner."""
+        self.kill()
+        return self.start()
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.stop()
+            self.process = None
+
+
+@pytest.fixture
+def journaled_host(tmp_path: Path) -> Iterator[Callable[..., JournaledHost]]:
+    """Start conformance hosts on journals in this test's temporary folder (each its own file unless `journal=` says);
+    all are stopped afterwards."""
+    started: list[JournaledHost] = []
+
+    def start(*flags: str, journal: Path | None = None, endpoint: str = "tcp://127.0.0.1:*") -> JournaledHost:
+        host = JournaledHost(journal or tmp_path / f"journal-{len(started) + 1}.sqlite", *flags, endpoint=endpoint)
+        started.append(host)
+        return host
+
+    yield start
+    for host in started:
+        host.stop()
 
 
 @pytest.fixture(scope="session", params=["tcp", "ipc"])

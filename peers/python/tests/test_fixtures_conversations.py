@@ -3,6 +3,7 @@ named by its description; and the runner's failure report: a wrong expectation f
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import HostProcess
+from conftest import HostProcess, JournaledHost
 from zerobridge import fixtures
 
 PROTOCOL = Path(__file__).resolve().parents[3] / "protocol"
@@ -27,8 +28,7 @@ def host_with() -> Iterator[Callable[[dict[str, int]], HostProcess]]:
     def start(limits: dict[str, int]) -> HostProcess:
         key = tuple(sorted(limits.items()))
         if key not in hosts:
-            flags = [item for name, value in key for item in (LIMIT_FLAGS[name], str(value))]
-            hosts[key] = HostProcess("tcp://127.0.0.1:*", *flags)
+            hosts[key] = HostProcess("tcp://127.0.0.1:*", *limit_flags(limits))
         return hosts[key]
 
     yield start
@@ -41,8 +41,22 @@ def test_the_conversations_are_there() -> None:
 
 
 @pytest.mark.parametrize("conversation", [pytest.param(c, id=c.description) for c in CONVERSATIONS])
-def test_conversation(conversation: fixtures.Conversation, host_with: Callable[[dict[str, int]], HostProcess]) -> None:
-    fixtures.run_conversation(conversation, host_with(conversation.limits).endpoint)
+def test_conversation(
+    conversation: fixtures.Conversation,
+    host_with: Callable[[dict[str, int]], HostProcess],
+    journaled_host: Callable[..., JournaledHost],
+) -> None:
+    if not conversation.restarts_host:
+        fixtures.run_conversation(conversation, host_with(conversation.limits).endpoint)
+        return
+    # SPEC 14.2: a host of its own, on a new journal, that the runner kills and starts again on the same endpoint.
+    host = journaled_host(*limit_flags(conversation.limits))
+    fixtures.run_conversation(conversation, host.endpoint, restart_host=host.restart)
+    assert host.starts >= 2, "the conversation restarts the host, but the runner never did"
+
+
+def limit_flags(limits: dict[str, int]) -> list[str]:
+    return [item for name, value in sorted(limits.items()) for item in (LIMIT_FLAGS[name], str(value))]
 
 
 def broken(expectation: dict) -> fixtures.Conversation:
@@ -94,14 +108,75 @@ def test_fixture_tests_makes_one_pytest_test_per_conversation(
         '{"expect": {"v": 1, "type": "response", "id": "a", "ok": true, "result": 4}}]}'
     )
     (folder / "cases.json").write_text('[{"description": "g", "tests": [{"description": "c", "data": 1, "valid": false}]}]')
+    (folder / "restart.json").write_text((PROTOCOL / "fixtures" / "conversations" / "job-restart.json").read_text())
     test_file = tmp_path / "test_service.py"
     test_file.write_text(textwrap.dedent(f"""
         from zerobridge.testing import fixture_tests
         test_service = fixture_tests({str(folder)!r}, endpoint={host_with({}).endpoint!r})
     """))
-    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(test_file)],
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", str(test_file)],
                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert run.returncode == 1, run.stdout + run.stderr
-    assert "1 failed, 1 passed" in run.stdout, run.stdout
+    assert "1 failed, 1 passed, 1 skipped" in run.stdout, run.stdout
+    # A conversation that restarts the host cannot pass against a service started elsewhere: not run, and why (SPEC 14.2).
+    assert "not run: it restarts the host (restart_host)" in run.stdout, run.stdout
     assert "test_service[add gives four]" in run.stdout
     assert "$.result: expected 4, received 3" in run.stdout
+
+
+# --- restart_host (SPEC 14.2) ---------------------------------------------------------------------------------------
+
+
+def test_a_conversation_that_restarts_the_host_is_not_run_without_a_way_to_restart_it(
+    host_with: Callable[[dict[str, int]], HostProcess],
+) -> None:
+    conversation = fixtures.Conversation("restarts", (
+        {"send": {"v": 1, "type": "ping"}},
+        {"restart_host": "kill"},
+    ), file="restarts.json")
+    assert conversation.restarts_host
+    with pytest.raises(fixtures.FixtureFailure, match=r"'restarts' \(restarts\.json\) was not run: it restarts the host.*restart_host="):
+        fixtures.run_conversation(conversation, host_with({}).endpoint)
+
+
+def test_restart_host_gives_every_client_a_fresh_socket_to_the_restarted_host(
+    journaled_host: Callable[..., JournaledHost],
+) -> None:
+    host = journaled_host()
+    processes = []
+
+    def restart() -> str:
+        assert host.process is not None
+        processes.append(host.process.process.pid)
+        endpoint = host.restart()
+        assert host.process is not None
+        processes.append(host.process.process.pid)
+        return endpoint
+
+    conversation = fixtures.Conversation("the host is killed and started again between two clients' calls", (
+        {"send": {"v": 1, "type": "request", "id": "a1", "action": "sleep", "payload": {"ms": 300}}, "client": "a"},
+        {"send": {"v": 1, "type": "request", "id": "b1", "action": "echo", "payload": "unread"}, "client": "b"},
+        {"restart_host": "kill"},
+        {"expect_nothing_ms": 600, "client": "a", "note": "the killed host's sleep never answers a fresh socket"},
+        {"expect_nothing_ms": 100, "client": "b", "note": "what b received before the restart was dropped with its socket"},
+        {"send": {"v": 1, "type": "request", "id": "a2", "action": "echo", "payload": "after"}, "client": "a"},
+        {"expect": {"v": 1, "type": "response", "id": "a2", "ok": True, "result": "after"}, "client": "a"},
+        {"send": {"v": 1, "type": "request", "id": "b2", "action": "add", "payload": {"a": 1, "b": 2}}, "client": "b"},
+        {"expect": {"v": 1, "type": "response", "id": "b2", "ok": True, "result": 3}, "client": "b"},
+    ), clients=("a", "b"))
+    fixtures.run_conversation(conversation, host.endpoint, restart_host=restart)
+    assert len(processes) == 2 and processes[0] != processes[1] and host.starts == 2
+
+
+def test_restart_host_is_checked_as_a_step(tmp_path: Path) -> None:
+    path = tmp_path / "restart.json"
+    path.write_text(json.dumps({"format": 1, "description": "d", "clients": ["peer"], "steps": [{"restart_host": "soft"}]}))
+    with pytest.raises(fixtures.FixtureFormatError, match=r'\$\.steps\[0\]\.restart_host: must be "kill"'):
+        fixtures.load_conversation(path)
+    path.write_text(json.dumps({"format": 1, "description": "d", "clients": ["peer"],
+                                "steps": [{"restart_host": "kill", "client": "peer"}]}))
+    with pytest.raises(fixtures.FixtureFormatError, match=r"\$\.steps\[0\]\.client: is not a field here"):
+        fixtures.load_conversation(path)
+    path.write_text(json.dumps({"format": 1, "description": "d", "plays": "host", "steps": [{"restart_host": "kill"}]}))
+    with pytest.raises(fixtures.FixtureFormatError, match="not of peer conversations"):
+        fixtures.load_conversation(path)
