@@ -21,6 +21,12 @@ public struct Conversation: Sendable, CustomStringConvertible {
     let autoPong: Bool
     let steps: [Step]
 
+    /// Whether it kills and restarts the host (a `restart_host` step, SPEC 14.2): it then needs a host of its own,
+    /// with a journal, that the runner can restart (``ConversationRunner/init(endpoint:restartHost:)``).
+    public var restartsHost: Bool {
+        steps.contains { if case .restartHost = $0.action { true } else { false } }
+    }
+
     /// Reads a conversation from JSON text, checking it against the format (the same rules as
     /// `fixtures/fixture.schema.json`, plus the ones a schema cannot say: clients named in steps exist).
     public init(json: [UInt8], file: String = "") throws(FixtureError) {
@@ -115,6 +121,8 @@ struct Step: Sendable {
         case expect(pattern: JSONValue, withinMs: Int, skip: [JSONValue], repeatCount: Int?)
         case expectUnordered(items: [(pattern: JSONValue, repeatCount: Int?)], withinMs: Int, skip: [JSONValue])
         case expectNothing(ms: Int, skip: [JSONValue])
+        /// Kill the host (SIGKILL) and start it again on its journal; every client gets a fresh socket.
+        case restartHost
     }
 
     var action: Action
@@ -130,6 +138,7 @@ struct Step: Sendable {
         case .expect: "expect"
         case .expectUnordered: "expect_unordered"
         case .expectNothing: "expect_nothing_ms"
+        case .restartHost: "restart_host"
         }
     }
 
@@ -176,9 +185,14 @@ struct FixtureReader {
     func step(_ value: JSONValue, index: Int, clients: [String], playsHost: Bool = false) throws(FixtureError) -> Step {
         let path = "$.steps[\(index)]"
         let members = try object(value, path)
-        let kinds = ["send", "send_frames", "expect", "expect_unordered", "expect_nothing_ms"].filter { members[$0] != nil }
+        let kinds = ["send", "send_frames", "expect", "expect_unordered", "expect_nothing_ms", "restart_host"]
+            .filter { members[$0] != nil }
         guard kinds.count == 1, let kind = kinds.first else {
-            throw fail(path, "must have exactly one of send, send_frames, expect, expect_unordered, expect_nothing_ms")
+            throw fail(path, "must have exactly one of send, send_frames, expect, expect_unordered, expect_nothing_ms, restart_host")
+        }
+        if kind == "restart_host" {
+            guard !playsHost else { throw fail("\(path).restart_host", "a peer conversation has no host to restart") }
+            guard members["restart_host"] == "kill" else { throw fail("\(path).restart_host", "must be \"kill\"") }
         }
         let options: [String: Set<String>] = [
             "send": ["client", "repeat", "attachments", "deliberately_invalid"],
@@ -186,6 +200,7 @@ struct FixtureReader {
             "expect": ["client", "within_ms", "skip", "repeat"],
             "expect_unordered": ["client", "within_ms", "skip"],
             "expect_nothing_ms": ["client", "skip"],
+            "restart_host": [],
         ]
         try allowOnly(members, options[kind]!.union([kind, "note"]), path)
 
@@ -254,6 +269,8 @@ struct FixtureReader {
                 items.append((body, try integer(item["repeat"], "\(itemPath).repeat", in: 1...100_000)))
             }
             action = .expectUnordered(items: items, withinMs: withinMs, skip: skip)
+        case "restart_host":
+            action = .restartHost
         default:
             guard let ms = try integer(members["expect_nothing_ms"], "\(path).expect_nothing_ms", in: 1...600_000) else {
                 throw fail("\(path).expect_nothing_ms", "must be an integer from 1 to 600000")

@@ -8,8 +8,11 @@ public struct ConversationResult: Sendable {
     public let duration: Duration
     /// Nil when the conversation passed.
     public let failure: Failure?
+    /// Why the conversation was not run at all (it restarts the host, and the runner cannot): neither passed nor
+    /// failed.
+    public var notRun: String? = nil
 
-    public var passed: Bool { failure == nil }
+    public var passed: Bool { failure == nil && notRun == nil }
 
     /// Why a conversation failed.
     public struct Failure: Sendable, CustomStringConvertible {

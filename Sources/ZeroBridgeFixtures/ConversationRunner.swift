@@ -16,16 +16,27 @@ import ZeroMQ
 public struct ConversationRunner: Sendable {
     /// The host's endpoint, as peers connect to it.
     public let endpoint: String
+    /// Kills the host (SIGKILL), starts it again on the same journal and endpoint, and returns its endpoint: what a
+    /// `restart_host` step does (SPEC 14.2). Called on the runner's own thread, so it may block.
+    public let restartHost: (@Sendable () throws -> String)?
 
-    public init(endpoint: String) {
+    /// A runner for `endpoint`; without `restartHost`, conversations that restart the host are reported not run.
+    public init(endpoint: String, restartHost: (@Sendable () throws -> String)? = nil) {
         self.endpoint = endpoint
+        self.restartHost = restartHost
     }
 
     /// Runs one conversation; a failure is in the result, never thrown.
     public func run(_ conversation: Conversation) async -> ConversationResult {
-        await withCheckedContinuation { continuation in
-            let thread = Thread { [endpoint] in
-                continuation.resume(returning: ConversationExecution(conversation, target: .host(endpoint: endpoint)).run())
+        if conversation.restartsHost, restartHost == nil {
+            return ConversationResult(description: conversation.description, file: conversation.file, duration: .zero,
+                                      failure: nil, notRun: "it restarts the host (a restart_host step), so it needs a host "
+                                      + "of its own that the runner can kill and start again on its journal (SPEC 14.2)")
+        }
+        return await withCheckedContinuation { continuation in
+            let thread = Thread { [endpoint, restartHost] in
+                continuation.resume(returning: ConversationExecution(conversation, target: .host(endpoint: endpoint),
+                                                                     restartHost: restartHost).run())
             }
             thread.name = "zerobridge-fixture"
             thread.stackSize = 8 << 20  // patterns recurse once per level of nesting
@@ -92,7 +103,8 @@ final class ConversationExecution {
     }
 
     private let conversation: Conversation
-    private let target: Target
+    private var target: Target
+    private let restartHost: (@Sendable () throws -> String)?
     private var context: Context?
     /// Host conversations: a DEALER per client.
     private var sockets: [String: Socket] = [:]
@@ -106,9 +118,10 @@ final class ConversationExecution {
     private var queues: [String: [JSONValue]] = [:]
     private var variables: Variables = [:]
 
-    init(_ conversation: Conversation, target: Target) {
+    init(_ conversation: Conversation, target: Target, restartHost: (@Sendable () throws -> String)? = nil) {
         self.conversation = conversation
         self.target = target
+        self.restartHost = restartHost
     }
 
     private var endpoint: String {
@@ -363,6 +376,18 @@ final class ConversationExecution {
                 }
             }
             try expectUnordered(left, within: withinMs, skipping: skip, client: step.client)
+
+        case .restartHost:
+            guard let restartHost else { throw StepFailure(summary: "the runner cannot restart the host") }
+            // What the old sockets held is dropped with them; the clients start afresh against the new process.
+            close()
+            do {
+                target = .host(endpoint: try restartHost())
+            } catch {
+                throw StepFailure(summary: "the host could not be restarted: \(error)")
+            }
+            queues = [:]
+            try open()
 
         case .expectNothing(let ms, let skip):
             let deadline = ContinuousClock.now + .milliseconds(ms)

@@ -7,16 +7,21 @@
 /// ```
 public enum JUnitReport {
     public static func xml(for results: [ConversationResult], suiteName: String = "zerobridge replay") -> String {
-        let failures = results.filter { !$0.passed }.count
+        let failures = results.filter { $0.failure != nil }.count
+        let skipped = results.filter { $0.notRun != nil }.count
         let total = results.reduce(0) { $0 + $1.seconds }
         var xml = #"<?xml version="1.0" encoding="UTF-8"?>"# + "\n"
         xml += #"<testsuites name="\#(escape(suiteName))" tests="\#(results.count)" failures="\#(failures)" errors="0" time="\#(format(total))">"# + "\n"
-        xml += #"  <testsuite name="\#(escape(suiteName))" tests="\#(results.count)" failures="\#(failures)" errors="0" skipped="0" time="\#(format(total))">"# + "\n"
+        xml += #"  <testsuite name="\#(escape(suiteName))" tests="\#(results.count)" failures="\#(failures)" errors="0" skipped="\#(skipped)" time="\#(format(total))">"# + "\n"
         for result in results {
             let attributes = #"name="\#(escape(result.description))" classname="\#(escape(result.file))" time="\#(format(result.seconds))""#
             if let failure = result.failure {
                 xml += "    <testcase \(attributes)>\n"
                 xml += #"      <failure message="\#(escape(failure.summary))" type="mismatch">\#(escape(failure.description))</failure>"# + "\n"
+                xml += "    </testcase>\n"
+            } else if let reason = result.notRun {
+                xml += "    <testcase \(attributes)>\n"
+                xml += #"      <skipped message="\#(escape(reason))"/>"# + "\n"
                 xml += "    </testcase>\n"
             } else {
                 xml += "    <testcase \(attributes)/>\n"

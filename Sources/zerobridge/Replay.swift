@@ -66,7 +66,9 @@ struct Replay: AsyncParsableCommand {
         for conversation in conversations {
             let result = await run(conversation)
             results.append(result)
-            var text = "\(result.passed ? "ok  " : "FAIL") \(conversation.description) (\(Self.seconds(result.seconds)))\n"
+            let verdict = result.passed ? "ok  " : result.notRun != nil ? "skip" : "FAIL"
+            var text = "\(verdict) \(conversation.description) (\(Self.seconds(result.seconds)))\n"
+            if let reason = result.notRun { text += "     not run: \(reason)\n" }
             if let failure = result.failure {
                 if !conversation.file.isEmpty { text += "     in \(conversation.file)\n" }
                 text += failure.description.split(separator: "\n", omittingEmptySubsequences: false)
@@ -74,9 +76,11 @@ struct Replay: AsyncParsableCommand {
             }
             Self.write(text, to: .standardOutput)
         }
-        let failed = results.filter { !$0.passed }.count
+        let failed = results.filter { $0.failure != nil }.count
+        let notRun = results.filter { $0.notRun != nil }.count
         let elapsed = ContinuousClock.now - started
-        Self.write("\(results.count) conversations: \(results.count - failed) passed, \(failed) failed "
+        Self.write("\(results.count) conversations: \(results.count - failed - notRun) passed, \(failed) failed"
+                   + (notRun > 0 ? ", \(notRun) not run (they restart the host)" : "") + " "
                    + "(\(Self.seconds(Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)))\n",
                    to: .standardOutput)
 

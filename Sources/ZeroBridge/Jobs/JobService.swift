@@ -103,7 +103,9 @@ final class JobService: Sendable {
         let cancelledByShutdown = stopping.load(ordering: .acquiring) && outcome.failureCode == .cancelled
         if !cancelledByShutdown {
             do {
-                try await journal.finish(job: id, outcome, nowMs: WallClock.milliseconds)
+                // In a task of its own: the handler's task may be cancelled, and GRDB gives up on a cancelled task.
+                let journal = journal
+                try await Task { try await journal.finish(job: id, outcome, nowMs: WallClock.milliseconds) }.value
             } catch {
                 logger.error("the job's outcome could not be journaled", metadata: ["job": "\(id)", "error": "\(error)"])
             }
