@@ -269,7 +269,8 @@ export interface AttachJobOptions extends RequestOptions {
   /**
    * `after_seq`: the last `seq` already seen (default 0: from the first progress). Progress with a higher `seq` comes,
    * in order and each once: first what the journal holds, then the live progress. Pass a stream's
-   * {@link StreamingCall.lastSeq} to carry on where it stopped.
+   * {@link StreamingCall.lastSeq} to carry on where it stopped. Progress at or below it, which a host does not send, is
+   * dropped (and logged) like any progress whose `seq` is not above the last.
    */
   afterSeq?: number;
   /**

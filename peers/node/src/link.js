@@ -179,9 +179,10 @@ export class Link {
    * carried, or that checkPayload refuses, rejects at once with `invalid_payload`, nothing sent (SPEC 7.14).
    * `gate`, a promise (never rejecting), holds the call back until it settles; its wait counts against `timeout`.
    * `idempotencyKey` goes on the request as `idempotency_key` (SPEC 7.16). `progress` is called with each progress
-   * message's payload, `skipped` and `seq`.
+   * message's payload, `skipped` and `seq`; `startSeq` is the seq progress must be above (an attach's `after_seq`:
+   * the host sends nothing at or below it, and a reader gets nothing twice).
    */
-  call(action, payload, { timeout, signal, progress, gate, idempotencyKey } = {}) {
+  call(action, payload, { timeout, signal, progress, gate, idempotencyKey, startSeq = 0 } = {}) {
     if (gate) {
       const start = Date.now();
       return gate.then(() => {
@@ -189,7 +190,7 @@ export class Link {
         if (left !== null && left !== Infinity && left !== undefined && left <= 0) {
           throw new BridgeError('timeout', `${action} was not sent within ${timeout} ms: the host's catalogue (validate) did not come in time`);
         }
-        return this.call(action, payload, { timeout: left, signal, progress, idempotencyKey });
+        return this.call(action, payload, { timeout: left, signal, progress, idempotencyKey, startSeq });
       });
     }
     return new Promise((resolve, reject) => {
@@ -225,7 +226,7 @@ export class Link {
         reject(new BridgeError('too_large', `request to ${action} is ${size} bytes; the host accepts at most ${this.maxMessageBytes()}`));
         return;
       }
-      const call = { id, action, frames, sent: false, resolve, reject, progress, lastSeq: 0, timer: null, signal, onAbort: null };
+      const call = { id, action, frames, sent: false, resolve, reject, progress, lastSeq: startSeq, timer: null, signal, onAbort: null };
       // SPEC 7.13: while the host is not keeping up, a request waits for room (in order) up to its deadline.
       if (this.waiting.length > 0 || this.isFull()) this.waiting.push(call);
       else this.transmit(call); // throws (-> rejection) when the message cannot even be queued
@@ -290,6 +291,7 @@ export class Link {
     let skipped = 0;
     const result = this.call(action, payload, {
       ...options,
+      startSeq,
       progress: (p, coalesced, seq) => {
         skipped += coalesced;
         progress.push(p, seq);

@@ -22,7 +22,7 @@ test('the package resolves by its name through "exports" and has exactly the dec
 test('every public Peer member is declared', async () => {
   const { Peer } = await import('zerobridge');
   const peerDeclaration = declarations.slice(declarations.indexOf('export class Peer'));
-  for (const method of ['connect', 'call', 'stream', 'post', 'describe', 'handle', 'on', 'off', 'close']) {
+  for (const method of ['connect', 'call', 'stream', 'startJob', 'attachJob', 'cancelJob', 'listJobs', 'post', 'describe', 'handle', 'on', 'off', 'close']) {
     assert.equal(typeof Peer.prototype[method], 'function', method);
     assert.match(peerDeclaration, new RegExp(`\\n  ${method}(<[^>]*>)?\\(`), `${method} is declared`);
   }

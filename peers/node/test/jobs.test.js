@@ -3,7 +3,7 @@
 // (test-helpers/router-host.js) that shows exactly what goes on the wire; then end to end against the Swift conformance
 // host's countJob, a kill -9 of that host on its journal included, and a reader that re-attaches 30 times.
 
-import { describe, test, after } from 'node:test';
+import { describe, test, after, afterEach } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -212,6 +212,16 @@ describe('jobs against a scripted host', () => {
     assert.equal(await byKey.result, null);
   });
 
+  test('progress at or below afterSeq is dropped and logged: a reader never gets a seq twice', async (t) => {
+    const { host, peer, logs } = await welcomedPeer(t, 'replayed');
+    const call = peer.attachJob({ job: 'j1' }, { afterSeq: 4 });
+    const { body } = await host.nextOfType('request');
+    for (const seq of [3, 4, 5]) host.send({ v: 1, type: 'progress', id: body.id, seq, payload: seq });
+    host.send({ v: 1, type: 'response', id: body.id, ok: true, result: null });
+    assert.deepEqual((await drain(call)).taken, [{ payload: 5, seq: 5 }]);
+    assert.equal(logs.filter((line) => /dropped progress/.test(line)).length, 2, logs.join('\n'));
+  });
+
   test('lastSeq counts the progress the reader took, not what arrived: re-attaching after it loses nothing', async (t) => {
     const { host, peer } = await welcomedPeer(t, 'slow-reader');
     const call = peer.attachJob({ job: 'j1' });
@@ -318,9 +328,16 @@ async function hostOnJournal(t) {
   return holder;
 }
 
+// Progress the peers dropped for a seq at or below one already had (or below an attach's after_seq): a host that sends
+// any breaks SPEC 7.16's "each once", even though the peer keeps its reader from seeing it twice.
+const droppedProgress = [];
+const noteDropped = (level, message) => {
+  if (/dropped progress/.test(message)) droppedProgress.push(message);
+};
+
 /** A peer connected to `endpoint`, closed after the test; it reconnects quickly after a host restart. */
 async function peerOf(t, endpoint, name) {
-  const peer = await connect(endpoint, { name: unique(name), timeout: 20_000, reconnectIvl: 20, reconnectIvlMax: 500, log: () => {} });
+  const peer = await connect(endpoint, { name: unique(name), timeout: 20_000, reconnectIvl: 20, reconnectIvlMax: 500, log: noteDropped });
   t.after(() => peer.close());
   return peer;
 }
@@ -332,6 +349,9 @@ describe('jobs on the conformance host', () => {
     return shared;
   };
   after(async () => (await shared?.catch(() => null))?.stop());
+  afterEach(() => {
+    assert.deepEqual(droppedProgress.splice(0), [], 'the host sent no progress twice and none at or below after_seq');
+  });
 
   test('countJob is served as a job: startJob, attachJob to the result, listJobs newest first', async (t) => {
     const peer = await peerOf(t, (await sharedHost()).endpoint, 'job-e2e');
@@ -483,7 +503,7 @@ describe('jobs on the conformance host', () => {
       }
     };
     for (let round = 0; round < 30; round += 1) {
-      const reader = await connect(endpoint, { name: unique(`reattach-${round}`), timeout: 20_000, log: () => {} });
+      const reader = await connect(endpoint, { name: unique(`reattach-${round}`), timeout: 20_000, log: noteDropped });
       try {
         const call = reader.attachJob({ job }, { afterSeq: lastSeq });
         note(await take(call, (round % 4) + 1));
