@@ -294,7 +294,7 @@ export class Peer {
     try {
       payload = attachPayload(selector, afterSeq);
     } catch (error) {
-      return failedStream(error, Number.isSafeInteger(afterSeq) ? afterSeq : 0);
+      return failedStream(error);
     }
     const refused = this.refusal();
     if (refused) return failedStream(refused, afterSeq);
