@@ -270,6 +270,12 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
         configuration.logger.warning("the listener did not report closing within 5 s", metadata: ["endpoint": "\(endpoint)"])
     }
 
+    /// The bytes each session has queued for its peer and libzmq has not taken (flow control, SPEC 7.13).
+    func sessionOutboxBytes() async -> [Int] {
+        guard let thread = started.withLock({ $0?.thread }) else { return [] }
+        return await onThread(thread) { [self] in sessions.values.map { $0.link.outbox.queuedBytes } }
+    }
+
     // MARK: Peers
 
     /// The named peers connected now.

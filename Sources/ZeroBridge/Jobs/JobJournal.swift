@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import Synchronization
 
 /// Where a host keeps its jobs (SPEC 7.16): a SQLite database (GRDB) with one row per job and one per progress
 /// message. Writes go through GRDB's serial writer, so a job's progress is committed in `seq` order and a reader
@@ -65,6 +66,9 @@ final class JobJournal: Sendable {
         }
         return migrator
     }
+
+    /// After a graceful shutdown: another host (in this process too) may open the journal.
+    func release() { lock?.release() }
 
     // MARK: Jobs
 
@@ -234,7 +238,7 @@ final class JobJournal: Sendable {
                     let why = row["checkpoint"] as Data? == nil
                         ? "the host stopped while the job ran, and it had no checkpoint to resume from"
                         : "the host stopped while the job ran, and no longer serves '\(record.action)' as a job"
-                    try Self.recordOutcome(db, job: record.id, .failure(BridgeError(.interrupted, why)), nowMs: nowMs)
+                    _ = try Self.recordOutcome(db, job: record.id, .failure(BridgeError(.interrupted, why)), nowMs: nowMs)
                 }
             }
             return resumable
@@ -370,20 +374,26 @@ enum StoredJSON {
 
 /// An exclusive `flock` on a file beside the journal, so two host processes never share one.
 final class FileLock: Sendable {
-    private let descriptor: Int32
+    private let held: Mutex<Int32?>
 
     init(_ path: String) throws {
-        descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        held = Mutex(descriptor)
         guard descriptor >= 0 else {
             throw JournalError(description: "cannot open the journal's lock file \(path): \(String(cString: strerror(errno)))")
         }
         guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
-            close(descriptor)
+            release()
             throw JournalError(description: "the journal is in use by another host process (\(path) is locked)")
         }
     }
 
-    deinit { close(descriptor) }
+    /// Lets another host take the journal (this one has shut down).
+    func release() {
+        if let descriptor = held.withLock({ held in defer { held = nil }; return held }), descriptor >= 0 { close(descriptor) }
+    }
+
+    deinit { release() }
 }
 
 /// The journal cannot be opened or read: it is locked by another host, or damaged.

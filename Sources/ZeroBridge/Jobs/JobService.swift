@@ -105,7 +105,7 @@ final class JobService: Sendable {
             do {
                 // In a task of its own: the handler's task may be cancelled, and GRDB gives up on a cancelled task.
                 let journal = journal
-                try await Task { try await journal.finish(job: id, outcome, nowMs: WallClock.milliseconds) }.value
+                _ = try await Task { try await journal.finish(job: id, outcome, nowMs: WallClock.milliseconds) }.value
             } catch {
                 logger.error("the job's outcome could not be journaled", metadata: ["job": "\(id)", "error": "\(error)"])
             }
@@ -226,6 +226,7 @@ final class JobService: Sendable {
         while ContinuousClock.now < deadline, !running.withLock({ $0.isEmpty }) {
             try? await Task.sleep(for: .milliseconds(10))
         }
+        journal.release()
     }
 
     private func purgeExpired() async throws {

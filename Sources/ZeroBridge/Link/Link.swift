@@ -80,11 +80,20 @@ final class Link: @unchecked Sendable {
     /// calling task is cancelled (the other side is told with `cancel`), or the link's closing error.
     func call(_ action: String, _ payload: JSONValue, timeout: Duration,
               onProgress: (@Sendable (JSONValue) -> Void)?) async throws -> JSONValue {
+        var forward: (@Sendable (Message.Progress) -> Void)?
+        if let onProgress { forward = { message in onProgress(message.payload) } }
+        return try await call(action, payload, timeout: timeout, idempotencyKey: nil, onProgressMessage: forward)
+    }
+
+    /// ``call(_:_:timeout:onProgress:)`` with an idempotency key (a job action: SPEC 7.16), handing each progress
+    /// message over whole (its `seq`, which for a job is the job's, and `skipped`).
+    func call(_ action: String, _ payload: JSONValue, timeout: Duration, idempotencyKey: String?,
+              onProgressMessage onProgress: (@Sendable (Message.Progress) -> Void)?) async throws -> JSONValue {
         let id = String(counter.add(1, ordering: .relaxed).newValue)
         let timeoutMs = max(1, Int((timeout / .milliseconds(1)).rounded(.up)))
         let body = try Message.request(.init(id: id, action: action, payload: payload, timeoutMs: timeoutMs,
                                          deadline: WallClock.milliseconds + timeoutMs,
-                                         wantsProgress: onProgress != nil))
+                                         wantsProgress: onProgress != nil, idempotencyKey: idempotencyKey))
             .frames(refusing: payload, at: "payload", as: .invalidPayload)  // SPEC 7.14: before anything is sent
         let deadline = ContinuousClock.now + timeout
         // Cancellation may be handed over before the start, or after the end; the token tells on the thread.
@@ -130,7 +139,7 @@ final class Link: @unchecked Sendable {
     func send(_ message: Message) { send(message.frames()) }
 
     private func start(id: String, body: [[UInt8]], deadline: ContinuousClock.Instant, token: CancellationToken,
-                       onProgress: (@Sendable (JSONValue) -> Void)?,
+                       onProgress: (@Sendable (Message.Progress) -> Void)?,
                        continuation: CheckedContinuation<JSONValue, Error>) {
         if token.isCancelled {
             continuation.resume(throwing: BridgeError(.cancelled, "the call was cancelled"))
@@ -216,7 +225,7 @@ final class Link: @unchecked Sendable {
         // One hash lookup, and the call updated in place rather than copied out and stored back.
         guard let index = calls.index(forKey: progress.id), progress.seq > calls.values[index].lastSeq else { return }
         calls.values[index].lastSeq = progress.seq
-        calls.values[index].onProgress?(progress.payload)
+        calls.values[index].onProgress?(progress)
     }
 
     private func receive(_ request: Message.Request) {
@@ -513,7 +522,7 @@ private final class CancellationToken: @unchecked Sendable {
 
 private struct OutgoingCall {
     let continuation: CheckedContinuation<JSONValue, Error>
-    let onProgress: (@Sendable (JSONValue) -> Void)?
+    let onProgress: (@Sendable (Message.Progress) -> Void)?
     /// Its deadline, cancelled when the call ends first.
     let timer: Timers.ID
     var lastSeq = 0

@@ -79,7 +79,7 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
     public var refusedMessages: Int { signing?.refused.load(ordering: .relaxed) ?? 0 }
     private let context: Context
     private let thread: SocketThread
-    private let link: Link
+    let link: Link
     private let welcomed = Mutex<Greeting>(Greeting())
     private let subscribed: Mutex<Set<String>>
 
