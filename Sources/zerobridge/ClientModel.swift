@@ -18,6 +18,8 @@ struct ClientModel {
         let result: ValueType
         /// Nil for an action that sends no progress.
         let progress: ValueType?
+        /// Served as a job (SPEC 7.16): its methods take an idempotency key.
+        var isJob = false
         /// Whether a call may leave the payload out: its schema accepts null.
         var payloadIsOptional: Bool { payload.acceptsNull }
     }
@@ -62,7 +64,7 @@ struct ClientModel {
             let payloadType = part(payload, "Payload")
             let progressType = description["progress"].map { part($0, "Progress") }
             actions.append(Action(name: name, doc: doc, payload: payloadType,
-                                  result: part(result, "Result"), progress: progressType))
+                                  result: part(result, "Result"), progress: progressType, isJob: description["job"] == true))
         }
         self.hash = hash
         self.className = className

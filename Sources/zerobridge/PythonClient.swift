@@ -137,10 +137,13 @@ struct PythonClient {
             let names = methods[action.name]!
             let payload = type(action.payload)
             let parameter = "payload: \(payload)\(action.payloadIsOptional ? " = None" : "")"
-            let parameters = "self, \(parameter), *, timeout: float | None = 30.0"
+            // A job's calls may name it (SPEC 7.16): a retry with the same key attaches instead of running it again.
+            let keyParameter = action.isJob ? ", idempotency_key: str | None = None" : ""
+            let keyArgument = action.isJob ? ", idempotency_key=idempotency_key" : ""
+            let parameters = "self, \(parameter), *, timeout: float | None = 30.0\(keyParameter)"
             let result = type(action.result)
             let progress = action.progress.map { "TypedStream[\(type($0)), \(result)]" }
-            let call = "await self.peer.call(\(Naming.quoted(action.name)), payload, timeout=timeout)"
+            let call = "await self.peer.call(\(Naming.quoted(action.name)), payload, timeout=timeout\(keyArgument))"
             let doc = action.doc.isEmpty ? "Calls `\(action.name)`." : action.doc
             text += """
 
@@ -154,7 +157,7 @@ struct PythonClient {
 
                         \(signature("def \(stream)", parameters, progress))
                             \(docstring("`\(action.name)` with its progress: ``async with client.\(stream)(...) as call``.", indent: "        "))
-                            return TypedStream(self.peer.stream(\(Naming.quoted(action.name)), payload, timeout=timeout))
+                            return TypedStream(self.peer.stream(\(Naming.quoted(action.name)), payload, timeout=timeout\(keyArgument)))
 
                     """
             }

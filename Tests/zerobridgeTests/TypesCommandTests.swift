@@ -26,7 +26,7 @@ struct TypesCommandTests {
             "--save-catalogue", folder + "/live.json",
         ])
         #expect(fromHost.status == 0, "stderr: \(fromHost.errors)")
-        #expect(fromHost.output.contains("ConformanceClient: 10 actions"), "\(fromHost.output)")
+        #expect(fromHost.output.contains("ConformanceClient: 11 actions"), "\(fromHost.output)")
 
         func read(_ name: String) throws -> String { try String(contentsOfFile: folder + "/" + name, encoding: .utf8) }
         #expect(try read("live.json") == (try String(contentsOfFile: conformanceCatalogue, encoding: .utf8)))
@@ -37,7 +37,7 @@ struct TypesCommandTests {
         let python = try read("live.py")
         for declaration in [
             "from __future__ import annotations",
-            #"CATALOGUE = "7078f1ea3ae3f591dbab1678c943a38d8045f566f82ff7001e574430a2cad78e""#,
+            #"CATALOGUE = "11b58985cb8c2add36d88b74c5665a1b43db2dbb79cfee825fa9371fcf7099b7""#,
             "class CountPayload(TypedDict):\n    \"\"\"The payload of `count`.\"\"\"\n\n    delay_ms: NotRequired[int | None]\n    n: int\n",
             "class CountProgress(TypedDict):", "class CountResult(TypedDict):", "class SleepResult(TypedDict):",
             "    arguments: NotRequired[dict[str, Any] | None]",
@@ -53,6 +53,9 @@ struct TypesCommandTests {
             "    async def echo(self, payload: Any = None, *, timeout: float | None = 30.0) -> Any:",
             "    async def once(self, payload: Any = None, *, timeout: float | None = 30.0) -> Any:",
             "        \"\"\"Waits ms milliseconds; honours cancel and timeouts.\"\"\"",
+            // countJob is a job (SPEC 7.16): its methods take an idempotency key and pass it on.
+            "idempotency_key: str | None = None",
+            "return TypedStream(self.peer.stream(\"countJob\", payload, timeout=timeout, idempotency_key=idempotency_key))",
         ] {
             #expect(python.contains(declaration), "the Python client lacks \(declaration)")
         }
@@ -61,7 +64,7 @@ struct TypesCommandTests {
         let declarations = try read("live.d.ts")
         for declaration in [
             "import type { CallOptions, Peer, StreamingCall } from 'zerobridge';",
-            #"export declare const CATALOGUE: "7078f1ea3ae3f591dbab1678c943a38d8045f566f82ff7001e574430a2cad78e";"#,
+            #"export declare const CATALOGUE: "11b58985cb8c2add36d88b74c5665a1b43db2dbb79cfee825fa9371fcf7099b7";"#,
             "export interface CountPayload {\n  delay_ms?: number | null;\n  n: number;\n}",
             "export interface EvaluatePayload {\n  arguments?: { [key: string]: unknown } | null;\n  script: string;\n}",
             "export declare class ConformanceClient {\n  constructor(peer: Peer);",
@@ -76,7 +79,7 @@ struct TypesCommandTests {
         }
         let module = try read("live.js")
         for line in [
-            #"export const CATALOGUE = "7078f1ea3ae3f591dbab1678c943a38d8045f566f82ff7001e574430a2cad78e";"#,
+            #"export const CATALOGUE = "11b58985cb8c2add36d88b74c5665a1b43db2dbb79cfee825fa9371fcf7099b7";"#,
             "export class ConformanceClient {",
             "  countStream(payload, options) {\n    return this.peer.stream(\"count\", payload, options);\n  }",
             "  sleep(payload, options) {\n    return this.peer.call(\"sleep\", payload, options);\n  }",
@@ -90,7 +93,7 @@ struct TypesCommandTests {
         let folder = try temporaryFolder()
         let notJSON = folder + "/not.json", notCatalogue = folder + "/bad.json"
         try "{\"catalogue\": ".write(toFile: notJSON, atomically: true, encoding: .utf8)
-        try #"{"catalogue": "7078f1ea3ae3f591dbab1678c943a38d8045f566f82ff7001e574430a2cad78e", "actions": [{"doc": ""}]}"#
+        try #"{"catalogue": "11b58985cb8c2add36d88b74c5665a1b43db2dbb79cfee825fa9371fcf7099b7", "actions": [{"doc": ""}]}"#
             .write(toFile: notCatalogue, atomically: true, encoding: .utf8)
         let cases: [([String], String)] = [
             (["--catalogue", notJSON], "not.json is not JSON"),

@@ -176,7 +176,9 @@ struct JobTests {
             (await bridgeErrorQuietly { _ = try await peer.attachJob(done.record.id).result })?.code == .unknownJob
         })
         // The key is free again once its job is forgotten.
-        #expect(try await peer.startJob("countJob", ["n": 1], key: "short-lived").created)
+        let again = try await peer.startJob("countJob", ["n": 1], key: "short-lived")
+        #expect(again.created && again.record.id != done.record.id)
+        #expect(try await peer.attachJob(again.record.id).result == ["n": 1])
 
         let long = try await (peer.startJob("countJob", ["n": 1000, "delay_ms": 50]), peer.startJob("countJob", ["n": 1000, "delay_ms": 50]))
         #expect(await bridgeError { _ = try await peer.startJob("countJob", ["n": 1]) }?.code == .overloaded)

@@ -65,7 +65,7 @@ struct MessageFixture: Sendable, CustomTestStringConvertible {
 
     /// The fields each type defines. A decoded message keeps exactly these, so they are what `json` is compared on.
     static let fields: [String: Set<String>] = [
-        "request": ["id", "action", "payload", "timeout_ms", "deadline", "progress"],
+        "request": ["id", "action", "payload", "timeout_ms", "deadline", "progress", "idempotency_key"],
         "response": ["id", "ok", "result", "error"],
         "progress": ["id", "seq", "payload", "skipped"],
         "event": ["action", "payload"],

@@ -19,7 +19,9 @@ struct FolderImport: Sendable {
     let etlName: String
     let etlTimeout: Duration
 
-    func run(_ payload: ImportFolder.Payload, request: BridgeRequest) async throws -> ImportFolder.Result {
+    /// Imports the folder, handing each progress report to `report` (a request's or a job's progress).
+    func run(_ payload: ImportFolder.Payload,
+             report: @Sendable (ImportFolder.Progress) async throws -> Void) async throws -> ImportFolder.Result {
         let folder = URL(fileURLWithPath: payload.path).standardizedFileURL
         guard roots.contains(folder.path) else {
             throw BridgeError(.notAllowed, "'\(payload.path)' is outside the folders this host imports from (its --import-root)")
@@ -56,7 +58,7 @@ struct FolderImport: Sendable {
                         tally.failed(error)
                     }
                     if tally.progressDue() {
-                        try await request.progress(tally.progress(currentFile: name))
+                        try await report(tally.progress(currentFile: name))
                     }
                     if let pause { try await Task.sleep(for: pause) }
                     startNext()

@@ -30,6 +30,12 @@ struct ImportHostCommand: AsyncParsableCommand {
     @Option(help: "A folder importFolder may read, with everything below it (repeatable; default: the current folder). Paths outside, through .. or symbolic links, are refused.")
     var importRoot: [String] = []
 
+    @Option(help: "The job journal (SQLite): importFolder runs as a job that outlives its caller's connection and this host process (SPEC 7.16), so a front-end that comes back re-attaches to it.")
+    var journal = ".demo/import-jobs.sqlite"
+
+    @Flag(help: "Serve importFolder as an ordinary request instead of a job, without a journal (for comparing their cost: make bench).")
+    var noJobs = false
+
     @Flag(help: "Run without a connection key (by default the connection file carries a new one, and every message must be signed with it). For tools that speak unsigned, such as zerobridge record and replay.")
     var noKey = false
 
@@ -51,6 +57,11 @@ struct ImportHostCommand: AsyncParsableCommand {
         configuration.connectionFile = connectionFile
         configuration.logger = logger
         if noKey { configuration.signing = .none }
+        if !noJobs {
+            let journalPath = URL(fileURLWithPath: journal).standardizedFileURL
+            try FileManager.default.createDirectory(at: journalPath.deletingLastPathComponent(), withIntermediateDirectories: true)
+            configuration.jobs.journal = .file(journalPath.path)
+        }
         // An import in flight at shutdown is cancelled after this; whole files only are ever written.
         configuration.drainTimeout = .seconds(2)
         let host = BridgeHost(configuration: configuration)
@@ -59,7 +70,17 @@ struct ImportHostCommand: AsyncParsableCommand {
             catalog: catalog, roots: try ImportRoots(importRoot.isEmpty ? ["."] : importRoot),
             etlPeer: { [weak host, etlPeer] in host?.peers.first { $0.name == etlPeer } },
             etlName: etlPeer, etlTimeout: .milliseconds(etlTimeoutMs))
-        try host.handle(ImportFolder.self) { payload, request in try await importer.run(payload, request: request) }
+        if noJobs {
+            try host.handle(ImportFolder.self) { payload, request in
+                try await importer.run(payload) { try await request.progress($0) }
+            }
+        } else {
+            // A job: its progress and result are journaled, and survive the caller (SPEC 7.16). It keeps no
+            // checkpoint: a host restart leaves it `interrupted` (each file is in the database whole or not at all).
+            try host.job(ImportFolder.self) { payload, job in
+                try await importer.run(payload) { try await job.progress($0) }
+            }
+        }
         try host.handle(Search.self) { payload, _ in try await catalog.search(payload) }
         try host.handle(Stats.self) { _, _ in try await catalog.stats() }
 
