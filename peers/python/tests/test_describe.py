@@ -311,6 +311,21 @@ def test_the_catalogue_is_sorted_by_utf16_code_units_and_hashed_canonically() ->
     assert Catalogue.from_json(json.loads(json.dumps(body))) == catalogue
     assert catalogue["a"].doc == "Adds two numbers." and "a" in catalogue and "zz" not in catalogue and len(catalogue) == 5
 
+def test_a_job_action_keeps_its_job_flag_through_the_catalogue_and_its_hash() -> None:
+    """A host's description of a job action carries "job": true (SPEC 7.8, 7.16); reading it must keep the flag, or
+    the hash computed here differs from the host's (as it did before this peer knew the field)."""
+    described = {"name": "countJob", "doc": "Counts.", "payload": {}, "result": {}, "progress": {}, "job": True}
+    plain = {"name": "add", "doc": "", "payload": {}, "result": {}}
+    body = {"catalogue": canonical.catalogue_hash([plain, described]), "actions": [plain, described]}
+    catalogue = Catalogue.from_json(body)
+    assert catalogue["countJob"].job is True and catalogue["add"].job is False
+    assert catalogue.computed_hash() == body["catalogue"]
+    assert catalogue.to_json() == body
+    for bad in (False, 1, "true", None):
+        with pytest.raises(ValueError, match='"job"'):
+            Catalogue.from_json({"catalogue": body["catalogue"], "actions": [plain, {**described, "job": bad}]})
+
+
 
 def test_the_catalogue_is_valid_per_catalogue_schema() -> None:
     jsonschema = pytest.importorskip("jsonschema")

@@ -24,19 +24,23 @@ UNSET: Any = type("Unset", (), {"__repr__": lambda self: "UNSET"})()
 @dataclasses.dataclass(frozen=True, slots=True)
 class ActionDescription:
     """One action's contract: ``doc`` (one line), and the JSON Schemas of its ``payload``, ``result`` and, for an
-    action that sends progress, ``progress`` (None otherwise). ``{}`` is any value."""
+    action that sends progress, ``progress`` (None otherwise). ``{}`` is any value. ``job`` is True for an action
+    the host serves as a job (SPEC 7.16), which a description carries as ``"job": true``."""
 
     name: str
     doc: str = ""
     payload: schema.Schema = dataclasses.field(default_factory=dict)
     result: schema.Schema = dataclasses.field(default_factory=dict)
     progress: schema.Schema | None = None
+    job: bool = False
 
     def to_json(self) -> dict[str, Any]:
         """The description as ``$describe`` carries it."""
         body: dict[str, Any] = {"name": self.name, "doc": self.doc, "payload": self.payload, "result": self.result}
         if self.progress is not None:
             body["progress"] = self.progress
+        if self.job:
+            body["job"] = True
         return body
 
     @classmethod
@@ -58,7 +62,10 @@ class ActionDescription:
             if not isinstance(value[part], (dict, bool)):
                 raise ValueError(f'the "{part}" schema of {name!r} is not a schema (an object or a boolean)')
             parts[part] = value[part]
-        return cls(name=name, doc=doc, **parts)
+        job = value.get("job", False)
+        if "job" in value and job is not True:
+            raise ValueError(f'the description of {name!r} has "job" {job!r}: it is true when present')
+        return cls(name=name, doc=doc, job=job, **parts)
 
 
 def _utf16(name: str) -> bytes:
