@@ -207,10 +207,10 @@ describe('welcome.info: peer.hostInfo', () => {
     assert.deepEqual(peer.hostInfo, info);
     peer.subscribe('x');
     await host.nextOfType('hello');
-    host.send(host.welcomeBody({ session: 's', info: { protocol_revision: '1.4' } }));
+    host.send(host.welcomeBody({ session: 's', info: { protocol_revision: '1.5' } }));
     host.send({ v: 1, type: 'ping' });
     await host.nextOfType('pong');
-    assert.deepEqual(peer.hostInfo, { protocol_revision: '1.4' });
+    assert.deepEqual(peer.hostInfo, { protocol_revision: '1.5' });
     peer.subscribe('y');
     await host.nextOfType('hello');
     host.send(host.welcomeBody({ session: 's' }));
@@ -290,9 +290,9 @@ describe('broadcast on the conformance host', () => {
     return { peer, received };
   }
 
-  test('welcome.info is {protocol_revision: "1.4"}', async () => {
+  test('welcome.info is {protocol_revision: "1.5"}', async () => {
     const { peer } = await subscriber('info-reader');
-    assert.deepEqual(peer.hostInfo, { protocol_revision: '1.4' });
+    assert.deepEqual(peer.hostInfo, { protocol_revision: '1.5' });
   });
 
   test('to every named peer, and on a topic to its subscribers only; delivered counts them', async () => {
