@@ -484,3 +484,196 @@ def test_the_blocking_twin_has_the_job_api(host: Any) -> None:
         assert peer.cancel_job(long).state == "cancelled"
         with pytest.raises(UnknownJob):
             peer.cancel_job("no-such-job")
+
+
+# --- the issue's targets -----------------------------------------------------------------------------------------
+
+
+async def vanish(peer: zerobridge.Peer) -> None:
+    """As if the peer's process died: its connection closes with nothing more said, no cancel and no bye (the host
+    learns of it from the transport, and keeps the session for its heartbeat's worth)."""
+    await peer._close_socket(linger_ms=0)
+    await peer.close()  # the socket is gone already: what close() would say goes nowhere
+
+
+REATTACH_CYCLES = 100
+REATTACH_N = 3000
+
+
+@pytest.mark.async_timeout(240)
+async def test_attaching_after_each_of_100_disconnects_delivers_every_progress_exactly_once_in_order(
+    journaled_host: Callable[..., JournaledHost],
+) -> None:
+    host = journaled_host()
+    rng = random.Random(16)
+    async with zerobridge.connect(host.endpoint, name="reattach-starter") as starter:
+        # At least 12 s of work: most cycles attach while it runs (journal then live), the rest replay the journal.
+        record = await starter.start_job("countJob", {"n": REATTACH_N, "delay_ms": 4}, key="reattach-100")
+    seen: list[tuple[int, Any]] = []
+    endings = {"left the block": 0, "closed the peer": 0, "vanished": 0}
+    for cycle in range(REATTACH_CYCLES):
+        peer = await zerobridge.connect(host.endpoint, name=f"reattach-{cycle}")  # a fresh session every time
+        after = seen[-1][0] if seen else 0
+        # By id, by record, or by action and key: all name the one job.
+        attach = (
+            peer.attach_job(record.job, after_seq=after),
+            peer.attach_job(record, after_seq=after),
+            peer.attach_job(action="countJob", key="reattach-100", after_seq=after),
+        )[cycle % 3]
+        ending = rng.choice(list(endings))
+        async with attach as call:
+            taken = await take(call, rng.randint(1, 6))
+            assert call.last_seq == taken[-1][0]
+            if ending == "closed the peer":
+                await peer.close()  # bye: the host ends the session and discards the attach
+            elif ending == "vanished":
+                await vanish(peer)
+        # "left the block": the attach is cancelled, the host answers it and the job runs on.
+        await peer.close()
+        endings[ending] += 1
+        seen += taken
+    assert all(count > 0 for count in endings.values()), endings
+    async with zerobridge.connect(host.endpoint, name="reattach-last") as peer:
+        async with peer.attach_job(record, after_seq=seen[-1][0]) as call:
+            seen += await take(call)
+            assert await call.result == {"n": REATTACH_N}
+            assert call.skipped == 0
+        (listed,) = await peer.list_jobs(job=record)
+    assert listed.state == "succeeded" and listed.runs == 1 and listed.last_seq == REATTACH_N
+    # Every payload exactly once, in order, each with its own seq, across 100 sessions that ended three ways.
+    assert [payload["i"] for _, payload in seen] == list(range(1, REATTACH_N + 1))
+    assert seen == counted(REATTACH_N)
+
+
+KILL_RUNS = 50
+SHORT_N = 3
+LONG_N = 1000
+CHECKPOINTED_N = 12
+
+
+@dataclass
+class Tracked:
+    """What the test knows of one job of the kill runs, from what it received before each kill."""
+
+    key: str
+    n: int
+    checkpoint: bool
+    job: str | None = None  # the id, once a $job.start was answered
+    result: Any = None  # the result, once one was received
+    seen: dict[int, Any] = field(default_factory=dict)  # seq -> payload, as received live by attached callers
+    interrupted: bool = False  # an attach after a restart answered interrupted
+
+    @property
+    def acknowledged(self) -> bool:
+        """Whether the host said it has the job (a record or a result arrived): its key must name it for good."""
+        return self.job is not None or self.result is not None
+
+
+async def follow(peer: zerobridge.Peer, tracked: Tracked) -> None:
+    """Attach to a job from its start and note every progress payload and the result that arrive before the kill."""
+    async with peer.attach_job(action="countJob", key=tracked.key) as call:
+        try:
+            async for payload in call.progress:
+                tracked.seen.setdefault(call.last_seq, payload)
+                assert tracked.seen[call.last_seq] == payload, f"{tracked.key}: seq {call.last_seq} changed"
+            tracked.result = await call.result
+        except Interrupted:
+            tracked.interrupted = True  # judged at the end: only a job killed before its first checkpoint may be
+
+
+async def run_until_killed(peer: zerobridge.Peer, run: int, rng: random.Random, jobs: list[Tracked]) -> list[Any]:
+    """Start this run's jobs and follow the unfinished checkpointed ones; return their tasks (the host is killed
+    under them by the caller)."""
+
+    async def short(tracked: Tracked) -> None:
+        tracked.result = await peer.call("countJob", {"n": tracked.n, "delay_ms": rng.choice([0, 5, 20])},
+                                         idempotency_key=tracked.key)
+
+    async def started(tracked: Tracked, payload: dict[str, Any]) -> None:
+        record = await peer.start_job("countJob", payload, key=tracked.key)
+        assert record.key == tracked.key and record.created is True
+        tracked.job = record.job
+        await follow(peer, tracked)
+
+    tasks = []
+    for index in range(2):
+        tracked = Tracked(f"run{run}-short{index}", SHORT_N, checkpoint=False)
+        jobs.append(tracked)
+        tasks.append(asyncio.ensure_future(short(tracked)))
+    long = Tracked(f"run{run}-long", LONG_N, checkpoint=False)
+    checkpointed = Tracked(f"run{run}-checkpointed", CHECKPOINTED_N, checkpoint=True)
+    jobs += [long, checkpointed]
+    tasks.append(asyncio.ensure_future(started(long, {"n": LONG_N, "delay_ms": 10})))
+    tasks.append(asyncio.ensure_future(started(checkpointed, {"n": CHECKPOINTED_N, "delay_ms": 15, "checkpoint": True})))
+    # Earlier checkpointed jobs resumed by this start: follow them too (their progress goes on from the journal's).
+    for earlier in jobs:
+        unfinished = earlier.result is None and not earlier.interrupted
+        if earlier.checkpoint and earlier.acknowledged and unfinished and earlier is not checkpointed:
+            tasks.append(asyncio.ensure_future(follow(peer, earlier)))
+    return tasks
+
+
+@pytest.mark.async_timeout(240)
+async def test_a_host_killed_at_random_moments_never_loses_a_result_nor_runs_a_job_twice(
+    journaled_host: Callable[..., JournaledHost],
+) -> None:
+    host = journaled_host()
+    rng = random.Random(1604)
+    jobs: list[Tracked] = []
+    for run in range(KILL_RUNS):
+        if run > 0:
+            host.start()  # on the same journal: running jobs are interrupted, or resumed from their checkpoint
+        peer = await zerobridge.connect(host.endpoint, name=f"kill-run-{run}")
+        tasks = await run_until_killed(peer, run, rng, jobs)
+        await asyncio.sleep(rng.uniform(0.0, 0.25))  # the deliberate random moment of the kill
+        host.kill()
+        await peer.close()  # what was in flight fails with PeerLost: the outcomes this run saw are recorded
+        for outcome in await asyncio.gather(*tasks, return_exceptions=True):
+            if isinstance(outcome, BaseException) and not isinstance(outcome, (PeerLost, BridgeCancelled)):
+                raise outcome  # any other failure (a wrong assertion in follow(), an unexpected error) is the test's
+    host.start()
+    async with zerobridge.connect(host.endpoint, name="kill-verify") as peer:
+        records = {r.key: r for r in await peer.list_jobs(action="countJob", limit=1000)}
+        assert len(records) <= 4 * KILL_RUNS
+        for tracked in jobs:
+            record = records.get(tracked.key)
+            if record is None:
+                assert not tracked.acknowledged, f"{tracked.key}: acknowledged, then lost by a kill"
+                continue
+            if tracked.job is not None:
+                assert record.job == tracked.job
+            # A key names its job for good: retrying it starts nothing.
+            retried = await peer.start_job("countJob", {"n": 1}, key=tracked.key)
+            assert retried.created is False and retried.job == record.job, tracked.key
+            if not tracked.checkpoint:
+                # Never run twice: a job without a checkpoint ran once, and a restart left it interrupted if unfinished.
+                assert record.runs == 1 and record.state in ("succeeded", "interrupted"), record
+            if tracked.result is not None:
+                # A result seen is never lost: the job is succeeded, and attaching (here through its key) returns it.
+                assert record.state == "succeeded", record
+                assert await peer.call("countJob", {"n": 1}, idempotency_key=tracked.key) == tracked.result
+            assert not tracked.interrupted or record.state == "interrupted", record
+            if record.state == "interrupted":
+                assert isinstance(record.error, Interrupted)
+                if tracked.checkpoint:  # killed before its first checkpoint: there was nothing to resume from
+                    assert record.last_seq == 0 and record.runs == 1, record
+
+        checkpointed = [t for t in jobs if t.checkpoint and t.key in records and records[t.key].state != "interrupted"]
+        assert len(checkpointed) >= KILL_RUNS // 2, "too few checkpointed jobs got a checkpoint before a kill to judge"
+        assert any(records[t.key].runs > 1 for t in checkpointed), "no checkpointed job was ever resumed"
+        for tracked in checkpointed:
+            # Resumed across restarts until done: from the journal, every progress exactly once and in order, and
+            # what callers received live along the way is what the journal says.
+            async with peer.attach_job(action="countJob", key=tracked.key) as call:
+                replayed = await take(call)
+                assert replayed == counted(CHECKPOINTED_N), tracked.key
+                assert await call.result == {"n": CHECKPOINTED_N}
+            assert all(tracked.seen[seq] == payload for seq, payload in replayed if seq in tracked.seen), tracked.key
+            assert set(tracked.seen) <= set(range(1, CHECKPOINTED_N + 1))
+        for tracked in jobs:
+            if not tracked.checkpoint and tracked.seen:  # the long plain jobs: what was seen live is in the journal
+                record = records[tracked.key]
+                assert max(tracked.seen) <= record.last_seq
+                assert all(payload == {"i": seq, "n": tracked.n} for seq, payload in tracked.seen.items())
+        results_seen = sum(t.result is not None for t in jobs)
+        assert results_seen >= KILL_RUNS // 2, f"only {results_seen} results arrived before kills: nothing to judge"
