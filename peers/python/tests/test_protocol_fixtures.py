@@ -52,7 +52,9 @@ def test_connection_file_case(case: dict[str, Any], tmp_path: Path) -> None:
     path = tmp_path / "connection.json"
     path.write_text(json.dumps(case["data"]), encoding="utf-8")
     if case["valid"]:
-        assert read_connection_file(path).endpoint == case["data"]["endpoint"]
+        info = read_connection_file(path)
+        assert info.endpoint == case["data"]["endpoint"]
+        assert info.peer == case["data"].get("peer")
     else:
         with pytest.raises(ValueError):
             read_connection_file(path)

@@ -56,6 +56,7 @@ class ConnectionInfo:
     key: bytes = field(default=b"", repr=False)  # the connection key (SPEC 3.1): a secret, never in a log line
     host: str | None = None
     curve_server_key: str | None = None  # the host's CURVE public key (Z85): connect with CURVE (SPEC 2.1)
+    peer: str | None = None  # the name a supervising host launched this peer under (SPEC 10.1)
 
 
 _ENDPOINT = re.compile(r"^(tcp|ipc|inproc)://[^*]+$")
@@ -63,8 +64,8 @@ _HEX_KEY = re.compile(r"^([0-9a-fA-F]{2})*$")
 
 
 def read_connection_file(path: str | os.PathLike[str]) -> ConnectionInfo:
-    """Parse a connection file (SPEC section 10): all five fields required, ``curve_server_key`` optional,
-    extra fields ignored.
+    """Parse a connection file (SPEC section 10): all five fields required, ``curve_server_key`` and ``peer``
+    optional, extra fields ignored.
 
     ``{"protocol": 1, "endpoint": "tcp://127.0.0.1:41234", "host": "etl", "signature_scheme": "hmac-sha256", "key": ""}``
     """
@@ -93,7 +94,47 @@ def read_connection_file(path: str | os.PathLike[str]) -> ConnectionInfo:
     server_key = data.get("curve_server_key")
     if server_key is not None and not curve.is_key(server_key):
         raise ValueError(f"{where}: curve_server_key must be a CURVE public key (40 characters of Z85)")
-    return ConnectionInfo(endpoint=endpoint, key=bytes.fromhex(key), host=host, curve_server_key=server_key)
+    peer = data.get("peer")
+    if "peer" in data and not (isinstance(peer, str) and 1 <= len(peer) <= wire.MAX_ID_LENGTH):
+        raise ValueError(f"{where}: peer must be a name of 1..128 characters, not {peer!r}")
+    return ConnectionInfo(endpoint=endpoint, key=bytes.fromhex(key), host=host, curve_server_key=server_key, peer=peer)
+
+
+# What a supervising host hands the peers it launches (SPEC 10.1), in their environment, never on their command line.
+CONNECTION_FILE_VARIABLE = "ZEROBRIDGE_CONNECTION_FILE"
+PEER_NAME_VARIABLE = "ZEROBRIDGE_PEER_NAME"
+
+
+def _connection_file_from_environment() -> str:
+    """The connection file a supervising host wrote for this process (SPEC 10.1); a ValueError saying what to set when
+    there is none, so a peer started by hand fails at once instead of waiting for a host it cannot find."""
+    path = os.environ.get(CONNECTION_FILE_VARIABLE)
+    if not path:
+        raise ValueError(
+            f"connect() was not told where the host is and {CONNECTION_FILE_VARIABLE} is not set: give an endpoint "
+            f"or a connection file's path, or set {CONNECTION_FILE_VARIABLE} to a connection file's path "
+            "(a supervising host sets it for the peers it launches)"
+        )
+    return path
+
+
+def _peer_name(name: str | None, info: ConnectionInfo, launched: bool) -> str:
+    """The name to say hello with: the one given, else the connection file's ``peer``, else (for a peer launched by a
+    host) ``ZEROBRIDGE_PEER_NAME``."""
+    if name is None:
+        name = info.peer
+    if name is None and launched and os.environ.get(PEER_NAME_VARIABLE):
+        name = os.environ[PEER_NAME_VARIABLE]
+        if len(name) > wire.MAX_ID_LENGTH:
+            raise ValueError(f"{PEER_NAME_VARIABLE} must be a name of 1..128 characters, not {name!r}")
+    if name is None:
+        raise ValueError(
+            "name= is required: give a name, or connect through a connection file with a peer field"
+            + (f" (or set {PEER_NAME_VARIABLE})" if launched else "")
+        )
+    if not (isinstance(name, str) and 1 <= len(name) <= wire.MAX_ID_LENGTH):
+        raise ValueError(f"name must be a string of 1..128 characters, not {name!r}")
+    return name
 
 
 def resolve_target(target: str | os.PathLike[str]) -> ConnectionInfo:
@@ -273,9 +314,9 @@ class Peer:
 
     def __init__(
         self,
-        target: str | os.PathLike[str],
+        target: str | os.PathLike[str] | None = None,
         *,
-        name: str,
+        name: str | None = None,
         actions: Mapping[str, Handler] | None = None,
         handlers: Mapping[str, Handler] | None = None,
         evaluate: bool = False,
@@ -289,15 +330,19 @@ class Peer:
         validate: bool = False,
         topics: Iterable[str] = (),
     ) -> None:
-        if not (isinstance(name, str) and 1 <= len(name) <= wire.MAX_ID_LENGTH):
-            raise ValueError(f"name must be a string of 1..128 characters, not {name!r}")
         if heartbeat_ms is not None and not (type(heartbeat_ms) is int and heartbeat_ms > 0):
             raise ValueError(f"heartbeat_ms must be a positive integer, not {heartbeat_ms!r}")
         if not (type(max_in_flight) is int and max_in_flight > 0):
             raise ValueError(f"max_in_flight must be a positive integer, not {max_in_flight!r}")
-        self.info = resolve_target(target)
-        # A connection file is read again when the host refuses our key: a restarted host writes a new one.
-        self._connection_file = None if _is_endpoint(os.fspath(target)) else os.fspath(target)
+        launched = target is None  # by a supervising host (SPEC 10.1): the environment names the connection file
+        if target is None:
+            self._connection_file: str | None = _connection_file_from_environment()
+            self.info = read_connection_file(self._connection_file)
+        else:
+            self.info = resolve_target(target)
+            self._connection_file = None if _is_endpoint(os.fspath(target)) else os.fspath(target)
+        # (The connection file is read again when the host refuses our key: a restarted host writes a new one.)
+        name = _peer_name(name, self.info, launched)
         if key is not None:
             if self._connection_file is not None:
                 raise ValueError("key= goes with an endpoint: a connection file brings its own key")
@@ -1242,9 +1287,9 @@ def _log_send_failure(future: asyncio.Future[Any]) -> None:
 
 
 def connect(
-    target: str | os.PathLike[str],
+    target: str | os.PathLike[str] | None = None,
     *,
-    name: str,
+    name: str | None = None,
     actions: Mapping[str, Handler] | None = None,
     handlers: Mapping[str, Handler] | None = None,
     evaluate: bool = False,
@@ -1259,6 +1304,12 @@ def connect(
     topics: Iterable[str] = (),
 ) -> Peer:
     """A peer for the host at ``target`` (an endpoint, or the path of a connection file).
+
+    Without ``target`` (a peer launched by a host, SPEC 10.1) the connection file is the one the environment variable
+    ``ZEROBRIDGE_CONNECTION_FILE`` names; unset, connecting fails at once with a ValueError saying so. ``name`` is
+    ``hello.peer``; when not given it is the connection file's ``peer`` (else, without ``target``,
+    ``ZEROBRIDGE_PEER_NAME``). A name that differs from the file's ``peer`` is allowed, but a host that launched the
+    peer waits for the file's name.
 
     Use it as ``async with zerobridge.connect(...) as peer`` (or ``peer = await zerobridge.connect(...)``
     and later ``await peer.close()``). Handlers given in ``actions``/``handlers`` (name -> function) or

@@ -352,9 +352,9 @@ class SyncPeer:
 
 
 def connect(
-    target: str | os.PathLike[str],
+    target: str | os.PathLike[str] | None = None,
     *,
-    name: str,
+    name: str | None = None,
     actions: Mapping[str, Handler] | None = None,
     handlers: Mapping[str, Handler] | None = None,
     evaluate: bool = False,
@@ -370,8 +370,8 @@ def connect(
 ) -> SyncPeer:
     """Connect now (blocking until the host's welcome) and return the blocking peer.
 
-    Same arguments as :func:`zerobridge.connect` (CURVE, ``key``, ``validate`` and ``topics`` included); the same warning
-    about ``evaluate=True`` applies.
+    Same arguments as :func:`zerobridge.connect` (CURVE, ``key``, ``validate`` and ``topics`` included; no ``target``
+    for a peer launched by a host: ``ZEROBRIDGE_CONNECTION_FILE``); the same warning about ``evaluate=True`` applies.
     """
     runner = _LoopThread()
     try:
