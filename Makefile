@@ -74,12 +74,13 @@ demo: deps
 	swift build --product zerobridge
 	$(PY) examples/demo.py
 
-# --- benchmarks (not part of test): bench/run.py; the wall time printed includes deps and the release build ---
+# --- benchmarks (not part of test): bench/run.py (and bench/import_service.py: the job journal's cost); the wall time printed includes deps and the release build ---
 bench:
 	@started=$$(date +%s.%N); \
 	$(MAKE) --no-print-directory deps && \
 	swift build -c release --product zerobridge-bench && \
 	swift build -c release --product zerobridge && \
+	swift build -c release --product import-host && \
 	$(PY) bench/run.py --started $$started
 
 # Hostile and unlucky clients against a release conformance host (bench/soak.py, about 3 minutes after the build):

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import import_service
+
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
 PY = sys.executable
@@ -286,6 +288,9 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
             value = rate(p)
             check(f"{transport}: progress events/s to {who} (complete, in order)", value and round(value),
                   f">= {goal:,}", value is not None and value >= goal and p.get("in_order_and_complete") is True)
+    journal = results.get("import_service", {})
+    cost = journal.get("journal_cost")
+    check("import service: files/s lost to the job journal", cost, "< 0.15", cost is not None and cost < 0.15)
     inflight = results["memory"].get("inflight_10000", {})
     value = inflight.get("loaded_rss_mb")
     check("host RSS with 10,000 requests in flight (MB)", value, "< 100",
@@ -353,6 +358,15 @@ def table(results: dict[str, Any]) -> str:
     codec = results.get("codec", {})
     if "per_second" in codec:
         lines.append(f"{'host codec alone (decode req + encode resp)':<44} {codec['per_second']:>11,.0f}/s")
+    journal = results.get("import_service", {})
+    if "error" in journal:
+        lines.append(f"{'import service':<44} error: {journal['error']}")
+    elif journal:
+        best = journal["best"]
+        lines.append(f"{'import service, importFolder as a job':<44} {best['journal']['files_per_second']:>11,.0f} files/s  "
+                     f"({journal['files']:,} files, journal in SQLite)")
+        lines.append(f"{'import service, importFolder as a request':<44} {best['no_journal']['files_per_second']:>11,.0f} files/s  "
+                     f"(no journal): the journal costs {journal['journal_cost']:.1%}")
     lines.append("")
     lines.append("ratios                                         " + "   ".join(f"{t:>6}" for t in results["ratios"]))
     names = [("ZeroBridge/limit", "zerobridge_over_limit"), ("ZeroBridge/pyzmq", "zerobridge_over_pyzmq_baseline")]
@@ -405,7 +419,7 @@ def main() -> None:
 
     bench = Bench(bin=Path(args.bin), seconds=args.seconds, repeat=max(1, args.repeat),
                   progress_events={"swift": 500_000, "python": 100_000, "node": 200_000})
-    for tool in ("zerobridge", "zerobridge-bench"):
+    for tool in ("zerobridge", "zerobridge-bench", "import-host"):
         if not (bench.bin / tool).exists():
             raise SystemExit(f"{bench.bin / tool} is missing: swift build -c release --product {tool}")
     results: dict[str, Any] = {
@@ -421,6 +435,10 @@ def main() -> None:
             results["transports"][transport] = bench.transport(transport)
         results["memory"] = bench.memory()
         results["codec"] = bench.codec()
+        try:
+            results["import_service"] = import_service.measure(bench.bin)
+        except (RuntimeError, OSError, KeyError, subprocess.CalledProcessError) as error:
+            results["import_service"] = {"error": str(error)[:200]}
     finally:
         for path in bench.socket_files:
             path.unlink(missing_ok=True)
