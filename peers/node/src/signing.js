@@ -72,9 +72,13 @@ export const macMatches = (received, expected) => received.length === expected.l
 
 /** The `type` of a body frame, or null when it is not a JSON object with a string type. */
 export function bodyType(frame) {
+  return bodyOf(frame)?.type ?? null;
+}
+
+function bodyOf(frame) {
   try {
     const body = JSON.parse(Buffer.from(frame).toString('utf8'));
-    return typeof body?.type === 'string' ? body.type : null;
+    return typeof body?.type === 'string' ? body : null;
   } catch {
     return null;
   }
@@ -83,7 +87,8 @@ export function bodyType(frame) {
 /**
  * The peer's side of one keyed connection: a fresh channel, opened by the first message it signs (which must be
  * the connection's hello); it then signs `p2h` with counters 1, 2, ... and accepts the host's `h2p` messages with
- * increasing counters, the first of them a welcome.
+ * increasing counters: before the first welcome only the answers to the hello, the welcome or a `response` with
+ * `"id": null` (a `name_taken`: SPEC 3.1 has it signed for the channel like anything else).
  */
 export class PeerChannel {
   constructor(key, nonce = newNonce()) {
@@ -113,8 +118,9 @@ export class PeerChannel {
     if (parsed.counter <= this.received) return `counter ${parsed.counter} replayed or out of order (last accepted ${this.received})`;
     if (!macMatches(parsed.mac, mac(this.key, 'h2p', this.nonce, parsed.counter, frames))) return 'wrong signature';
     if (!this.welcomed) {
-      if (bodyType(frames[0]) !== 'welcome') return 'a message before the channel\'s first welcome';
-      this.welcomed = true;
+      const body = bodyOf(frames[0]);
+      if (body?.type === 'welcome') this.welcomed = true;
+      else if (!(body?.type === 'response' && body.id === null)) return 'a message before the channel\'s first welcome';
     }
     this.received = parsed.counter;
     return null;

@@ -207,6 +207,20 @@ describe('keyed peer: what it accepts', () => {
     assert.equal(peer.rejectedMessages, 1);
   });
 
+  test('a signed name_taken before the welcome is read: hello is said again on the same channel, and the welcome taken', async (t) => {
+    const { host, peer } = await start(t);
+    const connected = peer.connect();
+    const first = await host.nextOfType('hello');
+    host.send({ v: 1, type: 'response', id: null, ok: false, error: { code: 'name_taken', message: 'held by a live session' } });
+    const again = await host.nextOfType('hello');
+    assert.equal(first.refusal, null);
+    assert.equal(again.refusal, null, 'signed for the channel its first hello opened');
+    assert.equal(counterOf(again), 1n);
+    host.send(host.welcomeBody());
+    await within(connected, 10_000, 'connect() to resolve');
+    assert.equal(peer.rejectedMessages, 0);
+  });
+
   test('an unsigned unauthorized answer is logged as such and counted, and changes nothing', async (t) => {
     const { host, peer, logs } = await setup(t);
     host.sendFrames([EMPTY, Buffer.from(JSON.stringify({ v: 1, type: 'response', id: null, ok: false, error: { code: 'unauthorized', message: 'counter not increasing' } }))]);

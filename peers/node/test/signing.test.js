@@ -90,6 +90,17 @@ describe('signing: the peer\'s channel', () => {
     assert.equal(channel.refusal(signMessage(key, 'h2p', opening.channel, 3, ping), ping), null);
   });
 
+  test('before the first welcome, a response with "id": null (the name_taken answering a hello) is accepted', () => {
+    const channel = new PeerChannel(key, opening.channel);
+    const nameTaken = [Buffer.from('{"v":1,"type":"response","id":null,"ok":false,"error":{"code":"name_taken","message":"m"}}')];
+    assert.equal(channel.refusal(signMessage(key, 'h2p', opening.channel, 1, nameTaken), nameTaken), null);
+    const answer = [Buffer.from('{"v":1,"type":"response","id":"1","ok":true,"result":null}')];
+    assert.match(channel.refusal(signMessage(key, 'h2p', opening.channel, 2, answer), answer), /before the channel's first welcome/);
+    assert.match(channel.refusal(signMessage(key, 'h2p', opening.channel, 1, nameTaken), nameTaken), /replayed/, 'its counter counts');
+    const welcome = [Buffer.from('{"v":1,"type":"welcome"}')];
+    assert.equal(channel.refusal(signMessage(key, 'h2p', opening.channel, 3, welcome), welcome), null);
+  });
+
   test('an opening signature from the host, and a signature with another key, are refused', () => {
     const channel = new PeerChannel(key, opening.channel);
     const welcome = [Buffer.from('{"v":1,"type":"welcome"}')];
