@@ -1,45 +1,87 @@
 #!/usr/bin/env node
-// The Node ETL peer: connects to the import host as "etl" and serves `parseMarkdown`
-// ({file, text} -> {records}), the way a Swift app hands parsing to a JavaScript pipeline.
+// The Node ETL peer: connects to the import host as "etl" and serves `importFile`
+// ({file, format, bytes} -> {records, attachmentBytes}), the way a Swift app hands parsing to a JavaScript
+// pipeline. The host reads each file and sends its bytes as an attachment (a Buffer here, never base64 text); the
+// peer parses CSV, JSON or Markdown, streams {records, bytesDone, bytesTotal} on long files, and answers with the
+// records. A broken file is refused with the host's error kind as the code (`binary`, `csv`, `json`, `markdown`).
 //
-//   node examples/etl-peer/etl-peer.mjs [--connect ENDPOINT_OR_CONNECTION_FILE] [--name etl]
+//   node examples/etl-peer/etl-peer.mjs [--connect ENDPOINT_OR_CONNECTION_FILE] [--name etl] [--allow-evaluate]
 //
-// Prints `etl ready <host>` once the host has welcomed it; runs until SIGINT or SIGTERM.
+// Where to connect: --connect, else $ZEROBRIDGE_CONNECTION_FILE (a supervising host sets it, SPEC 10.1), else
+// .demo/import-host.json. --allow-evaluate lets the host run scripts here (`$evaluate`: the import's opt-in record
+// transform); without it `$evaluate` is answered not_allowed. Prints `etl ready <host>` once welcomed; runs until
+// SIGINT or SIGTERM.
 
 import { parseArgs } from 'node:util';
 import { fileURLToPath } from 'node:url';
 import path from 'node:path';
-import { connect } from '../../peers/node/index.js';
-import { parseMarkdown } from './markdown.mjs';
+import { connect, BridgeError } from '../../peers/node/index.js';
+import { FileError, FORMATS, importFile } from './formats.mjs';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const { values: options } = parseArgs({
   options: {
-    connect: { type: 'string', default: path.join(root, '.demo/import-host.json') },
-    name: { type: 'string', default: 'etl' },
+    connect: { type: 'string', default: process.env.ZEROBRIDGE_CONNECTION_FILE || path.join(root, '.demo/import-host.json') },
+    name: { type: 'string', default: process.env.ZEROBRIDGE_PEER_NAME || 'etl' },
+    'allow-evaluate': { type: 'boolean', default: false },
   },
 });
 
-let parsed = 0;
+const received = { files: 0, attachmentBytes: 0, refused: 0 };
+
+async function serveImportFile(payload, ctx) {
+  const { file, format, bytes } = payload ?? {};
+  if (typeof file !== 'string' || !FORMATS.includes(format)) {
+    throw new BridgeError('invalid_payload', `importFile takes {file: string, format: ${FORMATS.join('|')}, bytes}`);
+  }
+  if (!Buffer.isBuffer(bytes)) {
+    throw new BridgeError('invalid_payload', `${file}: the bytes must come as an attachment (bytes), not as ${typeof bytes}`);
+  }
+  received.files += 1;
+  received.attachmentBytes += bytes.length;
+  try {
+    const records = await importFile({ file, format, bytes }, { progress: (p) => ctx.progress(p), signal: ctx.signal });
+    return { records, attachmentBytes: bytes.length };
+  } catch (error) {
+    if (!(error instanceof FileError)) throw error;
+    received.refused += 1;
+    throw new BridgeError(error.kind, error.message);
+  }
+}
+
 const peer = await connect(options.connect, {
   name: options.name,
+  evaluate: options['allow-evaluate'],
   actions: {
-    parseMarkdown: async ({ file, text } = {}) => {
-      const records = parseMarkdown(text, typeof file === 'string' ? file : undefined);
-      parsed += 1;
-      return { records };
+    importFile: {
+      handler: serveImportFile,
+      doc: 'A file\'s bytes (an attachment) to records; refused with the error kind as the code.',
+      payload: {
+        type: 'object',
+        properties: {
+          file: { type: 'string' },
+          format: { enum: FORMATS },
+          bytes: { type: 'string', contentEncoding: 'base64' },
+        },
+        required: ['file', 'format', 'bytes'],
+      },
+      progress: {
+        type: 'object',
+        properties: { records: { type: 'integer' }, bytesDone: { type: 'integer' }, bytesTotal: { type: 'integer' } },
+      },
     },
   },
 }).catch((error) => {
   console.error(`etl-peer: cannot connect to ${options.connect}: ${error.message}`);
   process.exit(1);
 });
-console.log(`etl ready ${peer.host}`);
+console.log(`etl ready ${peer.host}${options['allow-evaluate'] ? ' (evaluate allowed)' : ''}`);
 
 for (const signal of ['SIGINT', 'SIGTERM']) {
   process.once(signal, async () => {
     await peer.close();
-    console.error(`etl-peer: parsed ${parsed} Markdown file(s); bye`);
+    console.error(`etl-peer: ${received.files} file(s), ${received.attachmentBytes} bytes received as attachments `
+      + `(${received.refused} refused); bye`);
     process.exit(0);
   });
 }
