@@ -296,8 +296,13 @@ export interface JobFilter {
 }
 
 export interface PeerOptions {
-  /** `hello.peer`: this peer's name (1..128 characters). */
-  name: string;
+  /**
+   * `hello.peer`: this peer's name (1..128 characters). When not given: the connection file's `peer`, else, for a peer
+   * connected without an endpoint, the environment variable `ZEROBRIDGE_PEER_NAME`; with neither it is a TypeError.
+   * A name that differs from the file's `peer` is allowed, but a host that launched this peer (SPEC 10.1) waits for
+   * the file's name.
+   */
+  name?: string;
   /**
    * `hello.actions`: handlers the host may call, by action name (more via {@link Peer.handle}). A value is a handler,
    * or `{ handler, doc?, payload?, result?, progress? }` to describe it in the catalogue as handle()'s options do.
@@ -388,7 +393,9 @@ export interface PeerOptions {
  * ```
  */
 export class Peer {
-  constructor(endpointOrConnectionFile: string, options: PeerOptions);
+  /** Without an endpoint: a peer launched by a host, as {@link connect} says. */
+  constructor(options?: PeerOptions);
+  constructor(endpointOrConnectionFile: string | undefined, options?: PeerOptions);
 
   /**
    * Connects, sends `hello` and resolves once the host's `welcome` arrives. Rejects at the `timeout`
@@ -569,7 +576,13 @@ export class Peer {
  * `endpointOrConnectionFile` is `tcp://host:port`, `ipc:///path`, or the path of a host's connection
  * file (`{"protocol": 1, "endpoint", "host", "signature_scheme", "key", "curve_server_key"?}`); a file with a
  * non-empty `key` makes every connection keyed (see {@link PeerOptions.key}), one with `curve_server_key` makes it
- * CURVE (see {@link PeerOptions.curve}).
+ * CURVE (see {@link PeerOptions.curve}), one with `peer` names this peer (see {@link PeerOptions.name}).
+ *
+ * Without an endpoint (`connect()`, `connect(options)` or `connect(undefined, options)`) it is a peer launched by a
+ * host (SPEC 10.1): the connection file is the one the environment variable `ZEROBRIDGE_CONNECTION_FILE` names, and
+ * the name, unless `options.name` gives one, is the file's `peer`, else `ZEROBRIDGE_PEER_NAME`. Without
+ * `ZEROBRIDGE_CONNECTION_FILE` it rejects at once with a TypeError saying what to set. (`options.key` is refused then:
+ * the file brings its own key.)
  *
  * For example:
  * ```js
@@ -577,7 +590,8 @@ export class Peer {
  * const sum = await peer.call('add', { a: 1, b: 2 }, { timeout: 1000 });
  * ```
  */
-export function connect(endpointOrConnectionFile: string, options: PeerOptions): Promise<Peer>;
+export function connect(options?: PeerOptions): Promise<Peer>;
+export function connect(endpointOrConnectionFile: string | undefined, options?: PeerOptions): Promise<Peer>;
 
 /**
  * A fresh CURVE key pair in Z85 (like `zmq_curve_keypair()`): give it to {@link PeerOptions.curve} and put

@@ -5,7 +5,10 @@ export { Peer } from './src/peer.js';
 export { BridgeError } from './src/errors.js';
 export { curveKeyPair } from './src/curve.js';
 
-/** Creates a peer, connects it, says hello and resolves once the host has welcomed it. */
+/**
+ * Creates a peer, connects it, says hello and resolves once the host has welcomed it. Without an endpoint
+ * (`connect()`, `connect(options)`): the connection file ZEROBRIDGE_CONNECTION_FILE names (SPEC 10.1).
+ */
 export async function connect(endpointOrConnectionFile, options) {
   return new Peer(endpointOrConnectionFile, options).connect();
 }

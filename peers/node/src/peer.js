@@ -5,7 +5,7 @@ import { debuglog } from 'node:util';
 import { ZmtpDealer, ZmtpError } from './zmtp.js';
 import { Link, DEFAULT_MAX_IN_FLIGHT } from './link.js';
 import { BridgeError } from './errors.js';
-import { bodies, decode, encode, readConnectionFile, isName } from './wire.js';
+import { bodies, decode, encode, readConnectionFile, isName, isObject } from './wire.js';
 import { PeerChannel, parseKey } from './signing.js';
 import { buildCatalogue, catalogueProblem, describeAction } from './describe.js';
 import { schemaProblem } from './validate.js';
@@ -49,6 +49,43 @@ function curveSettings(given, fileServerKey) {
       + 'CURVE cannot run without it, and this peer does not fall back to plaintext');
   }
   return { serverKey, publicKey: given.publicKey, secretKey: given.secretKey };
+}
+
+// What a supervising host hands the peers it launches (SPEC 10.1): in their environment, never on their command line.
+const CONNECTION_FILE_VARIABLE = 'ZEROBRIDGE_CONNECTION_FILE';
+const PEER_NAME_VARIABLE = 'ZEROBRIDGE_PEER_NAME';
+
+/**
+ * The connection file a supervising host wrote for this process; a TypeError saying what to set when there is none,
+ * so a peer started by hand fails at once instead of waiting for a host it cannot find.
+ */
+function connectionFileFromEnvironment() {
+  const path = process.env[CONNECTION_FILE_VARIABLE];
+  if (!path) {
+    throw new TypeError(`connect() was not told where the host is and ${CONNECTION_FILE_VARIABLE} is not set: give an endpoint `
+      + `or a connection file's path, or set ${CONNECTION_FILE_VARIABLE} to a connection file's path (a supervising host sets it `
+      + 'for the peers it launches)');
+  }
+  return path;
+}
+
+/**
+ * The name to say hello with: options.name, else the connection file's `peer`, else (for a peer launched by a host)
+ * ZEROBRIDGE_PEER_NAME; a TypeError otherwise.
+ */
+function peerName(given, file, launched) {
+  if (given !== undefined) {
+    if (!isName(given)) throw new TypeError('options.name (the peer name sent in hello) must be a string of 1..128 characters');
+    return given;
+  }
+  if (file?.peer !== undefined) return file.peer; // checked with the file
+  const fromEnvironment = launched ? process.env[PEER_NAME_VARIABLE] : undefined;
+  if (fromEnvironment) {
+    if (!isName(fromEnvironment)) throw new TypeError(`${PEER_NAME_VARIABLE} must be a name of 1..128 characters`);
+    return fromEnvironment;
+  }
+  throw new TypeError('options.name (the peer name sent in hello) is required: give a name, or connect through a connection file '
+    + `with a peer field${launched ? ` (or set ${PEER_NAME_VARIABLE})` : ''}`);
 }
 
 /** A broadcast topic as subscribed (SPEC 7.15): 1..128 characters of text that has a UTF-8 form; throws a TypeError. */
@@ -99,14 +136,17 @@ export class Peer {
   // SPEC 7.15: the broadcast topics this peer subscribes to, sent in every hello (so kept across reconnects).
   #topics = new Set();
 
-  constructor(endpointOrConnectionFile, options = {}) {
-    if (typeof endpointOrConnectionFile !== 'string' || endpointOrConnectionFile.length === 0) {
+  constructor(endpointOrConnectionFile, options) {
+    // new Peer(options) and new Peer(): a peer launched by a host (SPEC 10.1), told where by its environment.
+    if (isObject(endpointOrConnectionFile) && options === undefined) [endpointOrConnectionFile, options] = [undefined, endpointOrConnectionFile];
+    options ??= {};
+    const launched = endpointOrConnectionFile === undefined;
+    if (!launched && (typeof endpointOrConnectionFile !== 'string' || endpointOrConnectionFile.length === 0)) {
       throw new TypeError('connect() needs an endpoint (tcp://host:port, ipc:///path) or a connection file path');
     }
-    const { name, actions, evaluate = false, heartbeatMs = DEFAULT_HEARTBEAT_MS, timeout = DEFAULT_TIMEOUT_MS, log = defaultLog } = options;
+    const { actions, evaluate = false, heartbeatMs = DEFAULT_HEARTBEAT_MS, timeout = DEFAULT_TIMEOUT_MS, log = defaultLog } = options;
     const { maxInFlight = DEFAULT_MAX_IN_FLIGHT, validate = false } = options;
     if (typeof validate !== 'boolean') throw new TypeError('options.validate must be a boolean');
-    if (!isName(name)) throw new TypeError('options.name (the peer name sent in hello) must be a string of 1..128 characters');
     if (!Number.isInteger(heartbeatMs) || heartbeatMs < 1) throw new TypeError('options.heartbeatMs must be a positive integer');
     if (!Number.isInteger(maxInFlight) || maxInFlight < 1) throw new TypeError('options.maxInFlight must be a positive integer');
     if (timeout !== null && timeout !== Infinity && !(Number.isFinite(timeout) && timeout > 0)) {
@@ -114,18 +154,17 @@ export class Peer {
     }
     let key = options.key ?? '';
     if (typeof key !== 'string') throw new TypeError('options.key must be the connection key as hex');
-    let fileServerKey;
-    if (endpointOrConnectionFile.includes('://')) {
+    let file = null;
+    if (!launched && endpointOrConnectionFile.includes('://')) {
       this.endpoint = endpointOrConnectionFile;
     } else {
       if (options.key !== undefined) throw new TypeError('options.key is for an endpoint: a connection file brings its own key');
-      const file = readConnectionFile(endpointOrConnectionFile);
+      file = readConnectionFile(launched ? connectionFileFromEnvironment() : endpointOrConnectionFile);
       this.endpoint = file.endpoint;
       key = file.key;
-      fileServerKey = file.curveServerKey;
     }
     if (key !== '') this.#key = parseKey(key);
-    this.name = name;
+    this.name = peerName(options.name, file, launched);
     this.evaluate = evaluate === true;
     this.requestedHeartbeatMs = heartbeatMs;
     this.heartbeatMs = heartbeatMs;
@@ -170,7 +209,7 @@ export class Peer {
     this.reconnectIvlMax = options.reconnectIvlMax ?? 5000;
 
     this.dealer = new ZmtpDealer(this.endpoint, {
-      curve: curveSettings(options.curve, fileServerKey),
+      curve: curveSettings(options.curve, file?.curveServerKey),
       reconnectIvl: options.reconnectIvl,
       reconnectIvlMax: options.reconnectIvlMax,
       sendQueueLimit: options.sendQueueLimit,

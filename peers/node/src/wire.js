@@ -321,8 +321,9 @@ export const bodies = {
 
 /**
  * Reads a connection file: `{"protocol": 1, "endpoint", "host", "signature_scheme": "hmac-sha256", "key",
- * "curve_server_key"?}`. Returns `{ endpoint, host, key }`, plus `curveServerKey` (Z85) when the file has one;
- * throws a BridgeError (`bad_message`) naming the file and the problem.
+ * "curve_server_key"?, "peer"?}`. Returns `{ endpoint, host, key }`, plus `curveServerKey` (Z85) and `peer` (the
+ * name a supervising host launched this peer under, SPEC 10.1) when the file has them; throws a BridgeError
+ * (`bad_message`) naming the file and the problem.
  */
 export function readConnectionFile(path) {
   let text;
@@ -341,6 +342,7 @@ export function readConnectionFile(path) {
   if (problem) throw new BridgeError('bad_message', `the connection file ${path} is not valid: ${problem}`);
   const info = { endpoint: parsed.endpoint, host: parsed.host, key: parsed.key };
   if (parsed.curve_server_key !== undefined) info.curveServerKey = parsed.curve_server_key;
+  if (parsed.peer !== undefined) info.peer = parsed.peer;
   return info;
 }
 
@@ -362,5 +364,6 @@ export function connectionFileProblem(file) {
       return error.message;
     }
   }
+  if (has(file, 'peer') && !isName(file.peer)) return 'peer must be a string of 1..128 characters';
   return null;
 }

@@ -45,6 +45,10 @@ describe('protocol fixtures: connection files', () => {
         const problem = connectionFileProblem(fixture.data);
         if (fixture.valid) assert.equal(problem, null);
         else assert.equal(typeof problem, 'string');
+        const file = path.join(mkdtempSync(path.join(tmpdir(), 'zb-node-cf-')), 'connection.json');
+        writeFileSync(file, JSON.stringify(fixture.data));
+        if (fixture.valid) assert.equal(readConnectionFile(file).peer, fixture.data.peer);
+        else assert.throws(() => readConnectionFile(file), (e) => e.code === 'bad_message' && e.message.includes(problem));
       });
     }
   }
