@@ -5,6 +5,13 @@ conformance host writing a keyed connection file; without the variable it fails 
 from __future__ import annotations
 
 import json
+import os
+import re
+import selectors
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,6 +25,7 @@ from zerobridge import NameTaken
 WAIT = 20.0
 # How long a peer whose name the host must refuse keeps trying: its failure is the expected outcome.
 REFUSED_CONNECT_TIMEOUT = 2.0
+README = Path(__file__).resolve().parents[1] / "README.md"
 UNKEYED = {"protocol": 1, "endpoint": "tcp://127.0.0.1:1", "host": "h", "signature_scheme": "hmac-sha256", "key": ""}
 
 
@@ -141,3 +149,46 @@ def test_a_launched_peer_takes_its_key_from_the_file_only(tmp_path: Path, enviro
     assert zerobridge.connect().info.key == bytes.fromhex("ab" * 32)
     with pytest.raises(ValueError, match="a connection file brings its own key"):
         zerobridge.connect(key="cd" * 32)
+
+
+def read_line(process: subprocess.Popen[bytes], timeout: float) -> str:
+    """The first line the process writes to stdout, waited for up to ``timeout`` s ("" if none)."""
+    assert process.stdout is not None
+    line = b""
+    deadline = time.monotonic() + timeout
+    with selectors.DefaultSelector() as selector:
+        selector.register(process.stdout, selectors.EVENT_READ)
+        while not line.endswith(b"\n") and (remaining := deadline - time.monotonic()) > 0 and selector.select(remaining):
+            chunk = os.read(process.stdout.fileno(), 1)
+            if not chunk:
+                break
+            line += chunk
+    return line.decode(errors="replace").strip()
+
+
+async def test_the_readme_example_serves_under_the_file_s_name_and_on_sigterm_says_bye_and_exits(
+    start_host: Callable[..., Any], tmp_path: Path, environment: pytest.MonkeyPatch
+) -> None:
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
+    example = next(block for block in blocks if "signal.SIGTERM" in block and "zerobridge.connect(" in block)
+    path, _ = launched_file(start_host, tmp_path, "py-launched-readme")
+    process = subprocess.Popen(
+        [sys.executable, "-c", example],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "ZEROBRIDGE_CONNECTION_FILE": str(path)},
+    )
+    try:
+        assert read_line(process, WAIT) == "serving as py-launched-readme"
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(WAIT) == 0, process.stderr.read() if process.stderr else ""
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        for stream in (process.stdout, process.stderr):
+            if stream is not None:
+                stream.close()
+    # It said bye: the host let the name go at once (a peer gone without bye holds it for 3 heartbeats, 15 s).
+    async with zerobridge.connect(path, connect_timeout=5.0) as peer:
+        assert peer.name == "py-launched-readme"
