@@ -4,15 +4,20 @@
 
 import { describe, test, after, beforeEach } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { once } from 'node:events';
+import { createInterface } from 'node:readline';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { connect, Peer, BridgeError } from '../index.js';
-import { ConformanceHost, stopAllProcesses } from '../test-helpers/processes.js';
+import { ConformanceHost, stopAllProcesses, within } from '../test-helpers/processes.js';
 
 after(stopAllProcesses);
 
+const packageDir = fileURLToPath(new URL('..', import.meta.url));
 const FILE_VARIABLE = 'ZEROBRIDGE_CONNECTION_FILE';
 const NAME_VARIABLE = 'ZEROBRIDGE_PEER_NAME';
 const UNKEYED = { protocol: 1, endpoint: 'tcp://127.0.0.1:1', host: 'h', signature_scheme: 'hmac-sha256', key: '' };
@@ -40,8 +45,7 @@ async function launchedFile(t, peer) {
   const contents = JSON.parse(readFileSync(written, 'utf8'));
   assert.match(contents.key, /^[0-9a-f]{64}$/, 'keyed: the host refuses a peer that does not sign with it');
   const file = path.join(dir, 'peer.json');
-  writeFileSync(file, JSON.stringify({ ...contents, peer }), { mode: 0o600 });
-  chmodSync(file, 0o600);
+  writeFileSync(file, JSON.stringify({ ...contents, peer }), { mode: 0o600 }); // a new file: created 0600
   return file;
 }
 
@@ -67,6 +71,30 @@ describe('a peer launched by a host, against the conformance host', () => {
         (e) => e instanceof BridgeError && e.code === 'name_taken' && e.message.includes(name));
     });
   }
+
+  test('the README example serves under the file\'s name, and on SIGTERM says bye and exits 0', async (t) => {
+    const readme = readFileSync(path.join(packageDir, 'README.md'), 'utf8');
+    const example = [...readme.matchAll(/```js\n([\s\S]*?)```/g)].map((m) => m[1]).find((code) => code.includes("process.once('SIGTERM'"));
+    assert.ok(example, 'the README has the launched-by-a-host example');
+    const file = await launchedFile(t, 'node-launched-readme');
+    // From the package folder, where `import 'zerobridge'` resolves to this package.
+    const child = spawn(process.execPath, ['--input-type=module', '-e', example], {
+      cwd: packageDir, env: { ...process.env, [FILE_VARIABLE]: file }, stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stderr = '';
+    child.stderr.on('data', (chunk) => { stderr += chunk; });
+    const exited = once(child, 'exit');
+    t.after(() => { if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL'); });
+    const [line] = await within(once(createInterface({ input: child.stdout }), 'line'), 20_000, 'the example\'s first line');
+    assert.equal(line, 'serving as node-launched-readme');
+    child.kill('SIGTERM');
+    const [code, signal] = await within(exited, 20_000, 'the example to exit');
+    assert.deepEqual({ code, signal }, { code: 0, signal: null }, stderr);
+    // It said bye: the host let the name go at once (a peer gone without bye holds it for 3 heartbeats, 15 s).
+    const again = await connect(file, { timeout: 5000 });
+    assert.equal(again.name, 'node-launched-readme');
+    await again.close();
+  });
 });
 
 describe('a peer launched by a host: where and under which name', () => {
