@@ -25,6 +25,8 @@ an event handler's optional second argument, an ``EventContext``, says the topic
 Jobs (SPEC 7.16) outlive their caller: ``peer.start_job`` / ``attach_job`` / ``cancel_job`` / ``list_jobs``, and
 ``idempotency_key=`` on ``call`` and ``stream``; an attach's ``call.last_seq`` says where to attach again after a
 disconnect.
+A peer launched by a host (SPEC 10.1) connects with no target: ``zerobridge.connect()`` reads the connection file
+``ZEROBRIDGE_CONNECTION_FILE`` names and says hello under its ``peer``.
 """
 
 from __future__ import annotations
