@@ -3,18 +3,22 @@
 // ({file, format, bytes} -> {records, attachmentBytes}), the way a Swift app hands parsing to a JavaScript
 // pipeline. The host reads each file and sends its bytes as an attachment (a Buffer here, never base64 text); the
 // peer parses CSV, JSON or Markdown, streams {records, bytesDone, bytesTotal} on long files, and answers with the
-// records. A broken file is refused with the host's error kind as the code (`binary`, `csv`, `json`, `markdown`).
+// records. A broken file is refused with the host's error kind as the code (`binary`, `csv`, `json`, `markdown`),
+// its data saying how many bytes came, as the answer to a good one does.
 //
 //   node examples/etl-peer/etl-peer.mjs [--connect ENDPOINT_OR_CONNECTION_FILE] [--name etl] [--allow-evaluate]
+//                                       [--delay-per-file-ms N]
 //
 // Where to connect: --connect, else $ZEROBRIDGE_CONNECTION_FILE (a supervising host sets it, SPEC 10.1), else
 // .demo/import-host.json. --allow-evaluate lets the host run scripts here (`$evaluate`: the import's opt-in record
-// transform); without it `$evaluate` is answered not_allowed. Prints `etl ready <host>` once welcomed; runs until
-// SIGINT or SIGTERM.
+// transform); without it `$evaluate` is answered not_allowed. --delay-per-file-ms holds each file that long before
+// parsing it (to watch an import, or to kill the peer while it holds calls). Prints `etl ready <host>` once welcomed;
+// runs until SIGINT or SIGTERM.
 
 import { parseArgs } from 'node:util';
 import { fileURLToPath } from 'node:url';
 import path from 'node:path';
+import { setTimeout } from 'node:timers/promises';
 import { connect, BridgeError } from '../../peers/node/index.js';
 import { FileError, FORMATS, importFile } from './formats.mjs';
 
@@ -24,8 +28,10 @@ const { values: options } = parseArgs({
     connect: { type: 'string', default: process.env.ZEROBRIDGE_CONNECTION_FILE || path.join(root, '.demo/import-host.json') },
     name: { type: 'string', default: process.env.ZEROBRIDGE_PEER_NAME || 'etl' },
     'allow-evaluate': { type: 'boolean', default: false },
+    'delay-per-file-ms': { type: 'string', default: '0' },
   },
 });
+const delayPerFile = Number(options['delay-per-file-ms']);
 
 const received = { files: 0, attachmentBytes: 0, refused: 0 };
 
@@ -39,19 +45,23 @@ async function serveImportFile(payload, ctx) {
   }
   received.files += 1;
   received.attachmentBytes += bytes.length;
+  if (delayPerFile > 0) await setTimeout(delayPerFile, undefined, { signal: ctx.signal });
   try {
     const records = await importFile({ file, format, bytes }, { progress: (p) => ctx.progress(p), signal: ctx.signal });
     return { records, attachmentBytes: bytes.length };
   } catch (error) {
     if (!(error instanceof FileError)) throw error;
     received.refused += 1;
-    throw new BridgeError(error.kind, error.message);
+    throw new BridgeError(error.kind, error.message, { data: { attachmentBytes: bytes.length } });
   }
 }
 
 const peer = await connect(options.connect, {
   name: options.name,
   evaluate: options['allow-evaluate'],
+  // A peer beside its host: when it dies, its session (and the name) is let go after 3 missed beats, 1.5 s, so the
+  // host fails the calls it held and a new ETL peer can take the name soon.
+  heartbeatMs: 500,
   actions: {
     importFile: {
       handler: serveImportFile,

@@ -1,12 +1,14 @@
+import Foundation
 import ZeroBridge
 
 // The import host's actions, as front-ends and the ETL peer see them on the wire. Field names are the JSON names.
 
-/// Imports every file under a folder (CSV and JSON parsed here, Markdown by the ETL peer), one transaction per
-/// file, streaming progress; the result sums up what was imported and what failed, file by file.
+/// Imports every file under a folder: the host reads each file and hands its bytes to the ETL peer (`importFile`),
+/// which parses it; the host stores the records, one transaction per file, streaming progress. The result sums up
+/// what was imported and what failed, file by file.
 struct ImportFolder: BridgeAction {
     static let name = "importFolder"
-    static let summary = "Imports every file under a folder (CSV and JSON here, Markdown by the ETL peer), streaming progress."
+    static let summary = "Imports every file under a folder (read here, parsed by the ETL peer), streaming progress."
 
     struct Payload: Codable, Sendable {
         /// The folder to import, absolute or relative to the host's working directory.
@@ -15,12 +17,17 @@ struct ImportFolder: BridgeAction {
     }
 
     struct Options: Codable, Sendable {
-        /// Files parsed at once (default 4): CSV and JSON use the CPU, Markdown waits on the ETL peer.
+        /// Files in flight to the ETL peer at once (default 4).
         var concurrency: Int?
-        /// How long one `parseMarkdown` call to the ETL peer may take (default: the host's `--etl-timeout-ms`).
+        /// How long one call to the ETL peer may take, waiting for it to (re)connect included (default: the host's
+        /// `--etl-timeout-ms`).
         var etlTimeoutMs: Int?
         /// A pause after each file, to watch (or cancel) an import of a small folder.
         var delayPerFileMs: Int?
+        /// Opt-in: the body of a JavaScript function of `record` that returns the record to store instead
+        /// (`record.title = record.title.toUpperCase(); return record`). The ETL peer runs it through `$evaluate`, so
+        /// it must have been started with `--allow-evaluate`; otherwise the import is refused `not_allowed`.
+        var transform: String?
     }
 
     struct Progress: Codable, Sendable {
@@ -34,6 +41,20 @@ struct ImportFolder: BridgeAction {
         var elapsedSeconds: Double
         var filesPerSecond: Double
         var recordsPerSecond: Double
+        /// Bytes sent to the ETL peer as attachments so far (a file sent again after a lost peer counts again).
+        var attachmentBytes: Int
+        /// Calls to the ETL peer sent again because the peer was lost while it had them.
+        var etlRetries: Int
+        /// Files in flight that the ETL peer reported progress on (long files), as it parses them.
+        var parsing: [FileProgress]
+    }
+
+    /// How far the ETL peer is with one file (its `importFile` progress).
+    struct FileProgress: Codable, Sendable {
+        var file: String
+        var records: Int
+        var bytesDone: Int
+        var bytesTotal: Int
     }
 
     struct Result: Codable, Sendable {
@@ -51,6 +72,11 @@ struct ImportFolder: BridgeAction {
         var errors: [FileError]
         /// Failed files left out of ``errors`` to keep the answer small.
         var errorsOmitted: Int
+        /// Bytes sent to the ETL peer as attachments, and calls sent again after it was lost.
+        var attachmentBytes: Int
+        var etlRetries: Int
+        /// Records stored as the opt-in transform returned them (0 without one).
+        var transformed: Int
     }
 
     /// Why one file was not imported. `kind` is stable (tests and scripts match on it); `message` is for people.
@@ -60,11 +86,18 @@ struct ImportFolder: BridgeAction {
         var message: String
 
         enum Kind: String, Codable, Sendable, CaseIterable {
-            case binary, csv, json, markdown, unsupported, unreadable, tooLarge = "too_large"
-            /// No ETL peer is connected to parse Markdown.
+            /// Refused by the ETL peer's parser (its error code is the kind).
+            case binary, csv, json, markdown
+            case unsupported, unreadable, tooLarge = "too_large"
+            /// No ETL peer connected within the call's timeout.
             case etlUnavailable = "etl_unavailable"
-            /// The ETL peer did not answer in time, went away, or answered something that is not records.
+            /// The ETL peer did not answer in time, was lost on every attempt, or answered something that is not records.
             case etlFailed = "etl_failed"
+            /// The opt-in transform threw, or returned something that is not a record.
+            case transform
+
+            /// The kinds the ETL peer refuses a file with, as its error code.
+            static let parserKinds: Set<Kind> = [.binary, .csv, .json, .markdown]
         }
     }
 }
@@ -113,6 +146,25 @@ struct Stats: BridgeAction {
         var formats: [String: FormatCount]
         var imports: Int
         var lastImport: ImportRun?
+        /// The ETL peer as this host process has seen it since it started.
+        var etl: EtlStatus?
+    }
+
+    struct EtlStatus: Codable, Sendable {
+        /// Its name (`--etl-peer`).
+        var peer: String
+        var connected: Bool
+        /// How many times a peer of that name was welcomed: more than once means it was restarted (or reconnected).
+        var connections: Int
+        /// Files sent to it, and their bytes, sent as attachments (a retry counts again).
+        var filesSent: Int
+        var attachmentBytes: Int
+        /// The bytes the ETL peer said it received as attachments (bytes, not base64 text), in its answers and refusals.
+        var attachmentBytesReceived: Int
+        /// Calls sent again because the peer was lost while it had them.
+        var retriedCalls: Int
+        /// `$evaluate` calls made for the opt-in transform.
+        var evaluations: Int
     }
 
     struct FormatCount: Codable, Sendable {
@@ -121,6 +173,8 @@ struct Stats: BridgeAction {
     }
 
     struct ImportRun: Codable, Sendable {
+        /// The run's number, as `catalogChanged` names it.
+        var id: Int64
         var folder: String
         /// `running`, `completed` or `cancelled`.
         var status: String
@@ -133,18 +187,49 @@ struct Stats: BridgeAction {
     }
 }
 
-/// Served by the Node ETL peer: Markdown with front-matter -> records (one per section).
-struct ParseMarkdown: BridgeAction {
-    static let name = "parseMarkdown"
-    static let summary = "Markdown with front matter to records, one per section."
+/// Broadcast on the topic `catalog` to every front-end subscribed to it when an import run ends having written to the
+/// catalogue (SPEC 7.15): what the run did, and what the catalogue holds now.
+struct CatalogChanged: BridgeAction {
+    static let name = "catalogChanged"
+    static let topic = "catalog"
+    typealias Result = JSONValue
 
     struct Payload: Codable, Sendable {
-        /// The file's path relative to the imported folder, for messages.
+        /// The import run (`stats.lastImport`), its folder and how it ended: `completed` or `cancelled`.
+        var run: Int64
+        var folder: String
+        var status: String
+        var filesImported: Int
+        var filesFailed: Int
+        var records: Int
+        /// What the catalogue holds after it.
+        var files: Int
+        var recordsTotal: Int
+    }
+}
+
+/// Served by the Node ETL peer: one file's bytes (sent as an attachment) to records.
+struct ImportFile: BridgeAction {
+    static let name = "importFile"
+    static let summary = "One file's bytes (an attachment) to records."
+
+    struct Payload: Codable, Sendable {
+        /// The file's path relative to the imported folder, for messages and titles.
         var file: String
-        var text: String
+        var format: FileFormat
+        /// `Data` is sent as an attachment frame: raw bytes, no base64.
+        var bytes: Data
     }
 
     struct Result: Codable, Sendable {
         var records: [Record]
+        /// How many bytes the peer received as an attachment (bytes, not text).
+        var attachmentBytes: Int
+    }
+
+    struct Progress: Codable, Sendable {
+        var records: Int
+        var bytesDone: Int
+        var bytesTotal: Int
     }
 }

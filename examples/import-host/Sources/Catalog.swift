@@ -182,7 +182,7 @@ final class Catalog: Sendable {
             }
             let runs = try Int.fetchOne(db, sql: "SELECT count(*) FROM importRun") ?? 0
             let last = try Row.fetchOne(db, sql: "SELECT * FROM importRun ORDER BY id DESC LIMIT 1").map { row in
-                Stats.ImportRun(folder: row["folder"], status: row["status"], filesTotal: row["filesTotal"],
+                Stats.ImportRun(id: row["id"], folder: row["folder"], status: row["status"], filesTotal: row["filesTotal"],
                                 filesImported: row["filesImported"], filesFailed: row["filesFailed"],
                                 records: row["records"], startedAt: row["startedAt"], finishedAt: row["finishedAt"])
             }

@@ -1,12 +1,12 @@
 import Foundation
 import ZeroBridge
 
-/// One `importFolder` request: lists the folder, parses a few files at a time, writes each parsed file in its own
-/// transaction, and reports progress. Cancelling the task stops it between files (or rolls back the file being
-/// written), so no file is ever half-imported.
+/// One `importFolder` request: lists the folder, reads a few files at a time and hands each one's bytes to the ETL
+/// peer, writes each file's records in its own transaction, relays progress, and tells the front-ends when the
+/// catalogue changed. Cancelling the task stops it between files (or rolls back the file being written), so no file
+/// is ever half-imported.
 struct FolderImport: Sendable {
     static let maxReportedErrors = 1000
-    static let maxFileBytes = 64 << 20
     /// Progress events at most this often (and for the first and last file), so thousands of small files do not
     /// become thousands of messages.
     static let progressInterval: Duration = .milliseconds(100)
@@ -14,10 +14,17 @@ struct FolderImport: Sendable {
     let catalog: Catalog
     /// The only folders requests may import from, with what lies below them.
     let roots: ImportRoots
-    /// The connected ETL peer, if any, asked for each Markdown file.
-    let etlPeer: @Sendable () -> RemotePeer?
-    let etlName: String
-    let etlTimeout: Duration
+    /// Files larger than this are not read (`too_large`); a file travels whole in one message to the ETL peer.
+    let maxFileBytes: Int
+    let etl: EtlPeer
+    /// Tells the front-ends (a broadcast) that a run wrote to the catalogue.
+    let announce: @Sendable (CatalogChanged.Payload) async -> Void
+
+    /// What the import's task group hands back: a file done, or a tick to relay the ETL peer's progress.
+    private enum Step: Sendable {
+        case file(String, Swift.Result<Catalog.ImportedFile, ImportFolder.FileError>)
+        case tick
+    }
 
     /// Imports the folder, handing each progress report to `report` (a request's or a job's progress).
     func run(_ payload: ImportFolder.Payload,
@@ -29,50 +36,89 @@ struct FolderImport: Sendable {
         let files = try listFiles(in: folder)
         let options = payload.options
         let concurrency = min(max(options?.concurrency ?? 4, 1), 64)
-        let etlTimeout = options?.etlTimeoutMs.map { Duration.milliseconds(max($0, 1)) } ?? etlTimeout
+        let etlTimeout = options?.etlTimeoutMs.map { Duration.milliseconds(max($0, 1)) } ?? etl.timeout
         let pause = options?.delayPerFileMs.map { Duration.milliseconds(max($0, 0)) }
+        if let transform = options?.transform {
+            try await etl.checkTransform(transform, timeout: etlTimeout)
+        }
+        let etlRun = EtlPeer.Run(timeout: etlTimeout, transform: options?.transform)
 
         let run = try catalog.beginRun(folder: folder.path, filesTotal: files.count)
         var tally = Tally(filesTotal: files.count)
         do {
-            try await withThrowingTaskGroup(of: (String, Swift.Result<Catalog.ImportedFile, ImportFolder.FileError>).self) { group in
+            try await withThrowingTaskGroup(of: Step.self) { group in
                 var pending = files[...]
+                var inFlight = 0
+                var relayedVersion = 0
                 func startNext() {
                     guard let file = pending.popFirst() else { return }
-                    group.addTask { (file, await parse(file, in: folder, etlTimeout: etlTimeout)) }
+                    inFlight += 1
+                    group.addTask { .file(file, await read(file, in: folder, etlRun: etlRun)) }
+                }
+                func tickLater() {
+                    group.addTask {
+                        try? await Task.sleep(for: Self.progressInterval)
+                        return .tick
+                    }
                 }
                 for _ in 0..<concurrency { startNext() }
-                while let (name, outcome) = try await group.next() {
+                if inFlight > 0 { tickLater() }
+                while let step = try await group.next() {
                     try Task.checkCancellation()
-                    switch outcome {
-                    case .success(let parsed):
-                        do {
-                            try await catalog.store(parsed)
-                            tally.imported(parsed)
-                        } catch is CancellationError {
-                            throw CancellationError()
-                        } catch {
-                            tally.failed(.init(file: name, kind: .unreadable, message: "could not be stored: \(error)"))
+                    switch step {
+                    case .tick:
+                        guard inFlight > 0 else { continue }
+                        // The ETL peer's progress on long files, relayed between the files' own reports.
+                        let news = etlRun.snapshot.parsingVersion
+                        if news != relayedVersion {
+                            relayedVersion = news
+                            try await report(tally.progress(etlRun.snapshot))
                         }
-                    case .failure(let error):
-                        tally.failed(error)
+                        tickLater()
+                    case .file(let name, let outcome):
+                        inFlight -= 1
+                        switch outcome {
+                        case .success(let parsed):
+                            do {
+                                try await catalog.store(parsed)
+                                tally.imported(parsed)
+                            } catch is CancellationError {
+                                throw CancellationError()
+                            } catch {
+                                tally.failed(.init(file: name, kind: .unreadable, message: "could not be stored: \(error)"))
+                            }
+                        case .failure(let error):
+                            tally.failed(error)
+                        }
+                        tally.currentFile = name
+                        if tally.progressDue() {
+                            try await report(tally.progress(etlRun.snapshot))
+                        }
+                        if let pause { try await Task.sleep(for: pause) }
+                        startNext()
+                        if inFlight == 0 { group.cancelAll() }  // only the tick is left
                     }
-                    if tally.progressDue() {
-                        try await report(tally.progress(currentFile: name))
-                    }
-                    if let pause { try await Task.sleep(for: pause) }
-                    startNext()
                 }
             }
         } catch {
             // Cancelled (or the peer went away): what was written stays, whole files only; the run says so.
             try? catalog.finishRun(run, status: "cancelled", imported: tally.filesImported, failed: tally.errors.count,
                                    records: tally.records)
+            await announceChange(run, folder: folder, status: "cancelled", tally)
             throw error
         }
         try catalog.finishRun(run, status: "completed", imported: tally.filesImported, failed: tally.errors.count,
                               records: tally.records)
-        return tally.result(folder: folder.path, database: catalog.path)
+        await announceChange(run, folder: folder, status: "completed", tally)
+        return tally.result(folder: folder.path, database: catalog.path, etlRun.snapshot)
+    }
+
+    /// Broadcasts `catalogChanged` when the run wrote at least one file.
+    private func announceChange(_ run: Int64, folder: URL, status: String, _ tally: Tally) async {
+        guard tally.filesImported > 0, let now = try? await catalog.stats() else { return }
+        await announce(.init(run: run, folder: folder.path, status: status, filesImported: tally.filesImported,
+                             filesFailed: tally.errors.count, records: tally.records, files: now.files,
+                             recordsTotal: now.records))
     }
 
     /// The regular files under the folder, hidden ones left out, as paths relative to it, sorted.
@@ -103,8 +149,9 @@ struct FolderImport: Sendable {
         return FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory) && isDirectory.boolValue
     }
 
-    /// Reads and parses one file; every problem becomes that file's error.
-    private func parse(_ name: String, in folder: URL, etlTimeout: Duration) async
+    /// Reads one file (inside the roots, up to the size limit) and has the ETL peer parse it; every problem becomes
+    /// that file's error.
+    private func read(_ name: String, in folder: URL, etlRun: EtlPeer.Run) async
         -> Swift.Result<Catalog.ImportedFile, ImportFolder.FileError> {
         func failure(_ kind: ImportFolder.FileError.Kind, _ message: String) -> Swift.Result<Catalog.ImportedFile, ImportFolder.FileError> {
             .failure(.init(file: name, kind: kind, message: message))
@@ -116,45 +163,25 @@ struct FolderImport: Sendable {
         guard roots.contains(path) else {
             return failure(.unreadable, "a link to a file outside the folders this host imports from: not read")
         }
-        let bytes: [UInt8]
+        let bytes: Data
         do {
             let size = (try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0
-            guard size <= Self.maxFileBytes else {
-                return failure(.tooLarge, "\(size) bytes; the host imports files up to \(Self.maxFileBytes)")
+            guard size <= maxFileBytes else {
+                return failure(.tooLarge, "\(size) bytes; the host imports files up to \(maxFileBytes)")
             }
-            bytes = Array(try Data(contentsOf: URL(fileURLWithPath: path)))
+            // Read up to one byte past the limit, so a file that grew since is refused, not held.
+            let handle = try FileHandle(forReadingFrom: URL(fileURLWithPath: path))
+            defer { try? handle.close() }
+            bytes = try handle.read(upToCount: maxFileBytes + 1) ?? Data()
         } catch {
             return failure(.unreadable, "cannot read: \(error.localizedDescription)")
         }
-        let text: String
-        do {
-            text = try TextCheck.decode(bytes)
-        } catch {
-            return failure(.binary, error.message)
+        guard bytes.count <= maxFileBytes else {
+            return failure(.tooLarge, "more than \(maxFileBytes) bytes, the most the host imports in one file")
         }
-        let records: [Record]
-        switch format {
-        case .csv:
-            do { records = try CSVFormat.records(from: text) } catch { return failure(.csv, error.message) }
-        case .json:
-            do { records = try JSONFormat.records(from: text) } catch { return failure(.json, error.message) }
-        case .markdown:
-            guard let etl = etlPeer() else {
-                return failure(.etlUnavailable, "Markdown is parsed by the ETL peer '\(etlName)', and none is connected "
-                               + "(start one: node examples/etl-peer/etl-peer.mjs)")
-            }
-            do {
-                records = try await etl.call(ParseMarkdown.self, .init(file: name, text: text), timeout: etlTimeout).records
-            } catch let error as BridgeError where error.code == .handlerError {
-                return failure(.markdown, error.message)
-            } catch let error as BridgeError {
-                return failure(.etlFailed, "the ETL peer '\(etlName)': \(error)")
-            } catch {
-                return failure(.etlFailed, "the ETL peer '\(etlName)': \(error)")
-            }
+        return await etl.records(of: name, format: format, bytes: bytes, run: etlRun).map { records in
+            .init(path: path, folder: folder.path, name: name, format: format, bytes: bytes.count, records: records)
         }
-        return .success(.init(path: path, folder: folder.path, name: name, format: format, bytes: bytes.count,
-                              records: records))
     }
 }
 
@@ -163,6 +190,8 @@ private struct Tally {
     let filesTotal: Int
     let started = ContinuousClock.now
     var lastProgress: ContinuousClock.Instant?
+    /// The file finished last (relative to the folder).
+    var currentFile: String?
     var filesImported = 0
     var records = 0
     var bytes = 0
@@ -190,21 +219,24 @@ private struct Tally {
         return true
     }
 
-    func progress(currentFile: String) -> ImportFolder.Progress {
+    func progress(_ etl: EtlPeer.Run.State) -> ImportFolder.Progress {
         let seconds = max(elapsed, 1e-6)
         return .init(filesDone: filesDone, filesTotal: filesTotal, filesFailed: errors.count, records: records,
                      bytes: bytes, currentFile: currentFile, elapsedSeconds: elapsed,
-                     filesPerSecond: Double(filesDone) / seconds, recordsPerSecond: Double(records) / seconds)
+                     filesPerSecond: Double(filesDone) / seconds, recordsPerSecond: Double(records) / seconds,
+                     attachmentBytes: etl.attachmentBytes, etlRetries: etl.retries,
+                     parsing: etl.parsing.values.sorted { $0.file < $1.file })
     }
 
-    func result(folder: String, database: String) -> ImportFolder.Result {
+    func result(folder: String, database: String, _ etl: EtlPeer.Run.State) -> ImportFolder.Result {
         let seconds = max(elapsed, 1e-6)
         let sorted = errors.sorted { $0.file < $1.file }
         return .init(folder: folder, database: database, filesTotal: filesTotal, filesImported: filesImported,
                      filesFailed: errors.count, records: records, bytes: bytes, seconds: elapsed,
                      filesPerSecond: Double(filesDone) / seconds, recordsPerSecond: Double(records) / seconds,
                      errors: Array(sorted.prefix(FolderImport.maxReportedErrors)),
-                     errorsOmitted: max(sorted.count - FolderImport.maxReportedErrors, 0))
+                     errorsOmitted: max(sorted.count - FolderImport.maxReportedErrors, 0),
+                     attachmentBytes: etl.attachmentBytes, etlRetries: etl.retries, transformed: etl.transformed)
     }
 }
 

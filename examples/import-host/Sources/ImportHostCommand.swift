@@ -4,8 +4,9 @@ import Foundation
 import Logging
 import ZeroBridge
 
-/// The import service: a ZeroBridge host serving `importFolder`, `search` and `stats` over a SQLite database,
-/// with Markdown parsing delegated to a connected Node ETL peer.
+/// The import service: a ZeroBridge host serving `importFolder`, `search` and `stats` over a SQLite database. It reads
+/// the files; the Node ETL peer parses them (their bytes go to it as attachments); `catalogChanged` is broadcast on
+/// the topic `catalog` when an import has written to the database.
 @main
 struct ImportHostCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -21,11 +22,14 @@ struct ImportHostCommand: AsyncParsableCommand {
     @Option(help: "Where to write the connection file front-ends read (mode 0600); removed at exit.")
     var connectionFile = ".demo/import-host.json"
 
-    @Option(help: "The name of the peer that parses Markdown (it serves parseMarkdown).")
+    @Option(help: "The name of the peer that parses the files (it serves importFile).")
     var etlPeer = "etl"
 
-    @Option(help: "How long one parseMarkdown call to the ETL peer may take, in milliseconds.")
+    @Option(help: "How long one call to the ETL peer may take, in milliseconds, waiting for it to (re)connect included.")
     var etlTimeoutMs = 5000
+
+    @Option(help: "The largest file importFolder reads, in bytes: a file goes whole to the ETL peer in one message, and its records come back in one.")
+    var maxFileBytes = 4 << 20
 
     @Option(help: "A folder importFolder may read, with everything below it (repeatable; default: the current folder). Paths outside, through .. or symbolic links, are refused.")
     var importRoot: [String] = []
@@ -44,6 +48,10 @@ struct ImportHostCommand: AsyncParsableCommand {
 
     func validate() throws {
         guard etlTimeoutMs > 0 else { throw ValidationError("--etl-timeout-ms must be positive") }
+        // The records of a file come back bigger than the file (its text twice: the body, and the fields): room for 3x.
+        guard maxFileBytes > 0, maxFileBytes <= Self.maxMessageBytes / 3 else {
+            throw ValidationError("--max-file-bytes must be between 1 and \(Self.maxMessageBytes / 3)")
+        }
     }
 
     func run() async throws {
@@ -55,6 +63,7 @@ struct ImportHostCommand: AsyncParsableCommand {
         try FileManager.default.createDirectory(atPath: (connectionFile as NSString).deletingLastPathComponent.nonEmpty ?? ".",
                                                 withIntermediateDirectories: true)
         configuration.connectionFile = connectionFile
+        configuration.maxMessageBytes = Self.maxMessageBytes
         configuration.logger = logger
         if noKey { configuration.signing = .none }
         if !noJobs {
@@ -66,10 +75,17 @@ struct ImportHostCommand: AsyncParsableCommand {
         configuration.drainTimeout = .seconds(2)
         let host = BridgeHost(configuration: configuration)
 
+        let etl = EtlPeer.connecting(to: host, name: etlPeer, timeout: .milliseconds(etlTimeoutMs))
         let importer = FolderImport(
-            catalog: catalog, roots: try ImportRoots(importRoot.isEmpty ? ["."] : importRoot),
-            etlPeer: { [weak host, etlPeer] in host?.peers.first { $0.name == etlPeer } },
-            etlName: etlPeer, etlTimeout: .milliseconds(etlTimeoutMs))
+            catalog: catalog, roots: try ImportRoots(importRoot.isEmpty ? ["."] : importRoot), maxFileBytes: maxFileBytes,
+            etl: etl,
+            announce: { [weak host, logger] change in
+                do {
+                    try await host?.broadcast(CatalogChanged.self, change, topic: CatalogChanged.topic)
+                } catch {
+                    logger.warning("catalogChanged was not broadcast: \(error)")
+                }
+            })
         if noJobs {
             try host.handle(ImportFolder.self) { payload, request in
                 try await importer.run(payload) { try await request.progress($0) }
@@ -82,16 +98,27 @@ struct ImportHostCommand: AsyncParsableCommand {
             }
         }
         try host.handle(Search.self) { payload, _ in try await catalog.search(payload) }
-        try host.handle(Stats.self) { _, _ in try await catalog.stats() }
+        try host.handle(Stats.self) { [weak host, etlPeer] _, _ in
+            var stats = try await catalog.stats()
+            stats.etl = etl.status(connected: host?.peers.contains { $0.name == etlPeer && $0.isConnected } ?? false)
+            return stats
+        }
 
         try host.start()
+        let watching = etl.watch(host)
         // Signals are caught before the ready line, so a stop sent right after it is not lost.
         let stop = ShutdownSignal(trapping: [SIGINT, SIGTERM])
         FileHandle.standardOutput.write(Data("zerobridge ready \(host.boundEndpoint ?? endpoint)\n".utf8))
         FileHandle.standardError.write(Data("import-host: database \(catalog.path)\n".utf8))
         await stop.wait()
         await host.shutdown()
+        watching.cancel()
     }
+}
+
+extension ImportHostCommand {
+    /// The host's `max_message_bytes` (its default): what one file's records may take on their way back.
+    static let maxMessageBytes = 16 << 20
 }
 
 private extension String {
