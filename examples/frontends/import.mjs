@@ -2,11 +2,16 @@
 // Import a folder through the import host, with a progress line; Ctrl-C cancels the import cleanly.
 //
 //   node examples/frontends/import.mjs FOLDER [--connect ENDPOINT_OR_CONNECTION_FILE] [--search WORDS]
+//   node examples/frontends/import.mjs --watch [--watch-seconds N] [--connect ...]
 //
-// On a terminal the progress line redraws itself (on stderr); otherwise (CI, pipes) a plain line is printed at
-// most once a second. At the end, or after Ctrl-C, prints the summary (per-file errors included), what the
-// database holds, and a sample search. Exit status: 0 completed, 130 cancelled, 1 failed. `--json` prints one
-// JSON object instead of the text.
+// The import is a job on the host (SPEC 7.16): started, then followed; Ctrl-C cancels the job. On a terminal the
+// progress line redraws itself (on stderr); otherwise (CI, pipes) a plain line is printed at most once a second. At
+// the end, or after Ctrl-C, prints the summary (per-file errors included), what the database holds, and a sample
+// search. Exit status: 0 completed, 130 cancelled, 1 failed. `--json` prints one JSON object instead of the text.
+//
+// Each `catalogChanged` the host broadcasts on the topic `catalog` is printed as one line. `--watch` imports nothing:
+// it stays connected and prints them (after `watching catalogChanged on <host>`) until SIGINT or SIGTERM, or for
+// `--watch-seconds`.
 
 import { parseArgs } from 'node:util';
 import { fileURLToPath } from 'node:url';
@@ -21,14 +26,17 @@ const { values: options, positionals } = parseArgs({
     search: { type: 'string', default: 'lighthouse' },
     'show-errors': { type: 'string', default: '8' },
     'delay-per-file-ms': { type: 'string' },
+    transform: { type: 'string' },
     json: { type: 'boolean', default: false },
+    watch: { type: 'boolean', default: false },
+    'watch-seconds': { type: 'string' },
   },
 });
-if (positionals.length !== 1) {
-  console.error('usage: node examples/frontends/import.mjs FOLDER [--connect TARGET] [--search WORDS] [--json]');
+if (positionals.length !== (options.watch ? 0 : 1)) {
+  console.error('usage: node examples/frontends/import.mjs FOLDER [--connect TARGET] [--search WORDS] [--json]\n'
+    + '       node examples/frontends/import.mjs --watch [--watch-seconds N] [--connect TARGET]');
   process.exit(2);
 }
-const folder = path.resolve(positionals[0]);
 const say = options.json ? (text) => console.error(text) : (text) => console.log(text);
 
 /** One redrawn line on a terminal; plain lines at most once a second otherwise. */
@@ -44,7 +52,8 @@ class ProgressLine {
     this.last = p;
     if (this.quiet) return;
     const text = `${p.filesDone}/${p.filesTotal} files (${percent(p)}), ${p.records.toLocaleString('en')} records, `
-      + `${p.filesFailed} failed, ${Math.round(p.filesPerSecond)} files/s, ${Math.round(p.recordsPerSecond).toLocaleString('en')} records/s`;
+      + `${p.filesFailed} failed, ${Math.round(p.filesPerSecond)} files/s, ${Math.round(p.recordsPerSecond).toLocaleString('en')} records/s`
+      + (p.etlRetries ? `, ${p.etlRetries} ETL call(s) retried` : '');
     if (this.live) {
       const width = process.stderr.columns || 100;
       const line = `${text}, at ${p.currentFile}`;
@@ -67,30 +76,60 @@ function percent(p) {
   return p.filesTotal === 0 ? '100%' : `${Math.floor((100 * p.filesDone) / p.filesTotal)}%`;
 }
 
+/** One line for a `catalogChanged` broadcast (the Python front-end prints the same). */
+function describeChange(change) {
+  const n = (value) => value.toLocaleString('en');
+  return `catalogChanged: run ${change.run} ${change.status} (${change.folder}): `
+    + `${n(change.filesImported)} files, ${n(change.records)} records imported; `
+    + `the catalogue holds ${n(change.files)} files, ${n(change.recordsTotal)} records`;
+}
+
+const changes = [];
 let peer;
 try {
-  peer = await connect(options.connect, { name: 'import-node', timeout: 10_000 });
+  peer = await connect(options.connect, { name: options.watch ? 'watch-node' : 'import-node', timeout: 10_000, topics: ['catalog'] });
 } catch (error) {
   console.error(`import.mjs: cannot reach the import host at ${options.connect}: ${error.message}`);
   process.exit(1);
 }
+let onChange = () => {};
+peer.on('catalogChanged', (change) => {
+  changes.push(change);
+  say(describeChange(change));
+  onChange();
+});
 
+if (options.watch) {
+  say(`watching catalogChanged on ${peer.host} at ${peer.endpoint}`);
+  await new Promise((resolve) => {
+    for (const signal of ['SIGINT', 'SIGTERM']) process.once(signal, resolve);
+    if (options['watch-seconds'] !== undefined) setTimeout(resolve, Number(options['watch-seconds']) * 1000);
+  });
+  await peer.close();
+  say(`watched ${changes.length} catalogChanged broadcast(s)`);
+  process.exit(0);
+}
+
+const folder = path.resolve(positionals[0]);
 const view = new ProgressLine(options.json);
-const cancel = new AbortController();
+const importOptions = {};
+if (options['delay-per-file-ms'] !== undefined) importOptions.delayPerFileMs = Number(options['delay-per-file-ms']);
+if (options.transform !== undefined) importOptions.transform = options.transform;
+
+say(`importing ${folder} through ${peer.host} at ${peer.endpoint}`);
+let status = 'completed';
+let result = null;
+let job = null;
+// Detaching is not cancelling (SPEC 7.16): Ctrl-C cancels the job itself, and the attach then ends `cancelled`.
 const onInterrupt = () => {
   say('\ncancelling the import (Ctrl-C again to quit at once)...');
-  cancel.abort();
+  if (job !== null) peer.cancelJob({ job }).catch((error) => console.error(`import.mjs: cancelling: ${error.message}`));
   process.once('SIGINT', () => process.exit(130));
 };
 process.once('SIGINT', onInterrupt);
-
-say(`importing ${folder} through ${peer.host} at ${peer.endpoint}`);
-const importOptions = {};
-if (options['delay-per-file-ms'] !== undefined) importOptions.delayPerFileMs = Number(options['delay-per-file-ms']);
-const call = peer.stream('importFolder', { path: folder, options: importOptions }, { signal: cancel.signal, timeout: Infinity });
-let status = 'completed';
-let result = null;
 try {
+  ({ job } = await peer.startJob('importFolder', { path: folder, options: importOptions }));
+  const call = peer.attachJob({ job });
   for await (const progress of call.progress) view.update(progress);
   result = await call.result;
 } catch (error) {
@@ -105,13 +144,14 @@ try {
   process.off('SIGINT', onInterrupt);
 }
 view.close();
+if (result !== null && result.filesImported > 0) await broadcastFor(folder, 5000);
 
 const stats = await peer.call('stats');
 const found = await peer.call('search', { query: options.search, limit: 3 });
 await peer.close();
 
 if (options.json) {
-  console.log(JSON.stringify({ status, result, lastProgress: view.last, stats, search: found }));
+  console.log(JSON.stringify({ status, result, lastProgress: view.last, stats, search: found, catalogChanged: changes }));
 } else {
   for (const line of describeRun(result, view.last, Number(options['show-errors']))) console.log(line);
   console.log(`database ${stats.database}: ${stats.files.toLocaleString('en')} files, ${stats.records.toLocaleString('en')} records`);
@@ -121,6 +161,23 @@ if (options.json) {
   }
 }
 process.exit(status === 'completed' ? 0 : 130);
+
+/** Waits (up to `ms`) for the catalogChanged of an import of `folder`: the host broadcasts it before it answers. */
+function broadcastFor(importedFolder, ms) {
+  const arrived = () => changes.some((change) => change.folder === importedFolder);
+  if (arrived()) return Promise.resolve();
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => {
+      say(`import.mjs: no catalogChanged arrived for this import within ${ms / 1000} s`);
+      resolve();
+    }, ms);
+    onChange = () => {
+      if (!arrived()) return;
+      clearTimeout(timer);
+      resolve();
+    };
+  });
+}
 
 function describeRun(result, last, shownErrors) {
   if (result === null) {

@@ -2,6 +2,12 @@
 
     python examples/frontends/import.py FOLDER [--connect ENDPOINT_OR_CONNECTION_FILE] [--search WORDS]
 
+The import is a job on the host (SPEC 7.16), started with an idempotency key. As its progress arrives, the job's id
+and the last progress seen go into a state file (.demo/import-py.state.json; `--state-file`), so a front-end that
+was killed and is started again with the same folder re-attaches to the same job after that progress and carries
+on with the same bar (`re-attached to job <id> after progress #<seq>`). Each `catalogChanged` the host broadcasts
+on the topic `catalog` is printed as one line.
+
 Shows a tqdm bar when stderr is a terminal, plain progress lines (at most one a second) when it is not (CI,
 pipes). At the end, or after Ctrl-C, prints the summary (per-file errors included), what the database holds,
 and a sample search. Exit status: 0 when the import completed, 130 when it was cancelled, 1 on failure.
@@ -19,29 +25,35 @@ import pathlib
 import signal
 import sys
 import time
+import uuid
 from typing import Any
 
 import zerobridge
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 DEFAULT_CONNECTION_FILE = ROOT / ".demo" / "import-host.json"
+DEFAULT_STATE_FILE = ROOT / ".demo" / "import-py.state.json"
+ACTION = "importFolder"
 
 
 class ProgressView:
     """A tqdm bar on a terminal; otherwise a plain line now and then, so logs stay readable."""
 
-    def __init__(self, quiet: bool) -> None:
+    def __init__(self, quiet: bool, resumed_from: dict[str, Any] | None = None) -> None:
+        """`resumed_from`: the last progress an earlier run of this front-end saw of the same job; the bar starts there."""
         self.quiet = quiet
         self.bar: Any = None
         self.last_line = 0.0
-        self.last: dict[str, Any] | None = None
+        self.last: dict[str, Any] | None = resumed_from
         if not quiet and sys.stderr.isatty():
             try:
                 from tqdm import tqdm
             except ImportError:  # the plain lines below still work
                 tqdm = None
             if tqdm is not None:
-                self.bar = tqdm(total=0, unit="file", dynamic_ncols=True, file=sys.stderr, desc="importing")
+                done = resumed_from or {"filesDone": 0, "filesTotal": 0}
+                self.bar = tqdm(total=done["filesTotal"], initial=done["filesDone"], unit="file", dynamic_ncols=True,
+                                file=sys.stderr, desc="importing")
 
     def update(self, progress: dict[str, Any]) -> None:
         self.last = progress
@@ -58,23 +70,97 @@ class ProgressView:
         now = time.monotonic()
         if now - self.last_line >= 1.0 or progress["filesDone"] == progress["filesTotal"]:
             self.last_line = now
+            retries = f", {progress['etlRetries']} ETL call(s) retried" if progress.get("etlRetries") else ""
             print(f"progress {progress['filesDone']}/{progress['filesTotal']} files, {progress['records']:,} records, "
                   f"{progress['filesFailed']} failed, {progress['filesPerSecond']:,.0f} files/s, "
-                  f"{progress['recordsPerSecond']:,.0f} records/s, at {progress['currentFile']}", flush=True)
+                  f"{progress['recordsPerSecond']:,.0f} records/s{retries}, at {progress['currentFile']}", flush=True)
 
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
 
 
-async def run_import(peer: zerobridge.Peer, folder: str, options: dict[str, Any], view: ProgressView,
-                     say: Any) -> tuple[str, dict[str, Any] | None]:
-    """Streams importFolder; returns ("completed", result) or ("cancelled", None)."""
+class JobState:
+    """The job this front-end follows, in a small JSON file: `{action, key, job, seq, folder, progress}`. Written before
+    the job starts (with its key, so even a kill right after the start finds it) and then as progress arrives, at most
+    every `interval` seconds, by writing a temporary file and renaming it over the old one (never half-written).
+    Removed once the job has ended."""
+
+    def __init__(self, path: pathlib.Path, folder: str, interval: float = 0.2) -> None:
+        self.path = path
+        self.folder = folder
+        self.interval = interval
+        self.saved_at = 0.0
+        self.value: dict[str, Any] = {}
+
+    def unfinished(self) -> dict[str, Any] | None:
+        """What an earlier run left for this folder, if anything."""
+        try:
+            value = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            return None
+        if not isinstance(value, dict) or value.get("folder") != self.folder or value.get("action") != ACTION:
+            return None
+        self.value = value
+        return value
+
+    def save(self, *, force: bool = False, **changes: Any) -> None:
+        self.value.update(changes, action=ACTION, folder=self.folder)
+        now = time.monotonic()
+        if not force and now - self.saved_at < self.interval:
+            return
+        self.saved_at = now
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}")
+        temporary.write_text(json.dumps(self.value))
+        os.replace(temporary, self.path)
+
+    def remove(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+
+async def follow_import(peer: zerobridge.Peer, folder: str, options: dict[str, Any], state: JobState, quiet: bool,
+                        say: Any) -> tuple[str, dict[str, Any] | None, ProgressView]:
+    """Starts the import as a job (or re-attaches to the one an earlier run left unfinished) and follows it to its end;
+    returns ("completed", result) or ("cancelled", None), and the view that showed it."""
+    earlier = state.unfinished()
+    after_seq = 0
+    if earlier is not None:
+        after_seq = int(earlier.get("seq", 0))
+        job = earlier.get("job") or {"action": ACTION, "key": earlier["key"]}
+        view = ProgressView(quiet, resumed_from=earlier.get("progress"))
+        say(f"re-attached to job {earlier.get('job') or 'with key ' + earlier['key']} after progress #{after_seq}")
+    else:
+        key = uuid.uuid4().hex
+        state.save(key=key, job=None, seq=0, progress=None, force=True)
+        record = await peer.start_job(ACTION, {"path": folder, "options": options}, key=key)
+        state.save(job=record.job, force=True)
+        job = record.job
+        view = ProgressView(quiet)
+    reference = {"job": job} if isinstance(job, str) else job
+    try:
+        status, result = await follow(peer, reference, after_seq, view, state, say)
+    except zerobridge.UnknownJob:
+        # The host no longer has it (restarted without its journal, or it ended longer ago than it keeps jobs).
+        state.remove()
+        if earlier is None:
+            raise
+        say(f"job {earlier.get('job')} is gone from the host; starting the import again")
+        return await follow_import(peer, folder, options, state, quiet, say)
+    state.remove()
+    return status, result, view
+
+
+async def follow(peer: zerobridge.Peer, job: dict[str, str], after_seq: int, view: ProgressView, state: JobState,
+                 say: Any) -> tuple[str, dict[str, Any] | None]:
+    """Attaches to the job after `after_seq`, shows and saves its progress; Ctrl-C cancels the job (not just this
+    attach: leaving an attach only detaches)."""
     loop = asyncio.get_running_loop()
-    async with peer.stream("importFolder", {"path": folder, "options": options}) as call:
+    cancelling: list[asyncio.Task[Any]] = []
+    async with peer.attach_job(job.get("job"), action=job.get("action"), key=job.get("key"), after_seq=after_seq) as call:
         def interrupt() -> None:
             say("\ncancelling the import (Ctrl-C again to quit at once)...")
-            call.cancel()
+            cancelling.append(loop.create_task(peer.cancel_job(job.get("job"), action=job.get("action"), key=job.get("key"))))
             loop.remove_signal_handler(signal.SIGINT)  # a second Ctrl-C gets Python's default
             signal.signal(signal.SIGINT, signal.default_int_handler)
 
@@ -82,6 +168,7 @@ async def run_import(peer: zerobridge.Peer, folder: str, options: dict[str, Any]
         try:
             async for progress in call.progress:
                 view.update(progress)
+                state.save(seq=call.last_seq, progress={k: v for k, v in progress.items() if k != "parsing"})
             return "completed", await call.result
         except zerobridge.BridgeCancelled:
             return "cancelled", None
@@ -121,30 +208,58 @@ def describe_search(found: dict[str, Any]) -> list[str]:
     return lines
 
 
+def describe_change(change: dict[str, Any]) -> str:
+    """One line for a `catalogChanged` broadcast (the Node front-end prints the same)."""
+    return (f"catalogChanged: run {change['run']} {change['status']} ({change['folder']}): "
+            f"{change['filesImported']:,} files, {change['records']:,} records imported; "
+            f"the catalogue holds {change['files']:,} files, {change['recordsTotal']:,} records")
+
+
 async def main(args: argparse.Namespace) -> int:
     say = (lambda text: print(text, file=sys.stderr, flush=True)) if args.json else (lambda text: print(text, flush=True))
     options: dict[str, Any] = {}
     if args.delay_per_file_ms is not None:
         options["delayPerFileMs"] = args.delay_per_file_ms
+    if args.transform is not None:
+        options["transform"] = args.transform
     folder = os.path.abspath(args.folder)
+    changes: list[dict[str, Any]] = []
+    changed_here = asyncio.Event()
+
+    def catalog_changed(change: dict[str, Any]) -> None:
+        changes.append(change)
+        say(describe_change(change))
+        if change["folder"] == folder:
+            changed_here.set()
+
     try:
-        peer = await zerobridge.connect(args.connect, name="import-py", connect_timeout=args.connect_timeout)
+        # A short heartbeat: a front-end that was killed lets its name go within 1.5 s, so started again it is
+        # welcomed under the same name soon (the host keeps a named session for a resume until its heartbeat runs out).
+        peer = await zerobridge.connect(args.connect, name="import-py", connect_timeout=args.connect_timeout,
+                                        topics=["catalog"], heartbeat_ms=500)
     except (zerobridge.BridgeError, OSError, ValueError) as error:
         print(f"import.py: cannot reach the import host at {args.connect}: {error}", file=sys.stderr)
         return 1
+    peer.on_event("catalogChanged")(catalog_changed)
     try:
-        view = ProgressView(quiet=args.json)
         say(f"importing {folder} through {peer.host} at {peer.endpoint}")
+        state = JobState(pathlib.Path(args.state_file), folder)
         try:
-            status, result = await run_import(peer, folder, options, view, say)
+            status, result, view = await follow_import(peer, folder, options, state, args.json, say)
         except zerobridge.BridgeError as error:
             print(f"import.py: the import failed: {error.code}: {error}", file=sys.stderr)
             return 1
+        if result is not None and result["filesImported"] > 0:
+            # The host broadcasts before it answers; the event is normally handled by now.
+            try:
+                await asyncio.wait_for(changed_here.wait(), 5)
+            except TimeoutError:
+                say("import.py: no catalogChanged arrived for this import within 5 s")
         stats = await peer.call("stats")
         found = await peer.call("search", {"query": args.search, "limit": 3})
         if args.json:
             print(json.dumps({"status": status, "result": result, "lastProgress": view.last, "stats": stats,
-                              "search": found}))
+                              "search": found, "catalogChanged": changes}))
         else:
             for line in describe_run(status, result, view.last, args.show_errors):
                 print(line)
@@ -165,6 +280,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--show-errors", type=int, default=8, help="how many per-file errors to list")
     parser.add_argument("--delay-per-file-ms", type=int, help="ask the host to pause after each file (to watch or cancel)")
     parser.add_argument("--connect-timeout", type=float, default=10.0, help="seconds to wait for the host")
+    parser.add_argument("--state-file", default=str(DEFAULT_STATE_FILE),
+                        help="where the job being followed is saved, to re-attach to it (default: .demo/import-py.state.json)")
+    parser.add_argument("--transform", help="a JavaScript function body of `record` returning the record to store "
+                                            "(the ETL peer must run with --allow-evaluate)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     return parser.parse_args(argv)
 

@@ -49,7 +49,7 @@ test('the generated client calls every conformance action through a Node peer', 
   const endpoint = await startConformanceHost(t);
   const folder = await temporaryFolder(t);
   const base = path.join(folder, 'conformance-client');
-  assert.match(await generate('--endpoint', endpoint, '--typescript', base), /ConformanceClient: 10 actions/);
+  assert.match(await generate('--endpoint', endpoint, '--typescript', base), /ConformanceClient: 11 actions/);
   const declarations = await readFile(`${base}.d.ts`, 'utf8');
   assert.match(declarations, /countStream\(payload: CountPayload, options\?: CallOptions\): StreamingCall<CountProgress, CountResult>;/);
 
@@ -81,6 +81,12 @@ test('the generated client calls every conformance action through a Node peer', 
     for await (const step of call.progress) steps.push(step);
     assert.deepEqual(steps, [{ i: 1, n: 3 }, { i: 2, n: 3 }, { i: 3, n: 3 }]);
     assert.deepEqual(await call.result, { n: 3 });
+    // A job (SPEC 7.16): a second call with the same idempotency key attaches to the first one's job.
+    const job = client.countJobStream({ n: 2 }, { idempotencyKey: 'generated-client' });
+    const jobSteps = [];
+    for await (const step of job.progress) jobSteps.push(step);
+    assert.deepEqual([jobSteps, await job.result], [[{ i: 1, n: 2 }, { i: 2, n: 2 }], { n: 2 }]);
+    assert.deepEqual(await client.countJob({ n: 99 }, { idempotencyKey: 'generated-client' }), { n: 2 });
 
     await assert.rejects(client.fail({ message: 'no such luck' }), { code: 'handler_error', message: /no such luck/ });
     assert.equal(await client.emit({ action: 'emitted', payload: { k: 1 } }), null);

@@ -87,15 +87,33 @@ class ImportHost:
             raise AssertionError(f"{IMPORT_HOST} is missing: build it first (make build, or swift build --product import-host)")
         self.database = workdir / "import.sqlite"
         self.connection_file = workdir / "import-host.json"
-        self.process = Process([str(IMPORT_HOST), "--database", str(self.database),
+        self.journal = workdir / "import-jobs.sqlite"
+        self.process = Process([str(IMPORT_HOST), "--database", str(self.database), "--journal", str(self.journal),
                                 "--connection-file", str(self.connection_file), "--import-root", str(import_root),
                                 *([] if signed else ["--no-key"])])
         self.endpoint = self.process.wait_for_line("zerobridge ready ").removeprefix("zerobridge ready ")
         self.etl: Process | None = None
 
-    def start_etl(self) -> None:
-        self.etl = Process(["node", "examples/etl-peer/etl-peer.mjs", "--connect", str(self.connection_file)])
+    def start_etl(self, *extra: str) -> None:
+        self.etl = Process(["node", "examples/etl-peer/etl-peer.mjs", "--connect", str(self.connection_file), *extra])
         self.etl.wait_for_line("etl ready")
+
+    def kill_etl(self) -> None:
+        """SIGKILL, as a crash would: no bye, calls in flight lost."""
+        assert self.etl is not None
+        self.etl.popen.kill()
+        self.etl.popen.wait()
+
+    def wait_for_stats(self, condition: Any, timeout: float = 60) -> dict[str, Any]:
+        """Polls `stats` until `condition(stats)` holds; fails with the last stats after `timeout`."""
+        deadline = time.monotonic() + timeout
+        while True:
+            stats = self.call_ok("stats")
+            if condition(stats):
+                return stats
+            if time.monotonic() > deadline:
+                raise AssertionError(f"stats did not reach the condition within {timeout} s: {stats}")
+            time.sleep(0.05)
 
     def stop(self) -> None:
         if self.etl is not None:
@@ -143,7 +161,9 @@ def dataset(tmp_path_factory: pytest.TempPathFactory) -> tuple[pathlib.Path, dic
 
 def frontend_command(kind: str, folder: pathlib.Path, host: ImportHost, *extra: str) -> list[str]:
     if kind == "python":
-        return [PY, "examples/frontends/import.py", str(folder), "--connect", str(host.connection_file), *extra]
+        # Each host (each test) has its own state file, beside its connection file.
+        return [PY, "examples/frontends/import.py", str(folder), "--connect", str(host.connection_file),
+                "--state-file", str(host.connection_file.with_name("import-py.state.json")), *extra]
     return ["node", "examples/frontends/import.mjs", str(folder), "--connect", str(host.connection_file), *extra]
 
 
@@ -152,6 +172,15 @@ def run_frontend_json(kind: str, folder: pathlib.Path, host: ImportHost, *extra:
                                text=True, timeout=120)
     assert completed.stdout.strip(), f"no output; stderr: {completed.stderr}"
     return completed.returncode, json.loads(completed.stdout.strip().splitlines()[-1])
+
+
+def good_files(manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {name: entry for name, entry in manifest["files"].items() if "records" in entry}
+
+
+def sent_to_etl_bytes(manifest: dict[str, Any]) -> int:
+    """The bytes of every file the host hands to the ETL peer: all but the unsupported ones."""
+    return sum(entry["bytes"] for entry in manifest["files"].values() if entry.get("error") != "unsupported")
 
 
 def expected_errors(manifest: dict[str, Any]) -> dict[str, str]:

@@ -87,7 +87,7 @@ def test_the_generated_python_client_type_checks_and_calls_every_conformance_act
 ) -> None:
     module_path = tmp_path / "conformance_client.py"
     saved = tmp_path / "catalogue.json"
-    assert "ConformanceClient: 10 actions" in generate(
+    assert "ConformanceClient: 11 actions" in generate(
         "--endpoint", conformance_host, "--python", str(module_path), "--save-catalogue", str(saved))
 
     checked = mypy_strict(module_path)
@@ -136,6 +136,14 @@ async def call_every_action(module: Any, endpoint: str) -> None:
             assert await call.result == {"n": 3}
         assert steps == [{"i": 1, "n": 3}, {"i": 2, "n": 3}, {"i": 3, "n": 3}]
         assert call.skipped == 0
+        # A job (SPEC 7.16): a second call with the same idempotency key attaches to the first one's job.
+        job_steps = []
+        async with client.count_job_stream({"n": 2}, idempotency_key="generated-client") as job:
+            async for step in job.progress:
+                job_steps.append(step)
+            assert await job.result == {"n": 2}
+        assert job_steps == [{"i": 1, "n": 2}, {"i": 2, "n": 2}]
+        assert await client.count_job({"n": 99}, idempotency_key="generated-client") == {"n": 2}
 
         with pytest.raises(zerobridge.HandlerError, match="no such luck"):
             await client.fail({"message": "no such luck"})

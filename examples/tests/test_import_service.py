@@ -1,5 +1,6 @@
 """The import service end to end: the import host, the Node ETL peer, and the Python and Node front-ends as real
-processes over real sockets, checked against the generator's manifest and the database itself."""
+processes over real sockets, checked against the generator's manifest and the database itself. The ETL peer's own
+parsers are tested in examples/etl-peer/test (node --test); these tests see them through the host."""
 
 from __future__ import annotations
 
@@ -14,14 +15,10 @@ from typing import Any
 
 import pytest
 
-from conftest import (ROOT, PY, ImportHost, Process, expected_errors, frontend_command, run_frontend_json,
-                      stored_files)
+from conftest import (ROOT, PY, ImportHost, Process, expected_errors, frontend_command, good_files, run_frontend_json,
+                      sent_to_etl_bytes, stored_files)
 
 FRONTENDS = ["python", "node"]
-
-
-def good_files(manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {name: entry for name, entry in manifest["files"].items() if "records" in entry}
 
 
 @pytest.mark.parametrize("frontend", FRONTENDS)
@@ -58,30 +55,30 @@ def test_imported_records_are_found_by_search(host_with_etl: ImportHost,
         "query": "nosuchwordanywhere", "total": 0, "hits": []}
 
 
-def test_without_an_etl_peer_markdown_fails_clearly_and_the_rest_imports(
+def test_without_an_etl_peer_every_file_fails_etl_unavailable_after_one_wait(
         host: ImportHost, dataset: tuple[pathlib.Path, dict[str, Any]]) -> None:
     folder, manifest = dataset
-    status, output = run_frontend_json("node", folder, host)
+    started = time.monotonic()
+    completed = host.call("importFolder", {"path": str(folder), "options": {"etlTimeoutMs": 1000}})
+    elapsed = time.monotonic() - started
 
-    assert status == 0
-    result = output["result"]
-    markdown = {name: entry for name, entry in good_files(manifest).items() if entry["format"] == "markdown"}
-    assert markdown, "the data set should hold Markdown files"
+    assert completed.returncode == 0, completed.stderr
+    result = json.loads(completed.stdout.splitlines()[-1])
+    assert result["filesImported"] == 0 and result["records"] == 0
     errors = {error["file"]: error for error in result["errors"]}
-    for name in markdown:
-        assert errors[name]["kind"] == "etl_unavailable"
-        assert "ETL peer" in errors[name]["message"]
-    # Broken Markdown is not even looked at without the peer; everything else fails as it would anyway.
-    others = {name: kind for name, kind in expected_errors(manifest).items() if not name.endswith(".md")}
-    assert {name: errors[name]["kind"] for name in others} == others
-    assert result["filesImported"] == manifest["totals"]["good"] - len(markdown)
-    assert result["records"] == manifest["totals"]["records"] - sum(entry["records"] for entry in markdown.values())
+    unsupported = {name for name, kind in expected_errors(manifest).items() if kind == "unsupported"}
+    assert {name for name, error in errors.items() if error["kind"] == "unsupported"} == unsupported
+    others = [error for name, error in errors.items() if name not in unsupported]
+    assert len(others) == manifest["totals"]["files"] - len(unsupported)
+    assert all(error["kind"] == "etl_unavailable" and "ETL peer 'etl'" in error["message"] for error in others), others[:3]
+    # The first files wait for the peer (1 s); once that has timed out the rest fail at once instead of waiting too.
+    assert elapsed < 10, elapsed
 
 
-def test_an_etl_peer_joining_later_parses_markdown_on_the_next_import(
+def test_an_etl_peer_joining_later_parses_the_next_import(
         host: ImportHost, dataset: tuple[pathlib.Path, dict[str, Any]]) -> None:
     folder, manifest = dataset
-    run_frontend_json("python", folder, host)
+    host.call("importFolder", {"path": str(folder), "options": {"etlTimeoutMs": 500}})
     host.start_etl()
     status, output = run_frontend_json("python", folder, host)
     assert status == 0
@@ -183,7 +180,9 @@ def test_zerobridge_call_streams_import_progress_and_reports_errors(host_with_et
     assert no_words.stderr.startswith("error invalid_payload: ")
 
 
-def test_csv_and_json_edge_cases(host: ImportHost, tmp_path: pathlib.Path) -> None:
+def test_csv_and_json_edge_cases(host_with_etl: ImportHost, tmp_path: pathlib.Path) -> None:
+    """The ETL peer's parsers (examples/etl-peer/formats.mjs) through the host, down to what the database holds."""
+    host = host_with_etl
     folder = tmp_path / "edge"
     folder.mkdir()
     (folder / "quoted.csv").write_bytes(
@@ -233,10 +232,11 @@ def test_the_generator_is_deterministic(tmp_path: pathlib.Path) -> None:
     assert manifest["totals"]["broken"] > 0
 
 
-def test_imports_only_from_the_import_roots(host: ImportHost, tmp_path: pathlib.Path,
+def test_imports_only_from_the_import_roots(host_with_etl: ImportHost, tmp_path: pathlib.Path,
                                             tmp_path_factory: pytest.TempPathFactory) -> None:
     """importFolder reads nothing outside --import-root: not a folder elsewhere, not through `..`, not through a
     symbolic link planted inside an allowed folder."""
+    host = host_with_etl
     outside = pathlib.Path(tempfile.mkdtemp(prefix="zb-outside-"))
     try:
         (outside / "secret.csv").write_text("secret\nhunter2\n")

@@ -1,0 +1,172 @@
+"""The import service's moving parts (issues 16 and 17), as real processes: file bytes reaching the Node ETL peer as
+attachments, the ETL peer killed mid-import and back, `catalogChanged` reaching every connected front-end, a Python
+front-end killed mid-import that re-attaches to its job, and the opt-in `$evaluate` transform."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import time
+from typing import Any
+
+from conftest import (ImportHost, Process, expected_errors, frontend_command, good_files, run_frontend_json,
+                      sent_to_etl_bytes, stored_files)
+
+
+def assert_whole_import(host: ImportHost, result: dict[str, Any], manifest: dict[str, Any]) -> None:
+    """The result and the database hold every good file with exactly its records, and every broken one failed as the
+    manifest says."""
+    assert result["filesTotal"] == manifest["totals"]["files"]
+    assert result["filesImported"] == manifest["totals"]["good"]
+    assert result["records"] == manifest["totals"]["records"]
+    assert {error["file"]: error["kind"] for error in result["errors"]} == expected_errors(manifest)
+    assert stored_files(host) == {name: (entry["records"],) * 2 for name, entry in good_files(manifest).items()}
+
+
+def test_file_bytes_reach_the_etl_peer_as_attachments(host_with_etl: ImportHost,
+                                                       dataset: tuple[pathlib.Path, dict[str, Any]]) -> None:
+    folder, manifest = dataset
+    result = host_with_etl.call_ok("importFolder", {"path": str(folder)})
+    etl = host_with_etl.call_ok("stats")["etl"]
+
+    expected = sent_to_etl_bytes(manifest)
+    sent_files = sum(1 for entry in manifest["files"].values() if entry.get("error") != "unsupported")
+    assert result["attachmentBytes"] == expected
+    # The peer counts only what arrived as bytes (a Buffer): a base64 string would be refused, not counted.
+    assert etl == {"peer": "etl", "connected": True, "connections": 1, "filesSent": sent_files,
+                   "attachmentBytes": expected, "attachmentBytesReceived": expected, "retriedCalls": 0, "evaluations": 0}
+
+
+def test_the_etl_peer_killed_mid_import_comes_back_and_every_file_lands(
+        host: ImportHost, dataset: tuple[pathlib.Path, dict[str, Any]]) -> None:
+    folder, manifest = dataset
+    # Each file held 20 ms, so that the peer always has calls in hand when it is killed.
+    host.start_etl("--delay-per-file-ms", "20")
+    importing = Process(frontend_command("node", folder, host, "--json"))
+    host.wait_for_stats(lambda stats: stats["files"] >= 20)
+    host.kill_etl()
+    host.start_etl()
+    status, lines = importing.finish(timeout=120)
+
+    assert status == 0, lines
+    result = json.loads(lines[-1])["result"]
+    assert_whole_import(host, result, manifest)
+    assert result["etlRetries"] >= 1
+    etl = host.call_ok("stats")["etl"]
+    assert etl["connections"] == 2 and etl["connected"]
+    assert etl["retriedCalls"] == result["etlRetries"]
+    # What was lost with the peer was sent again: more bytes went out than the folder holds.
+    assert result["attachmentBytes"] > sent_to_etl_bytes(manifest)
+
+
+def test_catalog_changed_reaches_every_connected_frontend(host_with_etl: ImportHost,
+                                                          dataset: tuple[pathlib.Path, dict[str, Any]]) -> None:
+    folder, manifest = dataset
+    watcher = Process(["node", "examples/frontends/import.mjs", "--watch", "--connect", str(host_with_etl.connection_file)])
+    try:
+        watcher.wait_for_line("watching catalogChanged on ")
+        status, output = run_frontend_json("python", folder, host_with_etl)
+        assert status == 0
+
+        run = output["stats"]["lastImport"]
+        expected = {"run": run["id"], "folder": str(folder), "status": "completed",
+                    "filesImported": manifest["totals"]["good"], "filesFailed": manifest["totals"]["broken"],
+                    "records": manifest["totals"]["records"], "files": manifest["totals"]["good"],
+                    "recordsTotal": manifest["totals"]["records"]}
+        assert output["catalogChanged"] == [expected]  # the importing front-end's copy
+        line = watcher.wait_for_line("catalogChanged: ")  # the watching one's
+        assert line.startswith(f"catalogChanged: run {run['id']} completed ({folder}): "
+                               f"{manifest['totals']['good']:,} files, {manifest['totals']['records']:,} records imported")
+    finally:
+        watcher.stop()
+    status, lines = watcher.finish()
+    assert status == 0 and lines[-1] == "watched 1 catalogChanged broadcast(s)"
+
+
+def test_a_killed_python_frontend_started_again_reattaches_to_its_job(
+        host_with_etl: ImportHost, dataset: tuple[pathlib.Path, dict[str, Any]]) -> None:
+    folder, manifest = dataset
+    state_file = host_with_etl.connection_file.with_name("import-py.state.json")
+    command = frontend_command("python", folder, host_with_etl, "--delay-per-file-ms", "20")
+    first = Process(command)
+    first.wait_for_line("progress ")
+    saved = wait_for_state(state_file, lambda state: state["seq"] >= 2)
+    first.popen.kill()
+    first.popen.wait()
+    saved = json.loads(state_file.read_text())  # what it had written when it died
+    assert saved["job"] and saved["folder"] == str(folder)
+
+    second = Process(command)
+    assert second.wait_for_line("re-attached to job ") == f"re-attached to job {saved['job']} after progress #{saved['seq']}"
+    status, lines = second.finish(timeout=120)
+    assert status == 0, lines
+    total = manifest["totals"]["files"]
+    assert any(line.startswith(f"imported {manifest['totals']['good']} of {total} files") for line in lines), lines
+    # The bar went on from where the first one was, to the end.
+    progress = [int(line.split()[1].split("/")[0]) for line in lines if line.startswith("progress ")]
+    assert progress and progress[0] > saved["progress"]["filesDone"] and progress[-1] == total
+    assert not state_file.exists()
+    # One job, one run: the second front-end followed the first one's import rather than starting another.
+    stats = host_with_etl.call_ok("stats")
+    assert stats["imports"] == 1 and stats["lastImport"]["status"] == "completed"
+    assert stored_files(host_with_etl) == {name: (entry["records"],) * 2 for name, entry in good_files(manifest).items()}
+
+
+def wait_for_state(path: pathlib.Path, condition: Any, timeout: float = 30) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            state = json.loads(path.read_text())
+            if condition(state):
+                return state
+        except (OSError, ValueError):
+            pass  # not written yet
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{path} did not reach the condition within {timeout} s")
+        time.sleep(0.02)
+
+
+UPPERCASE = "record.title = 'T:' + record.title.toUpperCase(); return record;"
+
+
+def small_folder(tmp_path: pathlib.Path) -> pathlib.Path:
+    folder = tmp_path / "people"
+    folder.mkdir()
+    (folder / "people.csv").write_text("name,city\nada,oslo\ngrace,kyoto\n")
+    (folder / "note.md").write_text("# harbor\ntext\n")
+    return folder
+
+
+def test_the_transform_is_refused_unless_the_etl_peer_allows_evaluate(host_with_etl: ImportHost,
+                                                                      tmp_path: pathlib.Path) -> None:
+    folder = small_folder(tmp_path)
+    refused = host_with_etl.call("importFolder", {"path": str(folder), "options": {"transform": UPPERCASE}})
+    assert refused.returncode == 1
+    assert refused.stderr.startswith("error not_allowed: the transform runs on the ETL peer 'etl' through $evaluate"), refused.stderr
+    assert "--allow-evaluate" in refused.stderr
+    # Refused before any file was read: no run, nothing stored.
+    stats = host_with_etl.call_ok("stats")
+    assert (stats["imports"], stats["files"]) == (0, 0)
+    # Without the transform the same peer imports the folder.
+    assert host_with_etl.call_ok("importFolder", {"path": str(folder)})["records"] == 3
+
+
+def test_the_transform_maps_records_through_evaluate_when_enabled(host: ImportHost, tmp_path: pathlib.Path) -> None:
+    host.start_etl("--allow-evaluate")
+    folder = small_folder(tmp_path)
+
+    result = host.call_ok("importFolder", {"path": str(folder), "options": {"transform": UPPERCASE}})
+    assert (result["records"], result["transformed"]) == (3, 3)
+    assert [hit["title"] for hit in host.call_ok("search", {"query": "ada"})["hits"]] == ["T:ADA"]
+    assert host.call_ok("stats")["etl"]["evaluations"] == 1 + 2  # the check, then one per file
+
+    # Off unless asked for: the same import without it stores the records as parsed.
+    plain = host.call_ok("importFolder", {"path": str(folder)})
+    assert plain["transformed"] == 0
+    assert [hit["title"] for hit in host.call_ok("search", {"query": "ada"})["hits"]] == ["ada"]
+
+    broken = host.call("importFolder", {"path": str(folder), "options": {"transform": "return record.("}})
+    assert broken.returncode == 1 and broken.stderr.startswith("error invalid_payload: the transform is not a JavaScript"), broken.stderr
+    not_a_record = host.call_ok("importFolder", {"path": str(folder), "options": {"transform": "return 7;"}})
+    assert {error["file"]: error["kind"] for error in not_a_record["errors"]} == {"people.csv": "transform", "note.md": "transform"}
+    assert "record 0: the transform returned 7" in not_a_record["errors"][0]["message"]
