@@ -9,8 +9,9 @@
 //   node examples/etl-peer/etl-peer.mjs [--connect ENDPOINT_OR_CONNECTION_FILE] [--name etl] [--allow-evaluate]
 //                                       [--delay-per-file-ms N]
 //
-// Where to connect: --connect, else $ZEROBRIDGE_CONNECTION_FILE (a supervising host sets it, SPEC 10.1), else
-// .demo/import-host.json. --allow-evaluate lets the host run scripts here (`$evaluate`: the import's opt-in record
+// Where to connect: --connect, else the connection file a supervising host names in ZEROBRIDGE_CONNECTION_FILE
+// (SPEC 10.1: the peer library reads it, and the name in it), else .demo/import-host.json. The name: --name, else
+// the launching host's, else etl. --allow-evaluate lets the host run scripts here (`$evaluate`: the import's opt-in record
 // transform); without it `$evaluate` is answered not_allowed. --delay-per-file-ms holds each file that long before
 // parsing it (to watch an import, or to kill the peer while it holds calls). Prints `etl ready <host>` once welcomed;
 // runs until SIGINT or SIGTERM.
@@ -25,8 +26,8 @@ import { FileError, FORMATS, importFile } from './formats.mjs';
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const { values: options } = parseArgs({
   options: {
-    connect: { type: 'string', default: process.env.ZEROBRIDGE_CONNECTION_FILE || path.join(root, '.demo/import-host.json') },
-    name: { type: 'string', default: process.env.ZEROBRIDGE_PEER_NAME || 'etl' },
+    connect: { type: 'string' },
+    name: { type: 'string' },
     'allow-evaluate': { type: 'boolean', default: false },
     'delay-per-file-ms': { type: 'string', default: '0' },
   },
@@ -56,8 +57,10 @@ async function serveImportFile(payload, ctx) {
   }
 }
 
-const peer = await connect(options.connect, {
-  name: options.name,
+const launched = options.connect === undefined && Boolean(process.env.ZEROBRIDGE_CONNECTION_FILE);
+const target = launched ? undefined : options.connect ?? path.join(root, '.demo/import-host.json');
+const peer = await connect(target, {
+  name: options.name ?? (launched ? undefined : 'etl'),
   evaluate: options['allow-evaluate'],
   // A peer beside its host: when it dies, its session (and the name) is let go after 3 missed beats, 1.5 s, so the
   // host fails the calls it held and a new ETL peer can take the name soon.
@@ -82,7 +85,7 @@ const peer = await connect(options.connect, {
     },
   },
 }).catch((error) => {
-  console.error(`etl-peer: cannot connect to ${options.connect}: ${error.message}`);
+  console.error(`etl-peer: cannot connect to ${target ?? process.env.ZEROBRIDGE_CONNECTION_FILE}: ${error.message}`);
   process.exit(1);
 });
 console.log(`etl ready ${peer.host}${options['allow-evaluate'] ? ' (evaluate allowed)' : ''}`);

@@ -5,6 +5,7 @@ front-end killed mid-import that re-attaches to its job, and the opt-in `$evalua
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 import time
 from typing import Any
@@ -170,3 +171,12 @@ def test_the_transform_maps_records_through_evaluate_when_enabled(host: ImportHo
     not_a_record = host.call_ok("importFolder", {"path": str(folder), "options": {"transform": "return 7;"}})
     assert {error["file"]: error["kind"] for error in not_a_record["errors"]} == {"people.csv": "transform", "note.md": "transform"}
     assert "record 0: the transform returned 7" in not_a_record["errors"][0]["message"]
+
+
+def test_the_etl_peer_connects_as_a_launched_peer_from_its_environment(host: ImportHost, tmp_path: pathlib.Path) -> None:
+    """What a supervising host hands the peer it launches (SPEC 10.1): ZEROBRIDGE_CONNECTION_FILE and
+    ZEROBRIDGE_PEER_NAME, no command-line arguments."""
+    environment = {**os.environ, "ZEROBRIDGE_CONNECTION_FILE": str(host.connection_file), "ZEROBRIDGE_PEER_NAME": "etl"}
+    host.etl = Process(["node", "examples/etl-peer/etl-peer.mjs"], env=environment)
+    host.etl.wait_for_line("etl ready")
+    assert host.call_ok("importFolder", {"path": str(small_folder(tmp_path))})["records"] == 3
