@@ -1,114 +1,324 @@
-"""`make demo`: the import service end to end.
+"""`make demo`: the import service end to end, each step checked.
 
-Generates sample data under .demo/data, starts the import host (Swift) and the Node ETL peer, imports one
-folder through the Python front-end and another through the Node front-end, shows Ctrl-C cancelling an import
-cleanly, pokes the host with `zerobridge call`, prints where the database is, and stops what it started.
+Generates sample data under .demo/data, starts the import host (Swift) and the Node ETL peer (it parses every file,
+whose bytes the host sends it as attachments), keeps a Node front-end watching `catalogChanged`, and then:
+
+- the Python front-end imports batch-1, is killed (SIGKILL) mid-import, is started again, re-attaches to its job and
+  finishes the same import;
+- the Node front-end imports batch-2 while the ETL peer is killed mid-import; the ETL peer comes back and the import
+  completes, the calls it lost sent again;
+- `catalogChanged` reached both front-ends; the bytes crossed as attachments (the ETL peer's own count);
+- the opt-in transform (`$evaluate` on the ETL peer) on a small folder; Ctrl-C cancelling an import; `zerobridge call`.
+
+It prints what each step shows, stops what it started, and exits non-zero if a step did not show what it claims.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
+import queue
 import shlex
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
+from typing import Any, Callable
+
+import zerobridge
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DEMO = ROOT / ".demo"
+DATA = DEMO / "data"
 BIN = pathlib.Path(os.environ.get("SWIFT_BIN", ROOT / ".build" / "debug"))
 PY = sys.executable
 DATABASE = DEMO / "import.sqlite"
+JOURNAL = DEMO / "import-jobs.sqlite"
 CONNECTION_FILE = DEMO / "import-host.json"
+STATE_FILE = DEMO / "import-py.state.json"
+ETL_COMMAND = ["node", "examples/etl-peer/etl-peer.mjs", "--connect", str(CONNECTION_FILE), "--allow-evaluate"]
+WAIT = 90  # seconds any one condition may take before the demo calls the step failed
 
 
 def step(text: str) -> None:
     print(f"\n== {text}", flush=True)
 
 
-def start(command: list[str], ready_prefix: str) -> subprocess.Popen[str]:
-    """Starts a process and waits for its one-line ready message."""
-    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, text=True)
-    assert process.stdout is not None
-    line = process.stdout.readline().strip()
-    if not line.startswith(ready_prefix):
-        process.kill()
-        raise SystemExit(f"{command[0]} did not start (said {line!r})")
-    print(line, flush=True)
-    return process
+def show(text: str) -> None:
+    print(f"-> {text}", flush=True)
 
 
-def stop(process: subprocess.Popen[str]) -> None:
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+class Failed(Exception):
+    """A step did not show what it claims."""
 
 
-def run(command: list[str]) -> int:
-    print("$ " + shlex.join(str(part) for part in command), flush=True)
-    return subprocess.run(command, cwd=ROOT).returncode
+def check(condition: bool, claim: str) -> None:
+    if not condition:
+        raise Failed(claim)
+    show(claim)
 
 
-def interrupt_after(command: list[str], seconds: float) -> int:
-    """Runs a front-end and sends it SIGINT, as Ctrl-C would, once it has been importing for a while."""
-    print("$ " + shlex.join(command) + f"    # Ctrl-C after {seconds} s", flush=True)
-    process = subprocess.Popen(command, cwd=ROOT)
-    time.sleep(seconds)
-    process.send_signal(signal.SIGINT)
-    return process.wait(timeout=60)
+class Child:
+    """A process whose stdout lines are echoed as they come (prefixed with its label) and kept, so a step can wait for
+    a line."""
+
+    def __init__(self, label: str, command: list[str]) -> None:
+        self.label = label
+        print(f"$ {shlex.join(command)}", flush=True)
+        self.popen = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, text=True)
+        self.lines: list[str] = []
+        self.arrived: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self) -> None:
+        assert self.popen.stdout is not None
+        for line in self.popen.stdout:
+            line = line.rstrip("\n")
+            print(f"   [{self.label}] {line}", flush=True)
+            self.lines.append(line)
+            self.arrived.put(line)
+        self.arrived.put(None)
+
+    def wait_for_line(self, prefix: str, timeout: float = WAIT) -> str:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                line = self.arrived.get(timeout=max(deadline - time.monotonic(), 0.01))
+            except queue.Empty:
+                raise Failed(f"{self.label} printed no line starting {prefix!r} within {timeout} s") from None
+            if line is None:
+                raise Failed(f"{self.label} exited ({self.popen.wait()}) before printing {prefix!r}")
+            if line.startswith(prefix):
+                return line
+
+    def finish(self, timeout: float = WAIT) -> int:
+        status = self.popen.wait(timeout=timeout)
+        while self.arrived.get(timeout=5) is not None:
+            pass  # every line is in self.lines once the pipe is drained
+        return status
+
+    def stop(self) -> None:
+        if self.popen.poll() is None:
+            self.popen.send_signal(signal.SIGTERM)
+            try:
+                self.popen.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait()
+
+
+def wait_until(condition: Callable[[], Any], what: str, timeout: float = WAIT) -> Any:
+    """Polls `condition` until it returns something true (which it returns)."""
+    deadline = time.monotonic() + timeout
+    while not (value := condition()):
+        if time.monotonic() > deadline:
+            raise Failed(f"{what}: not within {timeout} s")
+        time.sleep(0.02)
+    return value
+
+
+def read_json(path: pathlib.Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None  # not written yet, or being replaced
+
+
+def restart_etl_peer(etl: Child) -> Child:
+    """Kills the ETL peer (SIGKILL, as a crash) and starts it again. Done by the demo while the host does not launch the
+    peer itself; once the host supervises it (BridgeHost.supervise), the kill stays and the start goes."""
+    etl.popen.kill()
+    etl.popen.wait()
+    show("killed the ETL peer (SIGKILL) mid-import; the host holds its session (and name) until 3 heartbeats of 500 ms "
+         "are missed, then fails the calls it held with peer_lost and waits for a new ETL peer")
+    again = Child("etl", ETL_COMMAND)
+    again.wait_for_line("etl ready")
+    show("the demo started the ETL peer again (the host does not launch it yet)")
+    return again
 
 
 def main() -> int:
     started = time.monotonic()
     DEMO.mkdir(exist_ok=True)
-    for stale in DEMO.glob("import.sqlite*"):
-        stale.unlink()  # a fresh database, so the figures below are this run's
+    for stale in [*DEMO.glob("import.sqlite*"), *DEMO.glob("import-jobs.sqlite*"), STATE_FILE]:
+        stale.unlink(missing_ok=True)  # a fresh database and journal, so the figures below are this run's
 
-    step("sample data: two folders of CSV, JSON and Markdown, a few files broken on purpose")
-    batch_1, batch_2 = DEMO / "data" / "batch-1", DEMO / "data" / "batch-2"
-    run([PY, "examples/generate_data.py", str(batch_1), "--files", "2500", "--seed", "42"])
-    run([PY, "examples/generate_data.py", str(batch_2), "--files", "1500", "--seed", "7"])
+    step("sample data: folders of CSV, JSON and Markdown, a few files broken on purpose (each with a manifest)")
+    batch_1, batch_2, people = DATA / "batch-1", DATA / "batch-2", DATA / "small"
+    for folder, files, seed in ((batch_1, 2500, 42), (batch_2, 1500, 7), (people, 12, 3)):
+        subprocess.run([PY, "examples/generate_data.py", str(folder), "--files", str(files), "--seed", str(seed)],
+                       cwd=ROOT, check=True)
+    manifests = {folder: json.loads((folder / ".manifest.json").read_text()) for folder in (batch_1, batch_2, people)}
 
-    step("the import host (Swift, GRDB over SQLite) and the ETL peer (Node, parses Markdown)")
-    host = start([str(BIN / "import-host"), "--database", str(DATABASE), "--connection-file", str(CONNECTION_FILE),
-                  "--import-root", str(DEMO / "data")],
-                 "zerobridge ready ")
-    processes = [host]
+    step("the import host (Swift, GRDB over SQLite) and the ETL peer (Node: parses CSV, JSON and Markdown)")
+    host = Child("host", [str(BIN / "import-host"), "--database", str(DATABASE), "--journal", str(JOURNAL),
+                          "--connection-file", str(CONNECTION_FILE), "--import-root", str(DATA)])
+    children = [host]
+    failures: list[str] = []
     try:
-        processes.append(start(["node", "examples/etl-peer/etl-peer.mjs", "--connect", str(CONNECTION_FILE)], "etl ready"))
-        frontend_failures = 0
-
-        step("the Python front-end imports batch-1")
-        frontend_failures += run([PY, "examples/frontends/import.py", str(batch_1.relative_to(ROOT))]) != 0
-
-        step("the Node front-end imports batch-2")
-        frontend_failures += run(["node", "examples/frontends/import.mjs", str(batch_2.relative_to(ROOT)),
-                                  "--search", "saffron harbor"]) != 0
-
-        step("Ctrl-C: the Python front-end re-imports batch-1, slowed down, and is interrupted")
-        status = interrupt_after([PY, "examples/frontends/import.py", str(batch_1.relative_to(ROOT)),
-                                  "--delay-per-file-ms", "2"], 1.5)
-        frontend_failures += status != 130
-
-        step("poking the host by hand")
-        run([str(BIN / "zerobridge"), "call", "search", '{"query": "lighthouse espresso", "limit": 2}',
-             "--connection-file", str(CONNECTION_FILE)])
+        host.wait_for_line("zerobridge ready ")
+        etl = Child("etl", ETL_COMMAND)
+        children.append(etl)
+        etl.wait_for_line("etl ready")
+        with zerobridge.connect_sync(str(CONNECTION_FILE), name="demo") as demo:
+            etl = run_steps(demo, manifests, children, etl, failures)
+    except Failed as failure:
+        failures.append(str(failure))
+        print(f"!! {failure}", flush=True)
     finally:
-        step("stopping the ETL peer and the host")
-        for process in reversed(processes):
-            stop(process)
+        step("stopping the front-ends, the ETL peer and the host")
+        for child in reversed(children):
+            child.stop()
 
     step("done")
     print(f"the database: {DATABASE} (open it with: sqlite3 {DATABASE.relative_to(ROOT)})")
-    print(f"the sample data: {DEMO / 'data'}")
+    print(f"the sample data: {DATA}")
     print(f"demo wall time: {time.monotonic() - started:.1f} s")
-    return 1 if frontend_failures else 0
+    if failures:
+        print(f"\n{len(failures)} step(s) did not show what they claim:")
+        for failure in failures:
+            print(f"  - {failure}")
+        return 1
+    return 0
+
+
+def run_steps(demo: Any, manifests: dict[pathlib.Path, Any], children: list[Child], etl: Child,
+              failures: list[str]) -> Child:
+    """The demo's steps; returns the ETL peer running at the end. A step that fails is recorded and the next runs."""
+    batch_1, batch_2, people = manifests
+    frontend_py = [PY, "examples/frontends/import.py", "--state-file", str(STATE_FILE)]
+    frontend_node = ["node", "examples/frontends/import.mjs"]
+
+    def attempt(title: str, body: Callable[[], None]) -> None:
+        step(title)
+        try:
+            body()
+        except Failed as failure:
+            failures.append(str(failure))
+            print(f"!! {failure}", flush=True)
+        except Exception as error:  # a step that broke is a step that did not show what it claims
+            failures.append(f"{title}: {error!r}")
+            print(f"!! {title}: {error!r}", flush=True)
+
+    watcher = Child("node watch", [*frontend_node, "--watch"])
+    children.append(watcher)
+    step("a Node front-end stays connected, subscribed to the topic `catalog` (--watch)")
+    watcher.wait_for_line("watching catalogChanged on ")
+
+    def python_killed_and_reattached() -> None:
+        total = manifests[batch_1]["totals"]["files"]
+        first = Child("python", [*frontend_py, str(batch_1.relative_to(ROOT))])
+        state = wait_until(lambda: (s := read_json(STATE_FILE)) and s.get("job") and (s.get("progress") or {}).get(
+            "filesDone", 0) >= total // 5 and s, "the Python front-end's state file at 20% of batch-1")
+        first.popen.kill()
+        first.finish()
+        state = read_json(STATE_FILE)
+        show(f"killed the Python front-end (SIGKILL) at {state['progress']['filesDone']}/{total} files; its state file "
+             f"says job {state['job']}, progress #{state['seq']}")
+        second = Child("python", [*frontend_py, str(batch_1.relative_to(ROOT))])
+        line = second.wait_for_line("re-attached to job ")
+        check(line == f"re-attached to job {state['job']} after progress #{state['seq']}",
+              f"the Python front-end started again {line}")
+        status = second.finish()
+        good = manifests[batch_1]["totals"]["good"]
+        check(status == 0 and any(l.startswith(f"imported {good} of {total} files") for l in second.lines),
+              f"...and finished the same import: {good} of {total} files imported (job {state['job']}, resumed after "
+              f"progress #{state['seq']})")
+        check(demo.call("stats")["imports"] == 1, "one import run in the database: the job was not started twice")
+        check(any(l.startswith("catalogChanged: ") and str(batch_1) in l for l in second.lines),
+              "the Python front-end printed the catalogChanged of its import")
+
+    attempt("the Python front-end imports batch-1; it is killed mid-import, started again, and re-attaches to its job",
+            python_killed_and_reattached)
+
+    def etl_killed_mid_import() -> None:
+        nonlocal etl
+        before = demo.call("stats")
+        good = manifests[batch_2]["totals"]["good"]
+        importing = Child("node", [*frontend_node, str(batch_2.relative_to(ROOT)), "--search", "saffron harbor"])
+        children.append(importing)
+        wait_until(lambda: demo.call("stats")["files"] - before["files"] >= good // 5,
+                   "20% of batch-2 in the database")
+        etl = restart_etl_peer(etl)
+        children.append(etl)
+        status = importing.finish()
+        total = manifests[batch_2]["totals"]["files"]
+        check(status == 0 and any(l.startswith(f"imported {good} of {total} files") for l in importing.lines),
+              f"the import completed with every good file: {good} of {total} files (checked against the manifest)")
+        after = demo.call("stats")["etl"]
+        check(after["connections"] == 2 and after["connected"],
+              f"the host saw the ETL peer connect {after['connections']} times (1 restart) and it is connected")
+        show(f"calls the host sent again after losing the ETL peer: {after['retriedCalls']}")
+        check(any(l.startswith("catalogChanged: ") and str(batch_2) in l for l in importing.lines),
+              "the Node front-end printed the catalogChanged of its import")
+
+    attempt("the Node front-end imports batch-2; the ETL peer is killed mid-import and comes back", etl_killed_mid_import)
+
+    def broadcasts() -> None:
+        seen = wait_until(lambda: [l for l in watcher.lines if l.startswith("catalogChanged: ")] if sum(
+            l.startswith("catalogChanged: ") for l in watcher.lines) >= 2 else None, "two catalogChanged at the watcher")
+        check(any(str(batch_1) in l for l in seen) and any(str(batch_2) in l for l in seen),
+              "the watching Node front-end printed the catalogChanged of both imports, as did each importing "
+              "front-end (above): the broadcast reached every front-end connected")
+
+    attempt("catalogChanged: broadcast on the topic `catalog` to every connected front-end", broadcasts)
+
+    def attachments() -> None:
+        etl_stats = demo.call("stats")["etl"]
+        expected = sum(entry["bytes"] for manifest in (manifests[batch_1], manifests[batch_2])
+                       for entry in manifest["files"].values() if entry.get("error") != "unsupported")
+        show(f"{etl_stats['filesSent']:,} files sent to the ETL peer, {etl_stats['attachmentBytes'] / 1e6:.2f} MB as "
+             f"attachment frames (calls lost with the peer and sent again count twice)")
+        check(etl_stats["attachmentBytesReceived"] == expected,
+              f"the ETL peer received {etl_stats['attachmentBytesReceived'] / 1e6:.2f} MB as bytes (Buffers, not base64 "
+              f"text): every byte of the two folders, each file once")
+
+    attempt("bytes crossing as attachments", attachments)
+
+    def transform() -> None:
+        manifest = manifests[people]
+        name, entry = next((n, e) for n, e in sorted(manifest["files"].items()) if e.get("format") == "csv" and "marker" in e)
+        script = "record.title = record.title.toUpperCase(); return record;"
+        run = Child("python", [*frontend_py, str(people.relative_to(ROOT)), "--transform", script,
+                               "--search", entry["marker"]])
+        check(run.finish() == 0, "imported with the transform")
+        hits = demo.call("search", {"query": entry["marker"]})["hits"]
+        title = hits[0]["title"] if hits else ""
+        check(bool(hits) and hits[0]["file"] == name and title == title.upper() and title != title.lower(),
+              f"the record {name} #0 is stored with its title upper-cased by the transform: {title!r}")
+        check(demo.call("stats")["etl"]["evaluations"] == 1 + manifest["totals"]["files"],
+              "the host sent $evaluate only for this import: once to check the transform, then once per file")
+
+    attempt("the opt-in transform: a record transform the front-end asks for, run by the ETL peer through $evaluate",
+            transform)
+
+    def ctrl_c() -> None:
+        run = Child("python", [*frontend_py, str(batch_1.relative_to(ROOT)), "--delay-per-file-ms", "2"])
+        run.wait_for_line("progress ")
+        wait_until(lambda: (read_json(STATE_FILE) or {}).get("seq", 0) >= 2, "some progress of the re-import")
+        run.popen.send_signal(signal.SIGINT)
+        status = run.finish()
+        check(status == 130 and any(l.startswith("cancelled: ") for l in run.lines),
+              "Ctrl-C cancelled the job; the files written before it are whole")
+        check(wait_until(lambda: (r := demo.call("stats")["lastImport"])["status"] != "running" and r, "the run's end")
+              ["status"] == "cancelled", "the host recorded the run as cancelled")
+
+    attempt("Ctrl-C: the Python front-end re-imports batch-1, slowed down, and is interrupted", ctrl_c)
+
+    def by_hand() -> None:
+        command = [str(BIN / "zerobridge"), "call", "search", '{"query": "lighthouse espresso", "limit": 2}',
+                   "--connection-file", str(CONNECTION_FILE)]
+        print("$ " + shlex.join(command), flush=True)
+        completed = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+        print(completed.stdout.strip())
+        check(completed.returncode == 0 and json.loads(completed.stdout.splitlines()[-1])["total"] > 0,
+              "zerobridge call search answered with matches")
+
+    attempt("poking the host by hand", by_hand)
+    return etl
 
 
 if __name__ == "__main__":
