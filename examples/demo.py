@@ -18,17 +18,16 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-import queue
 import shlex
 import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 from typing import Any, Callable
 
 import zerobridge
+from processes import Process
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DEMO = ROOT / ".demo"
@@ -51,63 +50,14 @@ def show(text: str) -> None:
     print(f"-> {text}", flush=True)
 
 
-class Failed(Exception):
-    """A step did not show what it claims."""
+class Failed(AssertionError):
+    """A step did not show what it claims (as does an AssertionError from a Process that did not print a line)."""
 
 
 def check(condition: bool, claim: str) -> None:
     if not condition:
         raise Failed(claim)
     show(claim)
-
-
-class Child:
-    """A process whose stdout lines are echoed as they come (prefixed with its label) and kept, so a step can wait for
-    a line."""
-
-    def __init__(self, label: str, command: list[str]) -> None:
-        self.label = label
-        print(f"$ {shlex.join(command)}", flush=True)
-        self.popen = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, text=True)
-        self.lines: list[str] = []
-        self.arrived: queue.Queue[str | None] = queue.Queue()
-        threading.Thread(target=self._pump, daemon=True).start()
-
-    def _pump(self) -> None:
-        assert self.popen.stdout is not None
-        for line in self.popen.stdout:
-            line = line.rstrip("\n")
-            print(f"   [{self.label}] {line}", flush=True)
-            self.lines.append(line)
-            self.arrived.put(line)
-        self.arrived.put(None)
-
-    def wait_for_line(self, prefix: str, timeout: float = WAIT) -> str:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                line = self.arrived.get(timeout=max(deadline - time.monotonic(), 0.01))
-            except queue.Empty:
-                raise Failed(f"{self.label} printed no line starting {prefix!r} within {timeout} s") from None
-            if line is None:
-                raise Failed(f"{self.label} exited ({self.popen.wait()}) before printing {prefix!r}")
-            if line.startswith(prefix):
-                return line
-
-    def finish(self, timeout: float = WAIT) -> int:
-        status = self.popen.wait(timeout=timeout)
-        while self.arrived.get(timeout=5) is not None:
-            pass  # every line is in self.lines once the pipe is drained
-        return status
-
-    def stop(self) -> None:
-        if self.popen.poll() is None:
-            self.popen.send_signal(signal.SIGTERM)
-            try:
-                self.popen.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.popen.kill()
-                self.popen.wait()
 
 
 def wait_until(condition: Callable[[], Any], what: str, timeout: float = WAIT) -> Any:
@@ -127,14 +77,13 @@ def read_json(path: pathlib.Path) -> Any:
         return None  # not written yet, or being replaced
 
 
-def restart_etl_peer(etl: Child) -> Child:
+def restart_etl_peer(etl: Process) -> Process:
     """Kills the ETL peer (SIGKILL, as a crash) and starts it again. Done by the demo while the host does not launch the
     peer itself; once the host supervises it (BridgeHost.supervise), the kill stays and the start goes."""
-    etl.popen.kill()
-    etl.popen.wait()
+    etl.kill()
     show("killed the ETL peer (SIGKILL) mid-import; the host holds its session (and name) until 3 heartbeats of 500 ms "
          "are missed, then fails the calls it held with peer_lost and waits for a new ETL peer")
-    again = Child("etl", ETL_COMMAND)
+    again = Process(echo="etl", command=ETL_COMMAND)
     again.wait_for_line("etl ready")
     show("the demo started the ETL peer again (the host does not launch it yet)")
     return again
@@ -154,18 +103,18 @@ def main() -> int:
     manifests = {folder: json.loads((folder / ".manifest.json").read_text()) for folder in (batch_1, batch_2, people)}
 
     step("the import host (Swift, GRDB over SQLite) and the ETL peer (Node: parses CSV, JSON and Markdown)")
-    host = Child("host", [str(BIN / "import-host"), "--database", str(DATABASE), "--journal", str(JOURNAL),
+    host = Process(echo="host", command=[str(BIN / "import-host"), "--database", str(DATABASE), "--journal", str(JOURNAL),
                           "--connection-file", str(CONNECTION_FILE), "--import-root", str(DATA)])
     children = [host]
     failures: list[str] = []
     try:
         host.wait_for_line("zerobridge ready ")
-        etl = Child("etl", ETL_COMMAND)
+        etl = Process(echo="etl", command=ETL_COMMAND)
         children.append(etl)
         etl.wait_for_line("etl ready")
         with zerobridge.connect_sync(str(CONNECTION_FILE), name="demo") as demo:
             etl = run_steps(demo, manifests, children, etl, failures)
-    except Failed as failure:
+    except AssertionError as failure:
         failures.append(str(failure))
         print(f"!! {failure}", flush=True)
     finally:
@@ -185,8 +134,8 @@ def main() -> int:
     return 0
 
 
-def run_steps(demo: Any, manifests: dict[pathlib.Path, Any], children: list[Child], etl: Child,
-              failures: list[str]) -> Child:
+def run_steps(demo: Any, manifests: dict[pathlib.Path, Any], children: list[Process], etl: Process,
+              failures: list[str]) -> Process:
     """The demo's steps; returns the ETL peer running at the end. A step that fails is recorded and the next runs."""
     batch_1, batch_2, people = manifests
     frontend_py = [PY, "examples/frontends/import.py", "--state-file", str(STATE_FILE)]
@@ -196,33 +145,32 @@ def run_steps(demo: Any, manifests: dict[pathlib.Path, Any], children: list[Chil
         step(title)
         try:
             body()
-        except Failed as failure:
+        except AssertionError as failure:
             failures.append(str(failure))
             print(f"!! {failure}", flush=True)
         except Exception as error:  # a step that broke is a step that did not show what it claims
             failures.append(f"{title}: {error!r}")
             print(f"!! {title}: {error!r}", flush=True)
 
-    watcher = Child("node watch", [*frontend_node, "--watch"])
+    watcher = Process(echo="node watch", command=[*frontend_node, "--watch"])
     children.append(watcher)
     step("a Node front-end stays connected, subscribed to the topic `catalog` (--watch)")
     watcher.wait_for_line("watching catalogChanged on ")
 
     def python_killed_and_reattached() -> None:
         total = manifests[batch_1]["totals"]["files"]
-        first = Child("python", [*frontend_py, str(batch_1.relative_to(ROOT))])
+        first = Process(echo="python", command=[*frontend_py, str(batch_1.relative_to(ROOT))])
         state = wait_until(lambda: (s := read_json(STATE_FILE)) and s.get("job") and (s.get("progress") or {}).get(
             "filesDone", 0) >= total // 5 and s, "the Python front-end's state file at 20% of batch-1")
-        first.popen.kill()
-        first.finish()
+        first.kill()
         state = read_json(STATE_FILE)
         show(f"killed the Python front-end (SIGKILL) at {state['progress']['filesDone']}/{total} files; its state file "
              f"says job {state['job']}, progress #{state['seq']}")
-        second = Child("python", [*frontend_py, str(batch_1.relative_to(ROOT))])
+        second = Process(echo="python", command=[*frontend_py, str(batch_1.relative_to(ROOT))])
         line = second.wait_for_line("re-attached to job ")
         check(line == f"re-attached to job {state['job']} after progress #{state['seq']}",
               f"the Python front-end started again {line}")
-        status = second.finish()
+        status, _ = second.finish(timeout=WAIT)
         good = manifests[batch_1]["totals"]["good"]
         check(status == 0 and any(l.startswith(f"imported {good} of {total} files") for l in second.lines),
               f"...and finished the same import: {good} of {total} files imported (job {state['job']}, resumed after "
@@ -238,13 +186,13 @@ def run_steps(demo: Any, manifests: dict[pathlib.Path, Any], children: list[Chil
         nonlocal etl
         before = demo.call("stats")
         good = manifests[batch_2]["totals"]["good"]
-        importing = Child("node", [*frontend_node, str(batch_2.relative_to(ROOT)), "--search", "saffron harbor"])
+        importing = Process(echo="node", command=[*frontend_node, str(batch_2.relative_to(ROOT)), "--search", "saffron harbor"])
         children.append(importing)
         wait_until(lambda: demo.call("stats")["files"] - before["files"] >= good // 5,
                    "20% of batch-2 in the database")
         etl = restart_etl_peer(etl)
         children.append(etl)
-        status = importing.finish()
+        status, _ = importing.finish(timeout=WAIT)
         total = manifests[batch_2]["totals"]["files"]
         check(status == 0 and any(l.startswith(f"imported {good} of {total} files") for l in importing.lines),
               f"the import completed with every good file: {good} of {total} files (checked against the manifest)")
@@ -282,9 +230,9 @@ def run_steps(demo: Any, manifests: dict[pathlib.Path, Any], children: list[Chil
         manifest = manifests[people]
         name, entry = next((n, e) for n, e in sorted(manifest["files"].items()) if e.get("format") == "csv" and "marker" in e)
         script = "record.title = record.title.toUpperCase(); return record;"
-        run = Child("python", [*frontend_py, str(people.relative_to(ROOT)), "--transform", script,
+        run = Process(echo="python", command=[*frontend_py, str(people.relative_to(ROOT)), "--transform", script,
                                "--search", entry["marker"]])
-        check(run.finish() == 0, "imported with the transform")
+        check(run.finish(timeout=WAIT)[0] == 0, "imported with the transform")
         hits = demo.call("search", {"query": entry["marker"]})["hits"]
         title = hits[0]["title"] if hits else ""
         check(bool(hits) and hits[0]["file"] == name and title == title.upper() and title != title.lower(),
@@ -296,11 +244,11 @@ def run_steps(demo: Any, manifests: dict[pathlib.Path, Any], children: list[Chil
             transform)
 
     def ctrl_c() -> None:
-        run = Child("python", [*frontend_py, str(batch_1.relative_to(ROOT)), "--delay-per-file-ms", "2"])
+        run = Process(echo="python", command=[*frontend_py, str(batch_1.relative_to(ROOT)), "--delay-per-file-ms", "2"])
         run.wait_for_line("progress ")
         wait_until(lambda: (read_json(STATE_FILE) or {}).get("seq", 0) >= 2, "some progress of the re-import")
         run.popen.send_signal(signal.SIGINT)
-        status = run.finish()
+        status, _ = run.finish(timeout=WAIT)
         check(status == 130 and any(l.startswith("cancelled: ") for l in run.lines),
               "Ctrl-C cancelled the job; the files written before it are whole")
         check(wait_until(lambda: (r := demo.call("stats")["lastImport"])["status"] != "running" and r, "the run's end")

@@ -6,79 +6,21 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-import queue
-import signal
 import sqlite3
 import subprocess
 import sys
-import threading
 import time
 from typing import Any, Iterator
 
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "examples"))
+from processes import Process  # noqa: E402  (shared with demo.py)
 BIN = pathlib.Path(os.environ.get("SWIFT_BIN", ROOT / ".build" / "debug"))
 IMPORT_HOST = BIN / "import-host"
 ZEROBRIDGE = BIN / "zerobridge"
 PY = sys.executable
-STARTUP_SECONDS = 20  # generous: the machines are small and other suites may be running
-
-
-class Process:
-    """A child process whose stdout lines are read as they come, so a test can wait for a given line."""
-
-    def __init__(self, command: list[str], **options: Any) -> None:
-        self.command = command
-        self.popen = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                      **options)
-        self.lines: queue.Queue[str | None] = queue.Queue()
-        self.seen: list[str] = []
-        self.stderr_text = ""
-        threading.Thread(target=self._pump_stdout, daemon=True).start()
-        threading.Thread(target=self._pump_stderr, daemon=True).start()
-
-    def _pump_stdout(self) -> None:
-        assert self.popen.stdout is not None
-        for line in self.popen.stdout:
-            self.lines.put(line.rstrip("\n"))
-        self.lines.put(None)
-
-    def _pump_stderr(self) -> None:
-        assert self.popen.stderr is not None
-        self.stderr_text = self.popen.stderr.read()
-
-    def wait_for_line(self, prefix: str, timeout: float = STARTUP_SECONDS) -> str:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                line = self.lines.get(timeout=max(deadline - time.monotonic(), 0.01))
-            except queue.Empty:
-                raise AssertionError(f"{self.command[0]}: no line starting {prefix!r} within {timeout} s; "
-                                     f"saw {self.seen[-5:]}") from None
-            if line is None:
-                self.popen.wait()
-                raise AssertionError(f"{self.command[0]} exited ({self.popen.returncode}) before printing {prefix!r}; "
-                                     f"stdout {self.seen[-5:]}, stderr {self.stderr_text[-500:]!r}")
-            self.seen.append(line)
-            if line.startswith(prefix):
-                return line
-
-    def finish(self, timeout: float = 60) -> tuple[int, list[str]]:
-        """Waits for the exit; returns the status and every stdout line."""
-        status = self.popen.wait(timeout=timeout)
-        while (line := self.lines.get(timeout=5)) is not None:
-            self.seen.append(line)
-        return status, self.seen
-
-    def stop(self) -> None:
-        if self.popen.poll() is None:
-            self.popen.send_signal(signal.SIGTERM)
-            try:
-                self.popen.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.popen.kill()
-                self.popen.wait()
 
 
 class ImportHost:
@@ -101,8 +43,7 @@ class ImportHost:
     def kill_etl(self) -> None:
         """SIGKILL, as a crash would: no bye, calls in flight lost."""
         assert self.etl is not None
-        self.etl.popen.kill()
-        self.etl.popen.wait()
+        self.etl.kill()
 
     def wait_for_stats(self, condition: Any, timeout: float = 60) -> dict[str, Any]:
         """Polls `stats` until `condition(stats)` holds; fails with the last stats after `timeout`."""

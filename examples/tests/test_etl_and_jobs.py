@@ -92,8 +92,7 @@ def test_a_killed_python_frontend_started_again_reattaches_to_its_job(
     first = Process(command)
     first.wait_for_line("progress ")
     saved = wait_for_state(state_file, lambda state: state["seq"] >= 2)
-    first.popen.kill()
-    first.popen.wait()
+    first.kill()
     saved = json.loads(state_file.read_text())  # what it had written when it died
     assert saved["job"] and saved["folder"] == str(folder)
 
