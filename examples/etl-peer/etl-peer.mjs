@@ -12,8 +12,8 @@
 // Where to connect: --connect, else the connection file a supervising host names in ZEROBRIDGE_CONNECTION_FILE
 // (SPEC 10.1: the peer library reads it, and the name in it), else .demo/import-host.json. The name: --name, else
 // the launching host's, else etl. --allow-evaluate lets the host run scripts here (`$evaluate`: the import's opt-in record
-// transform); without it `$evaluate` is answered not_allowed. --delay-per-file-ms holds each file that long before
-// parsing it (to watch an import, or to kill the peer while it holds calls). Prints `etl ready <host>` once welcomed;
+// transform); without it `$evaluate` is answered not_allowed. --delay-per-file-ms holds each parsed file that long
+// before answering (to watch an import and the progress of long files, or to kill the peer while it holds calls). Prints `etl ready <host>` once welcomed;
 // runs until SIGINT or SIGTERM.
 
 import { parseArgs } from 'node:util';
@@ -46,9 +46,9 @@ async function serveImportFile(payload, ctx) {
   }
   received.files += 1;
   received.attachmentBytes += bytes.length;
-  if (delayPerFile > 0) await setTimeout(delayPerFile, undefined, { signal: ctx.signal });
   try {
     const records = await importFile({ file, format, bytes }, { progress: (p) => ctx.progress(p), signal: ctx.signal });
+    if (delayPerFile > 0) await setTimeout(delayPerFile, undefined, { signal: ctx.signal });
     return { records, attachmentBytes: bytes.length };
   } catch (error) {
     if (!(error instanceof FileError)) throw error;

@@ -179,3 +179,25 @@ def test_the_etl_peer_connects_as_a_launched_peer_from_its_environment(host: Imp
     host.etl = Process(["node", "examples/etl-peer/etl-peer.mjs"], env=environment)
     host.etl.wait_for_line("etl ready")
     assert host.call_ok("importFolder", {"path": str(small_folder(tmp_path))})["records"] == 3
+
+
+def test_the_etl_peers_progress_on_a_long_file_reaches_the_frontend(host: ImportHost, tmp_path: pathlib.Path) -> None:
+    """The ETL peer reports {records, bytesDone, bytesTotal} every 1000 records; the host relays what it has in
+    `progress.parsing` (checked every 100 ms). The peer holds the parsed file 400 ms before answering, so the relay
+    comes while the file is still in flight."""
+    host.start_etl("--delay-per-file-ms", "400")
+    folder = tmp_path / "long"
+    folder.mkdir()
+    rows = [f"{i},name {i},caf\u00e9 {i % 7}" for i in range(2500)]
+    text = "id,name,note\n" + "".join(row + "\n" for row in rows)
+    (folder / "long.csv").write_text(text)
+
+    completed = host.call("importFolder", {"path": str(folder)})
+    assert completed.returncode == 0, completed.stderr
+    progress = [json.loads(line.removeprefix("progress ")) for line in completed.stdout.splitlines()[:-1]]
+    relayed = [p["parsing"] for p in progress if p["parsing"]]
+    through_2000 = len(("id,name,note\n" + "".join(row + "\n" for row in rows[:2000])).encode())
+    assert relayed and relayed[-1] == [{"file": "long.csv", "records": 2000, "bytesDone": through_2000,
+                                        "bytesTotal": len(text.encode())}], progress
+    assert progress[-1]["filesDone"] == 1 and progress[-1]["parsing"] == []
+    assert json.loads(completed.stdout.splitlines()[-1])["records"] == 2500
