@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import signal
 import time
 from typing import Any
 
@@ -201,3 +202,22 @@ def test_the_etl_peers_progress_on_a_long_file_reaches_the_frontend(host: Import
                                         "bytesTotal": len(text.encode())}], progress
     assert progress[-1]["filesDone"] == 1 and progress[-1]["parsing"] == []
     assert json.loads(completed.stdout.splitlines()[-1])["records"] == 2500
+
+
+def test_a_cancelled_import_that_wrote_files_is_announced_too(host_with_etl: ImportHost,
+                                                              dataset: tuple[pathlib.Path, dict[str, Any]]) -> None:
+    folder, _ = dataset
+    watcher = Process(["node", "examples/frontends/import.mjs", "--watch", "--connect", str(host_with_etl.connection_file)])
+    try:
+        watcher.wait_for_line("watching catalogChanged on ")
+        importing = Process(frontend_command("python", folder, host_with_etl, "--delay-per-file-ms", "25"))
+        importing.wait_for_line("progress ")
+        host_with_etl.wait_for_stats(lambda stats: stats["files"] >= 5)
+        importing.popen.send_signal(signal.SIGINT)
+        assert importing.finish()[0] == 130
+        line = watcher.wait_for_line("catalogChanged: ")
+        stats = host_with_etl.call_ok("stats")
+        assert line.startswith(f"catalogChanged: run {stats['lastImport']['id']} cancelled ({folder}): "
+                               f"{stats['lastImport']['filesImported']:,} files"), line
+    finally:
+        watcher.stop()

@@ -104,7 +104,8 @@ struct FolderImport: Sendable {
             // Cancelled (or the peer went away): what was written stays, whole files only; the run says so.
             try? catalog.finishRun(run, status: "cancelled", imported: tally.filesImported, failed: tally.errors.count,
                                    records: tally.records)
-            await announceChange(run, folder: folder, status: "cancelled", tally)
+            // From a task of its own: this one may be cancelled, and GRDB refuses to read in a cancelled task.
+            await Task { [tally] in await announceChange(run, folder: folder, status: "cancelled", tally) }.value
             throw error
         }
         try catalog.finishRun(run, status: "completed", imported: tally.filesImported, failed: tally.errors.count,
