@@ -26,7 +26,8 @@ Jobs (SPEC 7.16) outlive their caller: ``peer.start_job`` / ``attach_job`` / ``c
 ``idempotency_key=`` on ``call`` and ``stream``; an attach's ``call.last_seq`` says where to attach again after a
 disconnect.
 A peer launched by a host (SPEC 10.1) connects with no target: ``zerobridge.connect()`` reads the connection file
-``ZEROBRIDGE_CONNECTION_FILE`` names and says hello under its ``peer``.
+``ZEROBRIDGE_CONNECTION_FILE`` names and says hello under its ``peer``. It ends with its host: when the host says bye
+or is lost it closes instead of reconnecting, and ``await peer.wait_closed()`` (which any peer has) returns why.
 """
 
 from __future__ import annotations

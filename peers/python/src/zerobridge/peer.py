@@ -377,6 +377,12 @@ class Peer:
         self._eval_namespace: dict[str, Any] = {"__name__": "__zerobridge_evaluate__"}
 
         self._state = "new"  # new -> connecting -> connected <-> lost -> closed
+        # SPEC 10.1: a peer launched by a host (connected from the environment) ends with its host: once welcomed, its
+        # host's bye or loss closes it instead of reconnecting.
+        self._launched = launched
+        self._closed = asyncio.Event()  # set once closed, for whatever reason: wait_closed()
+        self._close_reason: str | None = None
+        self._closing: asyncio.Task[None] | None = None  # a launched peer closing itself (held: tasks are weakly kept)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._context: zmq.asyncio.Context | None = None
         self._socket: zmq.asyncio.Socket | None = None
@@ -473,15 +479,17 @@ class Peer:
                 left = max(self._connect_timeout - (time.monotonic() - started), 0.1)
                 await asyncio.wait({self._fetch_task}, timeout=left)
         except asyncio.TimeoutError:
-            refused = self._refused
-            await self.close()
-            if refused is not None:
-                raise NameTaken(
+            error: BridgeError
+            if self._refused is not None:
+                error = NameTaken(
                     f"the name {self.name!r} is held by another live session at {self.endpoint}:"
                     f" not welcomed within {self._connect_timeout} s"
-                ) from None
-            why = self._handshake_failure or self._refusal or "is the host running?"
-            raise BridgeTimeout(f"no welcome from {self.endpoint} within {self._connect_timeout} s ({why})") from None
+                )
+            else:
+                why = self._handshake_failure or self._refusal or "is the host running?"
+                error = BridgeTimeout(f"no welcome from {self.endpoint} within {self._connect_timeout} s ({why})")
+            await self._close(f"connecting failed: {error}")
+            raise error from None
         except BaseException:
             await self.close()
             raise
@@ -496,25 +504,50 @@ class Peer:
                 why = f" ({self._handshake_failure or self._refusal})"
             raise BridgeTimeout(f"not reconnected to {self.endpoint} within {timeout} s{why}") from None
 
+    async def wait_closed(self, timeout: float | None = None) -> str:
+        """Wait until the peer is closed, for whatever reason, and return why: ``"the program closed the peer"`` after
+        :meth:`close` (or leaving ``async with``), ``"connecting failed: ..."``, or, for a peer launched by a host (one
+        connected without a target), ``"lost the host: ..."`` (``... the host said bye``, ``... heard nothing for N
+        ms``, ...): such a peer ends with its host instead of reconnecting (SPEC 10.1), and its program should then exit.
+        Returns at once when already closed; BridgeTimeout after ``timeout`` seconds (None: no limit)."""
+        try:
+            await asyncio.wait_for(self._closed.wait(), timeout)
+        except asyncio.TimeoutError:
+            raise BridgeTimeout(f"the peer was not closed within {timeout} s") from None
+        assert self._close_reason is not None
+        return self._close_reason
+
     async def close(self) -> None:
         """Say ``bye``, fail calls still in flight with ``peer_lost``, and close the socket."""
+        await self._close("the program closed the peer")
+
+    async def _close(self, reason: str) -> None:
         if self._state == "closed":
+            await self._closed.wait()  # a close under way (a launched peer's own, say): done when it is
             return
         was_connected = self._state == "connected"
         self._state = "closed"
+        self._close_reason = reason
         self._connected.clear()
         if self._link is not None:
             self._link.fail_all(PeerLost("the peer was closed"))
             if was_connected:
                 with contextlib.suppress(Exception):
                     self._link.send(wire.Bye())
-        await self._close_socket(linger_ms=200 if was_connected else 0)
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        if self._context is not None:
-            context, self._context = self._context, None
-            context.destroy(linger=0)  # closes anything still open; waits out the bye's linger
+        await self._release(linger_ms=200 if was_connected else 0)
+
+    async def _release(self, *, linger_ms: int) -> None:
+        """The second half of closing: the socket, the tasks and the context; then wait_closed() returns."""
+        try:
+            await self._close_socket(linger_ms=linger_ms)
+            for task in list(self._tasks):
+                task.cancel()
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+            if self._context is not None:
+                context, self._context = self._context, None
+                context.destroy(linger=0)  # closes anything still open; waits out the bye's linger
+        finally:
+            self._closed.set()
 
     # --- calling the host ----------------------------------------------------------------
 
@@ -715,7 +748,7 @@ class Peer:
         if self._state == "new":
             raise RuntimeError("not connected: use `async with zerobridge.connect(...)` or `await peer.start()`")
         if self._state == "closed":
-            raise PeerLost("the peer was closed")
+            raise PeerLost(f"the peer was closed ({self._close_reason})")
         raise PeerLost(f"no session with {self.endpoint}: reconnecting")
 
     # --- serving the host ----------------------------------------------------------------
@@ -1020,11 +1053,24 @@ class Peer:
         What was queued for the lost host is discarded with the old socket (closed without lingering),
         so nothing sent before the loss arrives later (SPEC 7.3); until the new welcome, calls and
         events fail at once with PeerLost.
+
+        A peer launched by a host (SPEC 10.1) closes instead, once welcomed: its life is bounded by its host's, and a
+        host that comes back after a crash launches its own peers anew (this one would only hold their name).
         """
         if self._state in ("closed", "new"):
             return
         log.log(logging.INFO if reason.endswith("bye") else logging.WARNING, "lost the host at %s: %s", self.endpoint, reason)
         self._withdraw_evaluate()
+        if self._launched and self._state == "connected":
+            log.info("a peer launched by its host ends with it (SPEC 10.1): closing, not reconnecting")
+            if self._link is not None:
+                self._link.retire(PeerLost(f"lost the host: {reason}"))
+            # Closed from now on (calls fail at once, saying so); no bye: this host's session is over.
+            self._state = "closed"
+            self._close_reason = f"lost the host: {reason}"
+            self._connected.clear()
+            self._closing = asyncio.ensure_future(self._release(linger_ms=0))
+            return
         self._state = "lost"
         self._connected.clear()
         self._refused = None
@@ -1215,8 +1261,13 @@ class Peer:
             if event == zmq.EVENT_DISCONNECTED:
                 dropped = True
                 self._withdraw_evaluate()  # the next connection may reach another process
-                if keyed and handshook and link is self._link and not link.retired:
-                    self._on_host_lost("the connection broke (on a keyed connection a new one opens a new channel)")
+                # A launched peer's host is lost with its connection too, keyed or not: it closes (SPEC 10.1).
+                ends = self._launched and self._state == "connected"
+                if (keyed or ends) and handshook and link is self._link and not link.retired:
+                    self._on_host_lost(
+                        "the connection broke" if ends
+                        else "the connection broke (on a keyed connection a new one opens a new channel)"
+                    )
                     return
             elif event & _HANDSHAKE_FAILED:
                 self._on_handshake_failed(event, message["value"])

@@ -310,6 +310,14 @@ class SyncPeer:
     def wait_connected(self, timeout: float | None = None) -> None:
         self._runner.run(self._peer.wait_connected(timeout))
 
+    def wait_closed(self, timeout: float | None = None) -> str:
+        """As :meth:`zerobridge.Peer.wait_closed`, blocking: until the peer is closed (a peer launched by a host closes
+        when its host says bye or is lost), and why; BridgeTimeout after ``timeout`` seconds (None: no limit)."""
+        if self._runner.loop.is_closed():  # close() ran: the async peer is closed, its reason kept
+            assert self._peer._close_reason is not None
+            return self._peer._close_reason
+        return self._runner.run(self._peer.wait_closed(timeout))
+
     def handler(
         self, name: str, *, doc: str | None = None, payload: Any = UNSET, result: Any = UNSET, progress: Any = UNSET
     ) -> Callable[[F], F]:
