@@ -77,16 +77,29 @@ def read_json(path: pathlib.Path) -> Any:
         return None  # not written yet, or being replaced
 
 
-def restart_etl_peer(etl: Process) -> Process:
-    """Kills the ETL peer (SIGKILL, as a crash) and starts it again. Done by the demo while the host does not launch the
-    peer itself; once the host supervises it (BridgeHost.supervise), the kill stays and the start goes."""
-    etl.kill()
-    show("killed the ETL peer (SIGKILL) mid-import; the host holds its session (and name) until 3 heartbeats of 500 ms "
-         "are missed, then fails the calls it held with peer_lost and waits for a new ETL peer")
-    again = Process(echo="etl", command=ETL_COMMAND)
-    again.wait_for_line("etl ready")
-    show("the demo started the ETL peer again (the host does not launch it yet)")
-    return again
+class EtlPeerStartedByTheDemo:
+    """The ETL peer as the demo runs it while the import host does not launch it: started beside the host, killed
+    (SIGKILL, as a crash) mid-import, and started again by the demo. Once the host supervises it (BridgeHost.supervise)
+    this class goes: the host starts the peer and restarts it, and the demo only kills it (the host's child)."""
+
+    def __init__(self) -> None:
+        self.process = self._start()
+
+    @staticmethod
+    def _start() -> Process:
+        process = Process(ETL_COMMAND, echo="etl")
+        process.wait_for_line("etl ready")
+        return process
+
+    def kill(self) -> None:
+        self.process.kill()
+
+    def come_back(self) -> None:
+        self.process = self._start()
+        show("the demo started the ETL peer again (the host does not launch it yet)")
+
+    def stop(self) -> None:
+        self.process.stop()
 
 
 def main() -> int:
@@ -103,20 +116,19 @@ def main() -> int:
     manifests = {folder: json.loads((folder / ".manifest.json").read_text()) for folder in (batch_1, batch_2, people)}
 
     step("the import host (Swift, GRDB over SQLite) and the ETL peer (Node: parses CSV, JSON and Markdown)")
-    host = Process(echo="host", command=[str(BIN / "import-host"), "--database", str(DATABASE), "--journal", str(JOURNAL),
-                          "--connection-file", str(CONNECTION_FILE), "--import-root", str(DATA)])
-    children = [host]
+    host = Process([str(BIN / "import-host"), "--database", str(DATABASE), "--journal", str(JOURNAL),
+                    "--connection-file", str(CONNECTION_FILE), "--import-root", str(DATA)], echo="host")
+    children: list[Any] = [host]
     failures: list[str] = []
     try:
         host.wait_for_line("zerobridge ready ")
-        etl = Process(echo="etl", command=ETL_COMMAND)
+        etl = EtlPeerStartedByTheDemo()
         children.append(etl)
-        etl.wait_for_line("etl ready")
         with zerobridge.connect_sync(str(CONNECTION_FILE), name="demo") as demo:
-            etl = run_steps(demo, manifests, children, etl, failures)
-    except AssertionError as failure:
-        failures.append(str(failure))
-        print(f"!! {failure}", flush=True)
+            run_steps(demo, manifests, children, etl, failures)
+    except AssertionError as broken:
+        failures.append(str(broken))
+        print(f"!! {broken}", flush=True)
     finally:
         step("stopping the front-ends, the ETL peer and the host")
         for child in reversed(children):
@@ -134,9 +146,9 @@ def main() -> int:
     return 0
 
 
-def run_steps(demo: Any, manifests: dict[pathlib.Path, Any], children: list[Process], etl: Process,
-              failures: list[str]) -> Process:
-    """The demo's steps; returns the ETL peer running at the end. A step that fails is recorded and the next runs."""
+def run_steps(demo: Any, manifests: dict[pathlib.Path, Any], children: list[Any], etl: EtlPeerStartedByTheDemo,
+              failures: list[str]) -> None:
+    """The demo's steps. A step that fails is recorded, and the next one runs."""
     batch_1, batch_2, people = manifests
     frontend_py = [PY, "examples/frontends/import.py", "--state-file", str(STATE_FILE)]
     frontend_node = ["node", "examples/frontends/import.mjs"]
@@ -152,21 +164,21 @@ def run_steps(demo: Any, manifests: dict[pathlib.Path, Any], children: list[Proc
             failures.append(f"{title}: {error!r}")
             print(f"!! {title}: {error!r}", flush=True)
 
-    watcher = Process(echo="node watch", command=[*frontend_node, "--watch"])
+    watcher = Process([*frontend_node, "--watch"], echo="node watch")
     children.append(watcher)
     step("a Node front-end stays connected, subscribed to the topic `catalog` (--watch)")
     watcher.wait_for_line("watching catalogChanged on ")
 
     def python_killed_and_reattached() -> None:
         total = manifests[batch_1]["totals"]["files"]
-        first = Process(echo="python", command=[*frontend_py, str(batch_1.relative_to(ROOT))])
+        first = Process([*frontend_py, str(batch_1.relative_to(ROOT))], echo="python")
         state = wait_until(lambda: (s := read_json(STATE_FILE)) and s.get("job") and (s.get("progress") or {}).get(
             "filesDone", 0) >= total // 5 and s, "the Python front-end's state file at 20% of batch-1")
         first.kill()
         state = read_json(STATE_FILE)
         show(f"killed the Python front-end (SIGKILL) at {state['progress']['filesDone']}/{total} files; its state file "
              f"says job {state['job']}, progress #{state['seq']}")
-        second = Process(echo="python", command=[*frontend_py, str(batch_1.relative_to(ROOT))])
+        second = Process([*frontend_py, str(batch_1.relative_to(ROOT))], echo="python")
         line = second.wait_for_line("re-attached to job ")
         check(line == f"re-attached to job {state['job']} after progress #{state['seq']}",
               f"the Python front-end started again {line}")
@@ -183,15 +195,16 @@ def run_steps(demo: Any, manifests: dict[pathlib.Path, Any], children: list[Proc
             python_killed_and_reattached)
 
     def etl_killed_mid_import() -> None:
-        nonlocal etl
         before = demo.call("stats")
         good = manifests[batch_2]["totals"]["good"]
-        importing = Process(echo="node", command=[*frontend_node, str(batch_2.relative_to(ROOT)), "--search", "saffron harbor"])
+        importing = Process([*frontend_node, str(batch_2.relative_to(ROOT)), "--search", "saffron harbor"], echo="node")
         children.append(importing)
         wait_until(lambda: demo.call("stats")["files"] - before["files"] >= good // 5,
                    "20% of batch-2 in the database")
-        etl = restart_etl_peer(etl)
-        children.append(etl)
+        etl.kill()
+        show("killed the ETL peer (SIGKILL) mid-import; the host holds its session (and name) until 3 heartbeats of "
+             "500 ms are missed, then fails the calls it held with peer_lost and waits for a new ETL peer")
+        etl.come_back()
         status, _ = importing.finish(timeout=WAIT)
         total = manifests[batch_2]["totals"]["files"]
         check(status == 0 and any(l.startswith(f"imported {good} of {total} files") for l in importing.lines),
@@ -230,8 +243,8 @@ def run_steps(demo: Any, manifests: dict[pathlib.Path, Any], children: list[Proc
         manifest = manifests[people]
         name, entry = next((n, e) for n, e in sorted(manifest["files"].items()) if e.get("format") == "csv" and "marker" in e)
         script = "record.title = record.title.toUpperCase(); return record;"
-        run = Process(echo="python", command=[*frontend_py, str(people.relative_to(ROOT)), "--transform", script,
-                               "--search", entry["marker"]])
+        run = Process([*frontend_py, str(people.relative_to(ROOT)), "--transform", script,
+                       "--search", entry["marker"]], echo="python")
         check(run.finish(timeout=WAIT)[0] == 0, "imported with the transform")
         hits = demo.call("search", {"query": entry["marker"]})["hits"]
         title = hits[0]["title"] if hits else ""
@@ -244,7 +257,7 @@ def run_steps(demo: Any, manifests: dict[pathlib.Path, Any], children: list[Proc
             transform)
 
     def ctrl_c() -> None:
-        run = Process(echo="python", command=[*frontend_py, str(batch_1.relative_to(ROOT)), "--delay-per-file-ms", "2"])
+        run = Process([*frontend_py, str(batch_1.relative_to(ROOT)), "--delay-per-file-ms", "2"], echo="python")
         run.wait_for_line("progress ")
         wait_until(lambda: (read_json(STATE_FILE) or {}).get("seq", 0) >= 2, "some progress of the re-import")
         run.popen.send_signal(signal.SIGINT)
@@ -266,7 +279,6 @@ def run_steps(demo: Any, manifests: dict[pathlib.Path, Any], children: list[Proc
               "zerobridge call search answered with matches")
 
     attempt("poking the host by hand", by_hand)
-    return etl
 
 
 if __name__ == "__main__":
