@@ -125,11 +125,13 @@ async def follow_import(peer: zerobridge.Peer, folder: str, options: dict[str, A
     returns ("completed", result) or ("cancelled", None), and the view that showed it."""
     earlier = state.unfinished()
     after_seq = 0
+    attached = None
     if earlier is not None:
         after_seq = int(earlier.get("seq", 0))
         job = earlier.get("job") or {"action": ACTION, "key": earlier["key"]}
         view = ProgressView(quiet, resumed_from=earlier.get("progress"))
-        say(f"re-attached to job {earlier.get('job') or 'with key ' + earlier['key']} after progress #{after_seq}")
+        named = earlier.get("job") or f"with key {earlier['key']}"
+        attached = f"re-attached to job {named} after progress #{after_seq}"
     else:
         key = uuid.uuid4().hex
         state.save(key=key, job=None, seq=0, progress=None, force=True)
@@ -139,24 +141,33 @@ async def follow_import(peer: zerobridge.Peer, folder: str, options: dict[str, A
         view = ProgressView(quiet)
     reference = {"job": job} if isinstance(job, str) else job
     try:
-        status, result = await follow(peer, reference, after_seq, view, state, say)
+        status, result = await follow(peer, reference, after_seq, view, state, say, attached=attached)
     except zerobridge.UnknownJob:
-        # The host no longer has it (restarted without its journal, or it ended longer ago than it keeps jobs).
+        # The host no longer has it (restarted without its journal, or it ended longer ago than it keeps jobs), or
+        # never had it (the earlier run was killed before its start reached the host).
         state.remove()
         if earlier is None:
             raise
-        say(f"job {earlier.get('job')} is gone from the host; starting the import again")
+        say(f"job {earlier.get('job') or 'with key ' + earlier['key']} is not on the host; starting the import again")
         return await follow_import(peer, folder, options, state, quiet, say)
     state.remove()
     return status, result, view
 
 
 async def follow(peer: zerobridge.Peer, job: dict[str, str], after_seq: int, view: ProgressView, state: JobState,
-                 say: Any) -> tuple[str, dict[str, Any] | None]:
+                 say: Any, *, attached: str | None = None) -> tuple[str, dict[str, Any] | None]:
     """Attaches to the job after `after_seq`, shows and saves its progress; Ctrl-C cancels the job (not just this
-    attach: leaving an attach only detaches)."""
+    attach: leaving an attach only detaches). `attached` is said once the host has answered the attach with anything
+    but `unknown_job`."""
     loop = asyncio.get_running_loop()
     cancelling: list[asyncio.Task[Any]] = []
+
+    def answered() -> None:
+        nonlocal attached
+        if attached is not None:
+            say(attached)
+            attached = None
+
     async with peer.attach_job(job.get("job"), action=job.get("action"), key=job.get("key"), after_seq=after_seq) as call:
         def interrupt() -> None:
             say("\ncancelling the import (Ctrl-C again to quit at once)...")
@@ -167,10 +178,14 @@ async def follow(peer: zerobridge.Peer, job: dict[str, str], after_seq: int, vie
         loop.add_signal_handler(signal.SIGINT, interrupt)
         try:
             async for progress in call.progress:
+                answered()
                 view.update(progress)
                 state.save(seq=call.last_seq, progress={k: v for k, v in progress.items() if k != "parsing"})
-            return "completed", await call.result
+            result = await call.result
+            answered()
+            return "completed", result
         except zerobridge.BridgeCancelled:
+            answered()
             return "cancelled", None
         finally:
             loop.remove_signal_handler(signal.SIGINT)

@@ -221,3 +221,19 @@ def test_a_cancelled_import_that_wrote_files_is_announced_too(host_with_etl: Imp
                                f"{stats['lastImport']['filesImported']:,} files"), line
     finally:
         watcher.stop()
+
+
+def test_a_state_file_naming_a_job_the_host_does_not_have_starts_the_import_afresh(
+        host_with_etl: ImportHost, dataset: tuple[pathlib.Path, dict[str, Any]]) -> None:
+    """A front-end killed after writing its key but before its start reached the host (or a host that forgot the
+    job) leaves a state file the host cannot attach to: the next run says so and imports."""
+    folder, manifest = dataset
+    state_file = host_with_etl.connection_file.with_name("import-py.state.json")
+    state_file.write_text(json.dumps({"action": "importFolder", "folder": str(folder), "key": "never-started",
+                                      "job": None, "seq": 0, "progress": None}))
+    status, lines = Process(frontend_command("python", folder, host_with_etl)).finish(timeout=120)
+    assert status == 0, lines
+    assert "job with key never-started is not on the host; starting the import again" in lines
+    assert not any(line.startswith("re-attached") for line in lines)
+    assert any(line.startswith(f"imported {manifest['totals']['good']} of ") for line in lines), lines
+    assert not state_file.exists()
