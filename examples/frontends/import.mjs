@@ -120,15 +120,19 @@ say(`importing ${folder} through ${peer.host} at ${peer.endpoint}`);
 let status = 'completed';
 let result = null;
 let job = null;
+let interrupted = false;
+const cancelJob = () => peer.cancelJob({ job }).catch((error) => console.error(`import.mjs: cancelling: ${error.message}`));
 // Detaching is not cancelling (SPEC 7.16): Ctrl-C cancels the job itself, and the attach then ends `cancelled`.
 const onInterrupt = () => {
   say('\ncancelling the import (Ctrl-C again to quit at once)...');
-  if (job !== null) peer.cancelJob({ job }).catch((error) => console.error(`import.mjs: cancelling: ${error.message}`));
+  interrupted = true;
+  if (job !== null) cancelJob();
   process.once('SIGINT', () => process.exit(130));
 };
 process.once('SIGINT', onInterrupt);
 try {
   ({ job } = await peer.startJob('importFolder', { path: folder, options: importOptions }));
+  if (interrupted) cancelJob(); // Ctrl-C came while the job was being started
   const call = peer.attachJob({ job });
   for await (const progress of call.progress) view.update(progress);
   result = await call.result;
