@@ -445,6 +445,15 @@ export class Peer {
   /** True while a session is in force: welcomed, and the host not lost since. */
   readonly connected: boolean;
   /**
+   * Resolves (never rejects) once the peer is closed, with why: `'the program closed the peer'` after
+   * {@link Peer.close}, `'connecting failed: ...'` when {@link Peer.connect} failed, or `'lost the host: ...'`
+   * (`... the host said bye`, `... nothing heard for 900 ms (heartbeat 300 ms)`, `... the connection to the host at
+   * ENDPOINT broke`) for a peer launched by a host (connected without an endpoint, SPEC 10.1): once welcomed, such a
+   * peer ends with its host, closing instead of reconnecting when its host says `bye` or is lost, and its program
+   * should then exit. A peer given an endpoint or a connection file reconnects instead, and stays open.
+   */
+  readonly closed: Promise<string>;
+  /**
    * With CURVE: this peer's public key (Z85, 40 characters), for the host's allow-list
    * (`zerobridge serve --allow-peer-keys FILE`); null without CURVE. The secret key is never shown.
    */
@@ -565,7 +574,8 @@ export class Peer {
 
   /**
    * Says `bye`, cancels the host's requests to us, fails our pending calls with `cancelled` and
-   * closes the connection.
+   * closes the connection; {@link Peer.closed} then resolves. A closed peer stays closed: its calls fail with
+   * `cancelled`, saying why it closed.
    */
   close(): Promise<void>;
 }
@@ -582,7 +592,7 @@ export class Peer {
  * host (SPEC 10.1): the connection file is the one the environment variable `ZEROBRIDGE_CONNECTION_FILE` names, and
  * the name, unless `options.name` gives one, is the file's `peer`, else `ZEROBRIDGE_PEER_NAME`. Without
  * `ZEROBRIDGE_CONNECTION_FILE` it rejects at once with a TypeError saying what to set. (`options.key` is refused then:
- * the file brings its own key.)
+ * the file brings its own key.) Such a peer ends with its host: see {@link Peer.closed}.
  *
  * For example:
  * ```js

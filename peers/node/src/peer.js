@@ -135,12 +135,21 @@ export class Peer {
   #firstFetch = null;
   // SPEC 7.15: the broadcast topics this peer subscribes to, sent in every hello (so kept across reconnects).
   #topics = new Set();
+  // SPEC 10.1: a peer launched by a host (connected from the environment) ends with its host: once welcomed, its host's
+  // bye or loss closes it instead of redialling.
+  #launched = false;
+  // Resolves (never rejects) with why the peer closed, whatever closed it; #closeReason is set as closing starts.
+  #closed;
+  #resolveClosed;
+  #closeReason = null;
 
   constructor(endpointOrConnectionFile, options) {
     // new Peer(options) and new Peer(): a peer launched by a host (SPEC 10.1), told where by its environment.
     if (isObject(endpointOrConnectionFile) && options === undefined) [endpointOrConnectionFile, options] = [undefined, endpointOrConnectionFile];
     options ??= {};
     const launched = endpointOrConnectionFile === undefined;
+    this.#launched = launched;
+    this.#closed = new Promise((resolve) => { this.#resolveClosed = resolve; });
     if (!launched && (typeof endpointOrConnectionFile !== 'string' || endpointOrConnectionFile.length === 0)) {
       throw new TypeError('connect() needs an endpoint (tcp://host:port, ipc:///path) or a connection file path');
     }
@@ -250,6 +259,11 @@ export class Peer {
     return this.state === READY;
   }
 
+  /** Resolves with why the peer closed, once it has: close(), a failed connect(), or (launched) its host's bye or loss. */
+  get closed() {
+    return this.#closed;
+  }
+
   /** Connects, says hello and resolves with this peer once the host's welcome arrives. */
   connect() {
     if (this.firstWelcome) return this.firstWelcome.promise;
@@ -280,7 +294,7 @@ export class Peer {
     waiter.settled = true;
     clearTimeout(waiter.timer);
     waiter.reject(error);
-    this.close().catch(() => {});
+    this.#close(`connecting failed: ${error.message}`).catch(() => {});
   }
 
   // --- the public API -----------------------------------------------------------------------
@@ -292,7 +306,7 @@ export class Peer {
 
   /** Why nothing can be sent now: closed, or the host lost and not back yet (SPEC 6: fail at once, queue nothing). */
   refusal() {
-    if (this.state === CLOSED) return new BridgeError('cancelled', 'the peer is closed');
+    if (this.state === CLOSED) return new BridgeError('cancelled', `the peer is closed (${this.#closeReason})`);
     if (this.lostBecause !== null) {
       return new BridgeError('peer_lost', `the host is lost (${this.lostBecause}); nothing is sent until it welcomes this peer again`);
     }
@@ -434,10 +448,19 @@ export class Peer {
     return this;
   }
 
-  async close() {
+  close() {
+    return this.#close('the program closed the peer');
+  }
+
+  /**
+   * Closes the peer for `reason` (what `closed` resolves with, once the connection is closed): says bye unless told
+   * not to (the host's session is over), and drops what is unsent after `lingerMs` at most.
+   */
+  async #close(reason, { sayBye = true, lingerMs } = {}) {
     if (this.state === CLOSED) return this.dealer.close();
-    const wasConnected = this.dealer.connected;
+    const wasConnected = sayBye && this.dealer.connected;
     this.state = CLOSED;
+    this.#closeReason = reason;
     clearInterval(this.heartbeatTimer);
     clearTimeout(this.helloRetry);
     if (this.firstWelcome && !this.firstWelcome.settled) {
@@ -455,7 +478,11 @@ export class Peer {
         this.log('debug', `could not say bye: ${error.message}`);
       }
     }
-    return this.dealer.close();
+    try {
+      await this.dealer.close(lingerMs);
+    } finally {
+      this.#resolveClosed(reason);
+    }
   }
 
   // --- plumbing ------------------------------------------------------------------------------
@@ -556,6 +583,14 @@ export class Peer {
   hostLost(why, redial) {
     this.log('warn', `lost the host: ${why}`);
     this.#withdrawEvaluate();
+    if (this.#launched && this.state === READY) {
+      // SPEC 10.1: a launched peer's life is bounded by its host's; a host that comes back after a crash launches its
+      // own peers anew, and this one would only hold their name. Calls in flight fail as for any loss.
+      this.log('debug', 'a peer launched by its host ends with it (SPEC 10.1): closing, not reconnecting');
+      this.link.abandonAll(new BridgeError('peer_lost', `lost the host: ${why}`));
+      this.#close(`lost the host: ${why}`, { sayBye: false, lingerMs: 0 }).catch(() => {});
+      return;
+    }
     this.state = LOST;
     this.lostBecause = why;
     this.session = null;

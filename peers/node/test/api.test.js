@@ -27,11 +27,12 @@ test('every public Peer member is declared', async () => {
     assert.match(peerDeclaration, new RegExp(`\\n  ${method}(<[^>]*>)?\\(`), `${method} is declared`);
   }
   const peer = new Peer('tcp://127.0.0.1:9', { name: 'api' });
-  for (const field of ['endpoint', 'name', 'session', 'host', 'hostActions', 'hostCatalogue', 'heartbeatMs', 'limits', 'connected', 'rejectedMessages', 'curvePublicKey']) {
+  for (const field of ['endpoint', 'name', 'session', 'host', 'hostActions', 'hostCatalogue', 'heartbeatMs', 'limits', 'connected', 'closed', 'rejectedMessages', 'curvePublicKey']) {
     assert.ok(field in peer, `${field} exists`);
     assert.match(peerDeclaration, new RegExp(`readonly ${field}:`), `${field} is declared`);
   }
   await peer.close();
+  assert.equal(await peer.closed, 'the program closed the peer');
 });
 
 test('BridgeError is an Error with a string code, data and a wire form', async () => {

@@ -1,6 +1,7 @@
 // Peers launched by a host (SPEC 10.1): connect() without an endpoint reads the connection file that
 // ZEROBRIDGE_CONNECTION_FILE names and says hello with its `peer` (else ZEROBRIDGE_PEER_NAME), against the real
-// conformance host writing a keyed connection file; without the variable it fails at once, saying what to set.
+// conformance host writing a keyed connection file; without the variable it fails at once, saying what to set. Such a
+// peer ends with its host: its host's bye or loss closes it (`peer.closed` resolves with why) instead of redialling.
 
 import { describe, test, after, beforeEach } from 'node:test';
 import assert from 'node:assert/strict';
@@ -13,7 +14,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { connect, Peer, BridgeError } from '../index.js';
-import { ConformanceHost, stopAllProcesses, within } from '../test-helpers/processes.js';
+import { ConformanceHost, delay, stopAllProcesses, within } from '../test-helpers/processes.js';
 
 after(stopAllProcesses);
 
@@ -36,17 +37,56 @@ function write(fields) {
   return file;
 }
 
-/** What a supervising host hands a peer: a copy of the keyed conformance host's connection file with `peer`. */
-async function launchedFile(t, peer) {
-  const dir = mkdtempSync(path.join(tmpdir(), 'zb-node-supervised-host-'));
+/**
+ * A conformance host writing a connection file (keyed unless `flags` say --no-key), and what a supervising host hands a
+ * peer: a copy of that file with `peer`, written again (with the new key) for a host started again in the same `dir`.
+ */
+async function launch(t, peer, { flags = [], endpoint = 'tcp://127.0.0.1:*', dir = mkdtempSync(path.join(tmpdir(), 'zb-node-supervised-host-')) } = {}) {
   const written = path.join(dir, 'host.json');
-  const host = await ConformanceHost.start('tcp://127.0.0.1:*', ['--connection-file', written]);
+  const host = await ConformanceHost.start(endpoint, ['--connection-file', written, ...flags]);
   t.after(() => host.stop());
   const contents = JSON.parse(readFileSync(written, 'utf8'));
-  assert.match(contents.key, /^[0-9a-f]{64}$/, 'keyed: the host refuses a peer that does not sign with it');
+  if (!flags.includes('--no-key')) assert.match(contents.key, /^[0-9a-f]{64}$/, 'keyed: the host refuses a peer that does not sign with it');
   const file = path.join(dir, 'peer.json');
   writeFileSync(file, JSON.stringify({ ...contents, peer }), { mode: 0o600 }); // a new file: created 0600
-  return file;
+  return { host, file, dir };
+}
+
+async function launchedFile(t, peer) {
+  return (await launch(t, peer)).file;
+}
+
+/** Waits (up to 20 s) until `condition()` holds. */
+async function until(condition, what) {
+  const deadline = Date.now() + 20_000;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await delay(10);
+  }
+}
+
+/** The README's launched-by-a-host example, run as a host launches it (its connection file in the environment). */
+function runReadmeExample(t, file) {
+  const readme = readFileSync(path.join(packageDir, 'README.md'), 'utf8');
+  const example = [...readme.matchAll(/```js\n([\s\S]*?)```/g)].map((m) => m[1]).find((code) => code.includes("process.once('SIGTERM'"));
+  assert.ok(example, 'the README has the launched-by-a-host example');
+  // From the package folder, where `import 'zerobridge'` resolves to this package.
+  const child = spawn(process.execPath, ['--input-type=module', '-e', example], {
+    cwd: packageDir, env: { ...process.env, [FILE_VARIABLE]: file }, stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stderr = '';
+  child.stderr.on('data', (chunk) => { stderr += chunk; });
+  const exited = once(child, 'exit');
+  t.after(() => { if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL'); });
+  const lines = createInterface({ input: child.stdout })[Symbol.asyncIterator]();
+  return {
+    child,
+    nextLine: async (what) => (await within(lines.next(), 20_000, what)).value,
+    exit: async () => {
+      const [code, signal] = await within(exited, 20_000, 'the example to exit');
+      return { code, signal, stderr };
+    },
+  };
 }
 
 describe('a peer launched by a host, against the conformance host', () => {
@@ -73,27 +113,91 @@ describe('a peer launched by a host, against the conformance host', () => {
   }
 
   test('the README example serves under the file\'s name, and on SIGTERM says bye and exits 0', async (t) => {
-    const readme = readFileSync(path.join(packageDir, 'README.md'), 'utf8');
-    const example = [...readme.matchAll(/```js\n([\s\S]*?)```/g)].map((m) => m[1]).find((code) => code.includes("process.once('SIGTERM'"));
-    assert.ok(example, 'the README has the launched-by-a-host example');
     const file = await launchedFile(t, 'node-launched-readme');
-    // From the package folder, where `import 'zerobridge'` resolves to this package.
-    const child = spawn(process.execPath, ['--input-type=module', '-e', example], {
-      cwd: packageDir, env: { ...process.env, [FILE_VARIABLE]: file }, stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stderr = '';
-    child.stderr.on('data', (chunk) => { stderr += chunk; });
-    const exited = once(child, 'exit');
-    t.after(() => { if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL'); });
-    const [line] = await within(once(createInterface({ input: child.stdout }), 'line'), 20_000, 'the example\'s first line');
-    assert.equal(line, 'serving as node-launched-readme');
-    child.kill('SIGTERM');
-    const [code, signal] = await within(exited, 20_000, 'the example to exit');
+    const example = runReadmeExample(t, file);
+    assert.equal(await example.nextLine('the example\'s first line'), 'serving as node-launched-readme');
+    example.child.kill('SIGTERM');
+    assert.equal(await example.nextLine('the example\'s last line'), 'closed: the program closed the peer');
+    const { code, signal, stderr } = await example.exit();
     assert.deepEqual({ code, signal }, { code: 0, signal: null }, stderr);
     // It said bye: the host let the name go at once (a peer gone without bye holds it for 3 heartbeats, 15 s).
     const again = await connect(file, { timeout: 5000 });
     assert.equal(again.name, 'node-launched-readme');
     await again.close();
+  });
+});
+
+describe('a peer launched by a host ends with its host (SPEC 10.1), against the conformance host', () => {
+  test('when its host says bye it closes, and closed resolves saying so', async (t) => {
+    const { host, file } = await launch(t, 'node-launched-bye');
+    process.env[FILE_VARIABLE] = file;
+    const peer = await connect({ timeout: 10_000 });
+    t.after(() => peer.close());
+    assert.equal(await peer.call('echo', 1), 1);
+    host.child.kill('SIGTERM'); // a graceful shutdown: the host says bye to its peers
+    const reason = await within(peer.closed, 20_000, 'the peer to close');
+    assert.equal(reason, 'lost the host: the host said bye');
+    assert.equal(peer.connected, false);
+    assert.equal(await peer.closed, reason, 'the same reason, as often as asked');
+    await assert.rejects(peer.call('echo', 2), (e) => e.code === 'cancelled' && e.message.includes('the host said bye'));
+    await peer.close(); // closed already: changes nothing
+    assert.equal(await peer.closed, reason);
+  });
+
+  for (const [how, signal, why] of [
+    ['killed', 'SIGKILL', /^lost the host: (the connection to the host at .* broke|nothing heard for \d+ ms \(heartbeat 300 ms\))$/],
+    ['frozen', 'SIGSTOP', /^lost the host: nothing heard for \d+ ms \(heartbeat 300 ms\)$/],
+  ]) {
+    test(`when its host is ${how} it closes, and does not reconnect to the host started again on its endpoint`, async (t) => {
+      const name = `node-launched-${how}`;
+      const { host, file, dir } = await launch(t, name);
+      process.env[FILE_VARIABLE] = file;
+      const peer = await connect({ timeout: 10_000, heartbeatMs: 300 });
+      t.after(() => peer.close());
+      assert.equal(peer.heartbeatMs, 300, 'the host agreed');
+      const inFlight = peer.call('sleep', { ms: 60_000 }, { timeout: null });
+      inFlight.catch(() => {}); // awaited below
+      host.child.kill(signal); // killed: the connection breaks; frozen: it stays, silent
+      const reason = await within(peer.closed, 20_000, 'the peer to close');
+      assert.match(reason, why);
+      await assert.rejects(inFlight, (e) => e.code === 'peer_lost' && e.message.startsWith('lost the host'));
+      // The host starts again on the same endpoint, and the peer's file is written anew with its new key: the launched
+      // peer does not come back. Its name is free: another peer takes it at once, where one that reconnected would
+      // hold it for as long as it lives.
+      await host.kill();
+      await launch(t, name, { endpoint: host.endpoint, dir });
+      const successor = await connect(file, { timeout: 20_000 });
+      assert.equal(successor.name, name);
+      assert.equal(successor.rejectedMessages, 0);
+      await successor.close();
+      assert.equal(peer.connected, false);
+    });
+  }
+
+  test('a peer given a connection file\'s path is not launched: it reconnects to the host started again', async (t) => {
+    const { host, file, dir } = await launch(t, 'node-given-path', { flags: ['--no-key'] });
+    const peer = await connect(file, { timeout: 10_000 });
+    t.after(() => peer.close());
+    let closed = false;
+    peer.closed.then(() => { closed = true; });
+    const first = peer.session;
+    await host.stop(); // it says bye
+    await until(() => !peer.connected, 'the peer to take the host\'s bye');
+    await launch(t, 'node-given-path', { flags: ['--no-key'], endpoint: host.endpoint, dir });
+    await until(() => peer.connected, 'the peer to be welcomed by the host started again');
+    assert.notEqual(peer.session, first);
+    assert.equal(await peer.call('add', { a: 1, b: 1 }), 2);
+    assert.equal(closed, false);
+  });
+
+  test('the README example exits 0 by itself when its host shuts down', async (t) => {
+    const { host, file } = await launch(t, 'node-launched-readme-bye');
+    const example = runReadmeExample(t, file);
+    assert.equal(await example.nextLine('the example\'s first line'), 'serving as node-launched-readme-bye');
+    await host.stop(); // SIGTERM to the host: it says bye to its peers; nothing is sent to the example
+    assert.equal(await example.nextLine('the example\'s last line'), 'closed: lost the host: the host said bye');
+    const { code, signal, stderr } = await example.exit();
+    assert.deepEqual({ code, signal }, { code: 0, signal: null }, stderr);
   });
 });
 
