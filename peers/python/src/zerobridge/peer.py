@@ -1360,7 +1360,8 @@ def connect(
     ``ZEROBRIDGE_CONNECTION_FILE`` names; unset, connecting fails at once with a ValueError saying so. ``name`` is
     ``hello.peer``; when not given it is the connection file's ``peer`` (else, without ``target``,
     ``ZEROBRIDGE_PEER_NAME``). A name that differs from the file's ``peer`` is allowed, but a host that launched the
-    peer waits for the file's name.
+    peer waits for the file's name. Such a peer ends with its host: once welcomed, its host's ``bye`` or loss closes it
+    instead of reconnecting (``await peer.wait_closed()`` returns then, saying why), and its program should then exit.
 
     Use it as ``async with zerobridge.connect(...) as peer`` (or ``peer = await zerobridge.connect(...)``
     and later ``await peer.close()``). Handlers given in ``actions``/``handlers`` (name -> function) or
