@@ -61,12 +61,18 @@ def test_the_etl_peer_killed_mid_import_comes_back_and_every_file_lands(
     assert result["attachmentBytes"] > sent_to_etl_bytes(manifest)
 
 
+def start_watcher(host: ImportHost) -> Process:
+    """A Node front-end that imports nothing and prints each catalogChanged (--watch), once it is subscribed."""
+    watcher = Process(["node", "examples/frontends/import.mjs", "--watch", "--connect", str(host.connection_file)])
+    watcher.wait_for_line("watching catalogChanged on ")
+    return watcher
+
+
 def test_catalog_changed_reaches_every_connected_frontend(host_with_etl: ImportHost,
                                                           dataset: tuple[pathlib.Path, dict[str, Any]]) -> None:
     folder, manifest = dataset
-    watcher = Process(["node", "examples/frontends/import.mjs", "--watch", "--connect", str(host_with_etl.connection_file)])
+    watcher = start_watcher(host_with_etl)
     try:
-        watcher.wait_for_line("watching catalogChanged on ")
         status, output = run_frontend_json("python", folder, host_with_etl)
         assert status == 0
 
@@ -207,9 +213,8 @@ def test_the_etl_peers_progress_on_a_long_file_reaches_the_frontend(host: Import
 def test_a_cancelled_import_that_wrote_files_is_announced_too(host_with_etl: ImportHost,
                                                               dataset: tuple[pathlib.Path, dict[str, Any]]) -> None:
     folder, _ = dataset
-    watcher = Process(["node", "examples/frontends/import.mjs", "--watch", "--connect", str(host_with_etl.connection_file)])
+    watcher = start_watcher(host_with_etl)
     try:
-        watcher.wait_for_line("watching catalogChanged on ")
         importing = Process(frontend_command("python", folder, host_with_etl, "--delay-per-file-ms", "25"))
         importing.wait_for_line("progress ")
         host_with_etl.wait_for_stats(lambda stats: stats["files"] >= 5)
