@@ -8,10 +8,11 @@ import json
 import os
 import pathlib
 import signal
+import subprocess
 import time
 from typing import Any
 
-from conftest import (ImportHost, Process, expected_errors, frontend_command, good_files, run_frontend_json,
+from conftest import (IMPORT_HOST, ImportHost, Process, expected_errors, frontend_command, good_files, run_frontend_json,
                       sent_to_etl_bytes, stored_files)
 
 
@@ -242,3 +243,24 @@ def test_a_state_file_naming_a_job_the_host_does_not_have_starts_the_import_afre
     assert not any(line.startswith("re-attached") for line in lines)
     assert any(line.startswith(f"imported {manifest['totals']['good']} of ") for line in lines), lines
     assert not state_file.exists()
+
+
+def test_files_over_the_size_limit_are_not_read(tmp_path: pathlib.Path) -> None:
+    """--max-file-bytes: a file and its records each travel whole in one message, so a larger file is refused
+    (too_large) before it is read; the rest of the folder imports."""
+    folder = tmp_path / "sizes"
+    folder.mkdir()
+    (folder / "small.csv").write_text("name\n" + "ada\n" * 10)  # 45 bytes
+    (folder / "large.csv").write_text("name\n" + "grace\n" * 100)  # 605 bytes
+    host = ImportHost(tmp_path / "host", tmp_path, "--max-file-bytes", "100")
+    try:
+        host.start_etl()
+        result = host.call_ok("importFolder", {"path": str(folder)})
+        assert result["errors"] == [{"file": "large.csv", "kind": "too_large",
+                                     "message": "605 bytes; the host imports files up to 100"}]
+        assert result["records"] == 10 and host.call_ok("stats")["etl"]["attachmentBytes"] == 45
+    finally:
+        host.stop()
+    refused = subprocess.run([str(IMPORT_HOST), "--max-file-bytes", str(64 << 20)], capture_output=True, text=True,
+                             timeout=60)
+    assert refused.returncode != 0 and "--max-file-bytes must be between 1 and" in refused.stderr
