@@ -91,6 +91,8 @@ test('the generated client calls every conformance action through a Node peer', 
     while (emitted.length === 1 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
     assert.deepEqual(emitted, [{ k: 1 }, { k: 2 }]);
     assert.equal(await client.callback({ action: 'double', payload: 21 }), 42);
+    assert.equal(await client.callPeer({ peer: 'generated-client-test', action: 'double', payload: 4 }), 8);
+    await assert.rejects(client.callPeer({ peer: 'nobody-by-that-name', action: 'double' }), { code: 'peer_lost' });
     assert.equal(await client.evaluate({ script: 'return a * b', arguments: { a: 6, b: 7 } }), 42);
 
     assert.deepEqual(await client.once(), { called: true });

@@ -21,7 +21,7 @@ struct ConformanceActionTests {
         #expect(failure?.code == .handlerError)
         #expect(failure?.message == "boom")
         #expect(await bridgeError { _ = try await peer.call("nope") }?.code == .unknownAction)
-        #expect(try await peer.actions() == ["add", "broadcast", "callback", "count", "countJob", "echo", "emit", "evaluate", "fail", "once", "sleep"])
+        #expect(try await peer.actions() == ["add", "broadcast", "callPeer", "callback", "count", "countJob", "echo", "emit", "evaluate", "fail", "once", "sleep"])
         await peer.close()
         await host.shutdown()
     }
