@@ -154,6 +154,32 @@ struct SupervisionTests {
         await host.shutdown()
     }
 
+    @Test("a program that cannot be started counts as a failed start: the host gives up after the limit, saying why")
+    func cannotStart() async throws {
+        let host = try startConformanceHost(transport: "tcp")
+        var peer = SupervisedPeer(name: "missing", executable: "/nonexistent/zerobridge-peer")
+        peer.restartLimit = 1
+        peer.backoff = .milliseconds(10)
+        let missing = try host.supervise(peer)
+        try await Support.wait(for: missing, "given up") { if case .gaveUp = $0 { true } else { false } }
+        guard case .gaveUp(let reason) = missing.state else { return }
+        #expect(reason.contains("could not be started"), "\(reason)")
+        await host.shutdown()
+    }
+
+    @Test("with CURVE (no allow-list) the file carries the host's public key and the launched peer connects encrypted")
+    func curve() async throws {
+        let keyPair = try CurveKeyPair.generate()
+        let host = try startConformanceHost(transport: "tcp") { $0.curve = .init(keyPair: keyPair) }
+        let etl = try host.supervise(try Support.pythonPeer(name: "encrypted"))
+        try await Support.wait(for: etl, "up", Support.isUp)
+        let me = try await etl.call("whoami", nil, timeout: patience)
+        let file = try ConnectionFile.read(try #require(me["file"]?.stringValue))
+        #expect(file.curveServerKey == keyPair.publicKey)
+        #expect(host.peers.first { $0.name == "encrypted" } != nil)
+        await host.shutdown()
+    }
+
     @Test("shutdown says bye, and a peer that ignores SIGTERM is SIGKILLed after the grace; output reaches the log by line, long lines in 16 KiB pieces")
     func stopAndOutput() async throws {
         let log = CapturedLog()
