@@ -63,6 +63,20 @@ enum SupervisionSupport {
         return peer
     }
 
+    /// A conformance host supervising the Python peer above, once that peer is up: the host, the peer's handle and
+    /// its pid.
+    static func upPythonPeer(
+        _ name: String, host configureHost: (inout BridgeHost.Configuration) -> Void = { _ in },
+        peer configurePeer: (inout SupervisedPeer) -> Void = { _ in }
+    ) async throws -> (BridgeHost, Supervised, Int32) {
+        let host = try startConformanceHost(transport: "tcp", configure: configureHost)
+        var peer = try pythonPeer(name: name)
+        configurePeer(&peer)
+        let supervised = try host.supervise(peer)
+        try await wait(for: supervised, "up", isUp)
+        return (host, supervised, try #require(supervised.pid))
+    }
+
     /// A program under `/bin/sh -c`.
     static func shell(name: String, _ command: String) -> SupervisedPeer {
         SupervisedPeer(name: name, executable: "/bin/sh", arguments: ["-c", command])

@@ -51,12 +51,8 @@ struct SupervisionTests {
     @Test("kill -9: the call in flight fails peer_lost and is not resent, the peer is restarted, and a call made meanwhile waits and succeeds")
     func crashAndRestart() async throws {
         let log = CapturedLog()
-        let host = try startConformanceHost(transport: "tcp") { $0.logger = log.logger("supervisor") }
-        var peer = try Support.pythonPeer(name: "crashy")
-        peer.backoff = .milliseconds(500)
-        let crashy = try host.supervise(peer)
-        try await Support.wait(for: crashy, "up", Support.isUp)
-        let firstPID = try #require(crashy.pid)
+        let (host, crashy, firstPID) = try await Support.upPythonPeer("crashy", host: { $0.logger = log.logger("supervisor") },
+                                                                      peer: { $0.backoff = .milliseconds(500) })
         let events = crashy.events()
 
         let inFlight = Task { try await crashy.call("sleep", ["ms": 30_000], timeout: patience) }
@@ -90,12 +86,8 @@ struct SupervisionTests {
 
     @Test("a stopped (SIGSTOP) peer misses heartbeats: it is found hung, SIGKILLed and started again")
     func hangIsDetected() async throws {
-        let host = try startConformanceHost(transport: "tcp") { $0.heartbeat = .milliseconds(200) }
-        var peer = try Support.pythonPeer(name: "sleepy")
-        peer.backoff = .milliseconds(50)
-        let sleepy = try host.supervise(peer)
-        try await Support.wait(for: sleepy, "up", Support.isUp)
-        let firstPID = try #require(sleepy.pid)
+        let (host, sleepy, firstPID) = try await Support.upPythonPeer("sleepy", host: { $0.heartbeat = .milliseconds(200) },
+                                                                      peer: { $0.backoff = .milliseconds(50) })
         let events = sleepy.events()
         kill(firstPID, SIGSTOP)
 
@@ -170,9 +162,7 @@ struct SupervisionTests {
     @Test("with CURVE (no allow-list) the file carries the host's public key and the launched peer connects encrypted")
     func curve() async throws {
         let keyPair = try CurveKeyPair.generate()
-        let host = try startConformanceHost(transport: "tcp") { $0.curve = .init(keyPair: keyPair) }
-        let etl = try host.supervise(try Support.pythonPeer(name: "encrypted"))
-        try await Support.wait(for: etl, "up", Support.isUp)
+        let (host, etl, _) = try await Support.upPythonPeer("encrypted", host: { $0.curve = .init(keyPair: keyPair) })
         let me = try await etl.call("whoami", nil, timeout: patience)
         let file = try ConnectionFile.read(try #require(me["file"]?.stringValue))
         #expect(file.curveServerKey == keyPair.publicKey)
@@ -183,13 +173,10 @@ struct SupervisionTests {
     @Test("shutdown says bye, and a peer that ignores SIGTERM is SIGKILLed after the grace; output reaches the log by line, long lines in 16 KiB pieces")
     func stopAndOutput() async throws {
         let log = CapturedLog()
-        let host = try startConformanceHost(transport: "tcp") { $0.logger = log.logger("supervisor") }
-        var peer = try Support.pythonPeer(name: "stubborn")
-        peer.environment = ["TEST_MODE": "ignore-sigterm long-line"]
-        peer.stopGrace = .milliseconds(500)
-        let stubborn = try host.supervise(peer)
-        try await Support.wait(for: stubborn, "up", Support.isUp)
-        let pid = try #require(stubborn.pid)
+        let (host, stubborn, pid) = try await Support.upPythonPeer("stubborn", host: { $0.logger = log.logger("supervisor") }) {
+            $0.environment = ["TEST_MODE": "ignore-sigterm long-line"]
+            $0.stopGrace = .milliseconds(500)
+        }
         let events = stubborn.events()
 
         await host.shutdown()
