@@ -49,7 +49,7 @@ test('the generated client calls every conformance action through a Node peer', 
   const endpoint = await startConformanceHost(t);
   const folder = await temporaryFolder(t);
   const base = path.join(folder, 'conformance-client');
-  assert.match(await generate('--endpoint', endpoint, '--typescript', base), /ConformanceClient: 10 actions/);
+  assert.match(await generate('--endpoint', endpoint, '--typescript', base), /ConformanceClient: 12 actions/);
   const declarations = await readFile(`${base}.d.ts`, 'utf8');
   assert.match(declarations, /countStream\(payload: CountPayload, options\?: CallOptions\): StreamingCall<CountProgress, CountResult>;/);
 

@@ -363,19 +363,24 @@ public final class Supervised: BridgeCaller, Sendable {
     /// ```
     public func stop() async {
         let stopped = BridgeError(.peerLost, "peer '\(name)' was stopped")
-        let (waiters, error, host, hasSession, commands, backoff, runner) = inner.withLock { inner in
+        let (first, waiters, error, host, hasSession, commands, backoff, runner) = inner.withLock { inner in
+            let first = !inner.stopping
             inner.stopping = true
             if inner.ended == nil { inner.ended = stopped }
             defer { inner.waiters.removeAll() }
-            return (Array(inner.waiters.values), inner.ended!, inner.host, inner.session != nil, inner.commands,
+            return (first, Array(inner.waiters.values), inner.ended!, inner.host, inner.session != nil, inner.commands,
                     inner.backoff, inner.runner)
         }
         for waiter in waiters { waiter.resume(throwing: error) }
-        backoff?.cancel()
-        if hasSession, let host {
-            await host.endSession(named: name, BridgeError(.peerLost, "the host stopped peer '\(name)'"), sayingBye: true)
+        // A second stop (the host's shutdown while the peer is being stopped) waits for the first, and does not cut
+        // its grace short.
+        if first {
+            backoff?.cancel()
+            if hasSession, let host {
+                await host.endSession(named: name, BridgeError(.peerLost, "the host stopped peer '\(name)'"), sayingBye: true)
+            }
+            commands?.yield(.stop(grace: configuration.stopGrace, saidBye: hasSession))
         }
-        commands?.yield(.stop(grace: configuration.stopGrace, saidBye: hasSession))
         await runner?.value
         removeConnectionFile()
         let (listeners, watcher) = inner.withLock { inner in
