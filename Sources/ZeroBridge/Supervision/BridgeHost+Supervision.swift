@@ -7,7 +7,8 @@ extension BridgeHost {
     ///
     /// Refused (`not_allowed`) when the host only lets CURVE keys on an allow-list connect (a launched peer's key could
     /// not be on it), or listens on `inproc://` (another process cannot connect there); refused (`invalid_payload`)
-    /// for a name that is not 1 to 128 characters or that the host already supervises.
+    /// for a name that is not 1 to 128 characters or that the host already supervises (``Supervised/stop()`` that one
+    /// first, also after the host gave up on it).
     ///
     /// For example:
     /// ```swift

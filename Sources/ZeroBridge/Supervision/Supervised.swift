@@ -176,30 +176,34 @@ public final class Supervised: BridgeCaller, Sendable {
     /// Writes the peer's connection file and starts supervising; once only. The host has started.
     func launch(on host: BridgeHost) {
         guard let endpoint = host.boundEndpoint else { return }
+        let claimed = inner.withLock { inner -> Bool in
+            guard inner.host == nil, !inner.stopping else { return false }
+            inner.host = host
+            return true
+        }
+        guard claimed else { return }
         let folder: String
         do {
-            folder = try inner.withLock { inner -> String? in
-                guard inner.host == nil, !inner.stopping else { return nil }
-                inner.host = host
-                return try Self.writeConnectionFile(for: name, of: host, endpoint: endpoint)
-            } ?? ""
+            folder = try Self.writeConnectionFile(for: name, of: host, endpoint: endpoint)
         } catch {
             return giveUp("its connection file could not be written: \(error)")
         }
-        guard !folder.isEmpty else { return }
         let environment = configuration.environment.merging([
             BridgePeer.Configuration.connectionFileVariable: folder + "/connection.json",
             BridgePeer.Configuration.peerNameVariable: name,
         ]) { _, ours in ours }
         // Subscribed before the first process exists, so that its welcome cannot be missed.
         let peerEvents = host.peerEvents()
-        inner.withLock { inner in
+        let started = inner.withLock { inner -> Bool in
             inner.folder = folder
+            guard !inner.stopping else { return false }  // stopped meanwhile: nothing to launch
             inner.watcher = Task { [weak self] in
                 for await event in peerEvents { self?.sessionChanged(event) }
             }
             inner.runner = Task { await self.supervise(host, environment: environment) }
+            return true
         }
+        if !started { removeConnectionFile() }
     }
 
     /// Launches, waits for the exit, and launches again after the backoff, until stopped or given up.

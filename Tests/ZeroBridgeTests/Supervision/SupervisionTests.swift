@@ -86,7 +86,7 @@ struct SupervisionTests {
 
     @Test("a stopped (SIGSTOP) peer misses heartbeats: it is found hung, SIGKILLed and started again")
     func hangIsDetected() async throws {
-        let (host, sleepy, firstPID) = try await Support.upPythonPeer("sleepy", host: { $0.heartbeat = .milliseconds(200) },
+        let (host, sleepy, firstPID) = try await Support.upPythonPeer("sleepy", host: { $0.heartbeat = .milliseconds(400) },
                                                                       peer: { $0.backoff = .milliseconds(50) })
         let events = sleepy.events()
         kill(firstPID, SIGSTOP)
