@@ -23,6 +23,7 @@ struct SupervisionTests {
 
         let me = try await etl.call("whoami", nil, timeout: patience)
         let pid = try #require(etl.pid)
+        #expect(try await etl.call(Whoami.self, nil, timeout: patience).name == "etl", "typed calls work through the handle")
         #expect(me["name"] == "etl")
         #expect(me["file_peer"] == "etl")
         #expect(me["pid"]?.intValue == Int(pid))
@@ -111,6 +112,8 @@ struct SupervisionTests {
         peer.backoff = .milliseconds(10)
         let silent = try host.supervise(peer)
         let events = silent.events()
+        let waited = await bridgeError { _ = try await silent.call("whoami", nil, timeout: .milliseconds(100)) }
+        #expect(waited?.code == .timeout, "a call waits for the peer only within its own timeout")
         try await Support.wait(for: silent, "restarted") { _ in silent.restarts >= 1 }
         var hung: String?
         var firstPID: Int32?
@@ -223,4 +226,11 @@ struct SupervisionTests {
         let plain = BridgeHost(configuration: .init(endpoint: freshEndpoint("tcp"), name: "plain"))
         #expect(throws: BridgeError.self) { try plain.supervise(Support.shell(name: "", "true")) }
     }
+}
+
+/// The Python test peer's `whoami`, typed.
+private enum Whoami: BridgeAction {
+    static let name = "whoami"
+    typealias Payload = JSONValue
+    struct Result: Codable, Sendable { var name: String; var pid: Int }
 }
