@@ -1,6 +1,5 @@
 import Logging
 import Subprocess
-import SystemPackage
 
 /// One run of a supervised peer's program (SPEC 10.1), through swift-subprocess: started with its environment, its
 /// output read line by line into the host's log, signalled on command, and waited for until it exits.
@@ -27,12 +26,12 @@ enum PeerProcess {
     /// Runs the program until it exits. `started` is told its pid as soon as it runs; `commands` signal it meanwhile.
     static func run(_ peer: SupervisedPeer, environment: [String: String], logger: Logger,
                     commands: AsyncStream<Command>, started: @escaping @Sendable (Int32) -> Void) async -> Outcome {
-        let executable: Executable = peer.executable.contains("/") ? .path(FilePath(peer.executable)) : .name(peer.executable)
+        let executable: Executable = peer.executable.contains("/") ? .path(.init(peer.executable)) : .name(peer.executable)
         let variables = Dictionary(uniqueKeysWithValues: environment.map { (Environment.Key(stringLiteral: $0.key), Optional($0.value)) })
         do {
             let result = try await Subprocess.run(
                 executable, arguments: Arguments(peer.arguments), environment: .inherit.updating(variables),
-                workingDirectory: peer.workingDirectory.map { FilePath($0) }, input: .none, output: .sequence, error: .sequence
+                workingDirectory: peer.workingDirectory.map { .init($0) }, input: .none, output: .sequence, error: .sequence
             ) { execution in
                 let pid = execution.processIdentifier.value
                 started(pid)

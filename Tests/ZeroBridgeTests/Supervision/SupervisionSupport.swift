@@ -38,7 +38,7 @@ enum SupervisionSupport {
 
             async def whoami(payload):
                 return {"name": name, "pid": os.getpid(), "key": connection["key"], "file_peer": connection.get("peer"),
-                        "file": path}
+                        "file": path, "cwd": os.getcwd()}
 
             async def sleep(payload):
                 print(f"sleeping {payload['ms']} ms", flush=True)

@@ -15,7 +15,10 @@ struct SupervisionTests {
         var configuration = BridgeHost.Configuration(endpoint: freshEndpoint("tcp"), name: "supervisor")
         configuration.signing = .key(key)
         let keyed = BridgeHost(configuration: configuration)
-        let etl = try keyed.supervise(try Support.pythonPeer(name: "etl"))
+        var peer = try Support.pythonPeer(name: "etl")
+        let workingDirectory = URL(fileURLWithPath: NSTemporaryDirectory()).resolvingSymlinksInPath().path
+        peer.workingDirectory = workingDirectory
+        let etl = try keyed.supervise(peer)
         #expect(etl.state == .starting)
         #expect(etl.pid == nil, "nothing is launched before the host starts")
         try keyed.start()
@@ -28,6 +31,7 @@ struct SupervisionTests {
         #expect(me["file_peer"] == "etl")
         #expect(me["pid"]?.intValue == Int(pid))
         #expect(me["key"] == .string(key.hex))
+        #expect(me["cwd"] == .string(workingDirectory))
         let commandLine = try Support.commandLine(of: pid)
         #expect(!commandLine.contains(key.hex), "the key is never on the command line")
         #expect(!commandLine.contains("connection"), "nor is the connection file: \(commandLine)")
