@@ -14,6 +14,7 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
+        .package(url: "https://github.com/swiftlang/swift-subprocess", from: "1.0.2"),
     ],
     targets: [
         .systemLibrary(
@@ -30,6 +31,8 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 // The job journal (SPEC 7.16): SQLite through GRDB.
                 .product(name: "GRDB", package: "GRDB.swift"),
+                // Supervised peers (SPEC 10.1): launching, watching and stopping peer processes.
+                .product(name: "Subprocess", package: "swift-subprocess"),
             ]
         ),
         .executableTarget(

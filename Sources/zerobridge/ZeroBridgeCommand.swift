@@ -16,7 +16,7 @@ struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Run a host until SIGINT or SIGTERM; prints `zerobridge ready <endpoint>` once it listens.")
 
-    @Flag(help: "Serve the conformance actions of protocol/SPEC.md (echo, add, sleep, count, fail, callback, evaluate, emit, broadcast, countJob, once).")
+    @Flag(help: "Serve the conformance actions of protocol/SPEC.md (echo, add, sleep, count, fail, callback, evaluate, emit, broadcast, countJob, callPeer, once).")
     var conformance = false
 
     @Option(help: "Where to bind: tcp://127.0.0.1:5555 (port * picks one), ipc:///path or inproc://name.")
@@ -55,6 +55,12 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "The host's CURVE secret key (Z85, 40 characters) in this file; created (mode 0600) with a new key when missing. Implies --curve. Without it, a new key each run.")
     var curveSecretKeyFile: String?
 
+    @Option(name: .customLong("peer"), help: ArgumentHelp(
+        "Launch a peer and keep it running (SPEC 10.1): NAME is the name it says hello with, COMMAND runs as /bin/sh -c 'exec COMMAND'. Repeatable.",
+        discussion: "The peer finds the host through ZEROBRIDGE_CONNECTION_FILE and ZEROBRIDGE_PEER_NAME in its environment, never its command line. It is restarted when it exits, hangs or is not welcomed within 10 s (backoff 0.25 s doubling to 8 s; after 5 restarts within 60 s the host gives up on it), and stopped on shutdown (bye, 5 s, SIGTERM, 5 s, SIGKILL). Its output goes to the log (stdout at info, stderr at warning).",
+        valueName: "NAME=COMMAND"))
+    var peers: [String] = []
+
     @Option(help: "Only peers whose CURVE public keys (Z85, one a line; a line starting with # that is not a key is a comment) are in this file may connect. Implies --curve.")
     var allowPeerKeys: String?
 
@@ -64,6 +70,19 @@ struct Serve: AsyncParsableCommand {
         }
         guard maxMessageBytes > 0, maxInFlight > 0, maxInFlightTotal > 0, heartbeatMs >= 50 else {
             throw ValidationError("--max-message-bytes, --max-in-flight and --max-in-flight-total must be positive, --heartbeat-ms at least 50")
+        }
+        _ = try supervisedPeers()
+    }
+
+    /// The --peer NAME=COMMAND options, each run through the shell with `exec`, so that signals reach the program itself.
+    func supervisedPeers() throws -> [SupervisedPeer] {
+        try peers.map { option in
+            guard let equals = option.firstIndex(of: "="), case let name = String(option[..<equals]),
+                  (1...128).contains(name.count), case let command = String(option[option.index(after: equals)...]),
+                  !command.trimmingCharacters(in: .whitespaces).isEmpty else {
+                throw ValidationError("--peer takes NAME=COMMAND (a name of 1 to 128 characters, and a command), not '\(option)'")
+            }
+            return SupervisedPeer(name: name, executable: "/bin/sh", arguments: ["-c", "exec " + command])
         }
     }
 
@@ -87,6 +106,7 @@ struct Serve: AsyncParsableCommand {
         }
         let host = BridgeHost(configuration: configuration)
         try Conformance.install(on: host)
+        for peer in try supervisedPeers() { try host.supervise(peer) }
         try host.start()
         // Trap the signals before saying ready, so a stop that follows the ready line at once is not lost.
         let stop = ShutdownSignal(trapping: [SIGTERM, SIGINT])

@@ -26,7 +26,7 @@ struct TypesCommandTests {
             "--save-catalogue", folder + "/live.json",
         ])
         #expect(fromHost.status == 0, "stderr: \(fromHost.errors)")
-        #expect(fromHost.output.contains("ConformanceClient: 11 actions"), "\(fromHost.output)")
+        #expect(fromHost.output.contains("ConformanceClient: 12 actions"), "\(fromHost.output)")
 
         func read(_ name: String) throws -> String { try String(contentsOfFile: folder + "/" + name, encoding: .utf8) }
         #expect(try read("live.json") == (try String(contentsOfFile: conformanceCatalogue, encoding: .utf8)))
@@ -37,7 +37,7 @@ struct TypesCommandTests {
         let python = try read("live.py")
         for declaration in [
             "from __future__ import annotations",
-            #"CATALOGUE = "11b58985cb8c2add36d88b74c5665a1b43db2dbb79cfee825fa9371fcf7099b7""#,
+            #"CATALOGUE = "e97d86d1c0c293fc5a555ebcd0b6f8892075f8370a7bb035c801cec80cafdb1d""#,
             "class CountPayload(TypedDict):\n    \"\"\"The payload of `count`.\"\"\"\n\n    delay_ms: NotRequired[int | None]\n    n: int\n",
             "class CountProgress(TypedDict):", "class CountResult(TypedDict):", "class SleepResult(TypedDict):",
             "    arguments: NotRequired[dict[str, Any] | None]",
@@ -64,7 +64,7 @@ struct TypesCommandTests {
         let declarations = try read("live.d.ts")
         for declaration in [
             "import type { CallOptions, Peer, StreamingCall } from 'zerobridge';",
-            #"export declare const CATALOGUE: "11b58985cb8c2add36d88b74c5665a1b43db2dbb79cfee825fa9371fcf7099b7";"#,
+            #"export declare const CATALOGUE: "e97d86d1c0c293fc5a555ebcd0b6f8892075f8370a7bb035c801cec80cafdb1d";"#,
             "export interface CountPayload {\n  delay_ms?: number | null;\n  n: number;\n}",
             "export interface EvaluatePayload {\n  arguments?: { [key: string]: unknown } | null;\n  script: string;\n}",
             "export declare class ConformanceClient {\n  constructor(peer: Peer);",
@@ -79,7 +79,7 @@ struct TypesCommandTests {
         }
         let module = try read("live.js")
         for line in [
-            #"export const CATALOGUE = "11b58985cb8c2add36d88b74c5665a1b43db2dbb79cfee825fa9371fcf7099b7";"#,
+            #"export const CATALOGUE = "e97d86d1c0c293fc5a555ebcd0b6f8892075f8370a7bb035c801cec80cafdb1d";"#,
             "export class ConformanceClient {",
             "  countStream(payload, options) {\n    return this.peer.stream(\"count\", payload, options);\n  }",
             "  sleep(payload, options) {\n    return this.peer.call(\"sleep\", payload, options);\n  }",

@@ -49,7 +49,7 @@ test('the generated client calls every conformance action through a Node peer', 
   const endpoint = await startConformanceHost(t);
   const folder = await temporaryFolder(t);
   const base = path.join(folder, 'conformance-client');
-  assert.match(await generate('--endpoint', endpoint, '--typescript', base), /ConformanceClient: 11 actions/);
+  assert.match(await generate('--endpoint', endpoint, '--typescript', base), /ConformanceClient: 12 actions/);
   const declarations = await readFile(`${base}.d.ts`, 'utf8');
   assert.match(declarations, /countStream\(payload: CountPayload, options\?: CallOptions\): StreamingCall<CountProgress, CountResult>;/);
 
@@ -97,6 +97,8 @@ test('the generated client calls every conformance action through a Node peer', 
     while (emitted.length === 1 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
     assert.deepEqual(emitted, [{ k: 1 }, { k: 2 }]);
     assert.equal(await client.callback({ action: 'double', payload: 21 }), 42);
+    assert.equal(await client.callPeer({ peer: 'generated-client-test', action: 'double', payload: 4 }), 8);
+    await assert.rejects(client.callPeer({ peer: 'nobody-by-that-name', action: 'double' }), { code: 'peer_lost' });
     assert.equal(await client.evaluate({ script: 'return a * b', arguments: { a: 6, b: 7 } }), 42);
 
     assert.deepEqual(await client.once(), { called: true });

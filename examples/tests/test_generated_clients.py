@@ -87,7 +87,7 @@ def test_the_generated_python_client_type_checks_and_calls_every_conformance_act
 ) -> None:
     module_path = tmp_path / "conformance_client.py"
     saved = tmp_path / "catalogue.json"
-    assert "ConformanceClient: 11 actions" in generate(
+    assert "ConformanceClient: 12 actions" in generate(
         "--endpoint", conformance_host, "--python", str(module_path), "--save-catalogue", str(saved))
 
     checked = mypy_strict(module_path)
@@ -154,6 +154,10 @@ async def call_every_action(module: Any, endpoint: str) -> None:
         assert await asyncio.wait_for(events.get(), 10) == {"k": 2}
         assert await client.broadcast({"action": "emitted", "topic": "nobody-listens"}) == {"delivered": 0, "skipped": 0}
         assert await client.callback({"action": "double", "payload": 21}) == 42
+        assert await client.call_peer({"peer": "generated-client-test", "action": "double", "payload": 4}) == 8
+        with pytest.raises(zerobridge.BridgeError) as nobody:
+            await client.call_peer({"peer": "nobody-by-that-name", "action": "double"})
+        assert nobody.value.code == "peer_lost"
         assert await client.evaluate({"script": "return a * b", "arguments": {"a": 6, "b": 7}}) == 42
 
         assert await client.once() == {"called": True}

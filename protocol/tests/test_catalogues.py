@@ -68,7 +68,7 @@ def test_canonical_case(case: dict) -> None:
 def test_the_conformance_catalogue_is_sorted_valid_and_hashed() -> None:
     names = [action["name"] for action in CONFORMANCE["actions"]]
     assert names == sorted(names, key=lambda name: name.encode("utf-16-be"))
-    assert set(names) == {"add", "broadcast", "callback", "count", "countJob", "echo", "emit", "evaluate", "fail", "once", "sleep"}
+    assert set(names) == {"add", "broadcast", "callPeer", "callback", "count", "countJob", "echo", "emit", "evaluate", "fail", "once", "sleep"}
     assert [a["name"] for a in CONFORMANCE["actions"] if "progress" in a] == ["count", "countJob"]
     assert [a["name"] for a in CONFORMANCE["actions"] if a.get("job")] == ["countJob"]
     assert CONFORMANCE["catalogue"] == digest(CONFORMANCE["actions"])

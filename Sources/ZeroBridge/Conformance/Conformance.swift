@@ -2,7 +2,8 @@ import Synchronization
 
 /// The conformance host's actions (protocol/SPEC.md), which fixtures and independent clients test any
 /// implementation against: `echo`, `add`, `sleep`, `count`, `fail`, `callback`, `evaluate`, `emit`, `broadcast`,
-/// `countJob` (a job, SPEC 7.16: the host's `configuration.jobs` says where it is journaled), `once`.
+/// `countJob` (a job, SPEC 7.16: the host's `configuration.jobs` says where it is journaled), `callPeer` (a named or
+/// supervised peer, SPEC 10.1), `once`.
 ///
 /// For example:
 /// ```swift
@@ -109,6 +110,16 @@ public enum Conformance {
             return ["delivered": .int(report.delivered.count), "skipped": .int(report.skipped.count)]
         }
 
+        try host.handle("callPeer", describedAs: .init(CallPeer.self)) { [weak host] payload, _ in
+            guard let name = payload["peer"]?.stringValue, Message.isValidName(name),
+                  let action = payload["action"]?.stringValue else {
+                throw BridgeError(.invalidPayload, "callPeer takes {\"peer\": name, \"action\": string, \"payload\"?: any, \"timeout_ms\"?: integer}")
+            }
+            let timeout = try positiveMilliseconds(payload["timeout_ms"], "callPeer")
+            guard let host else { throw BridgeError(.handlerGone, "the host is gone") }
+            return try await peer(named: name, on: host).call(action, payload["payload"] ?? .null, timeout: timeout)
+        }
+
         try host.job("countJob", describedAs: .init(CountJob.self)) { payload, job in
             guard let n = payload["n"]?.intValue, n >= 0 else {
                 throw BridgeError(.invalidPayload, "countJob takes {\"n\": a non-negative integer, \"delay_ms\"?: integer, \"checkpoint\"?: boolean}")
@@ -140,6 +151,16 @@ public enum Conformance {
 
     private static func caller(of request: BridgeRequest) throws -> RemotePeer {
         guard let peer = request.peer else { throw BridgeError(.peerLost, "the requesting peer is gone") }
+        return peer
+    }
+
+    /// The peer `callPeer` calls: the supervised one of that name (its calls wait for it through a restart), else the
+    /// named peer connected now; one that is neither is `peer_lost` at once.
+    private static func peer(named name: String, on host: BridgeHost) throws -> any BridgeCaller {
+        if let supervised = host.supervision.named(name) { return supervised }
+        guard let peer = host.peers.first(where: { $0.name == name }) else {
+            throw BridgeError(.peerLost, "no peer named '\(name)' is connected, and the host supervises none by that name")
+        }
         return peer
     }
 
@@ -218,6 +239,19 @@ extension Conformance {
             var payload: JSONValue?
             var timeoutMs: UInt64?
             enum CodingKeys: String, CodingKey { case action, payload, timeoutMs = "timeout_ms" }
+        }
+        typealias Result = JSONValue
+    }
+
+    enum CallPeer: BridgeAction {
+        static let name = "callPeer"
+        static let summary = "Calls action on the named peer (a supervised one is waited for through a restart) and answers with that call's outcome."
+        struct Payload: Codable, Sendable {
+            var peer: String
+            var action: String
+            var payload: JSONValue?
+            var timeoutMs: UInt64?
+            enum CodingKeys: String, CodingKey { case peer, action, payload, timeoutMs = "timeout_ms" }
         }
         typealias Result = JSONValue
     }

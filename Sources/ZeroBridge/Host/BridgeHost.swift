@@ -86,6 +86,8 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
     public let handlers = HandlerTable()
     /// The host's jobs, once a job action is registered.
     let jobs = Mutex<JobService?>(nil)
+    /// The peers it launches and keeps running (SPEC 10.1): ``supervise(_:)``.
+    let supervision = Supervision()
     private let started = Mutex<Started?>(nil)
     private let directory = Mutex(Directory())
 
@@ -196,6 +198,8 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
             if let path = configuration.connectionFile { try writeConnectionFile(path, endpoint: endpoint, key: key) }
             configuration.logger.info("listening", metadata: ["endpoint": "\(endpoint)"])
         }
+        // Outside the lock: launching reads the endpoint and key bound above.
+        supervision.hostStarted(self)
     }
 
     /// Serves until graceful shutdown or cancellation, then shuts down. A started host runs until it is shut
@@ -219,6 +223,8 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
             if !busy { break }
             try? await Task.sleep(for: .milliseconds(10))
         }
+        // While the socket is open, so that each launched peer is told bye before its process is stopped.
+        await supervision.stopAll()
         await thread.stop()
         let zap = started.withLock { started in
             defer { started = nil }
@@ -268,6 +274,21 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
             if event.kind == .closed { return }
         }
         configuration.logger.warning("the listener did not report closing within 5 s", metadata: ["endpoint": "\(endpoint)"])
+    }
+
+    /// Ends the named peer's session, if it has one (SPEC 10.1: a supervised peer's process is gone, or is being
+    /// stopped, `bye` first when `sayingBye`): its calls in flight fail with `reason`, and its connection is retired,
+    /// so the name is free for the peer's next process at once instead of after the heartbeat runs out.
+    func endSession(named name: String, _ reason: BridgeError, sayingBye: Bool) async {
+        guard let thread = started.withLock({ $0?.thread }) else { return }
+        await onThread(thread) { [self] in
+            guard let session = sessionsByName[name] else { return }
+            if sayingBye { session.link.send(.bye) }
+            forget(session)
+            connections.retire(session.routingID)
+            end(session, reason)
+            if !sayingBye { discardQueued(for: session) }
+        }
     }
 
     /// The bytes each session has queued for its peer and libzmq has not taken (flow control, SPEC 7.13).
@@ -666,15 +687,8 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
     }
 
     private func writeConnectionFile(_ path: String, endpoint: String, key: ConnectionKey?) throws {
-        var fields: [String: JSONValue] = ["protocol": 1, "endpoint": .string(endpoint), "host": .string(configuration.name),
-                                           "signature_scheme": "hmac-sha256", "key": .string(key?.hex ?? "")]
-        if let curve = configuration.curve { fields["curve_server_key"] = .string(curve.keyPair.publicKey) }
-        let file = JSONValue.object(fields)
-        // Created with mode 0600 from the start: the file may carry a key.
-        guard FileManager.default.createFile(atPath: path, contents: Data(file.serialized()),
-                                             attributes: [.posixPermissions: 0o600]) else {
-            throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: path])
-        }
+        try ConnectionFile(endpoint: endpoint, host: configuration.name, key: key,
+                           curveServerKey: configuration.curve?.keyPair.publicKey).write(to: path)
     }
 }
 

@@ -9,6 +9,8 @@ public struct ConnectionFile: Sendable, Equatable {
     public var key: ConnectionKey?
     /// The host's CURVE public key (SPEC 2.1), when the host requires CURVE.
     public var curveServerKey: String?
+    /// The name a peer the host launched says `hello` with (SPEC 10.1); only in the file a host writes for such a peer.
+    public var peer: String?
 
     /// Reads and checks the file; the error says what is wrong with it.
     public static func read(_ path: String) throws(BridgeError) -> ConnectionFile {
@@ -47,8 +49,32 @@ public struct ConnectionFile: Sendable, Equatable {
             }
             curveServerKey = text
         }
+        var peer: String?
+        if let value = file["peer"] {
+            guard let name = value.stringValue, Message.isValidName(name) else {
+                throw problem("'peer' must be a string of 1 to 128 characters")
+            }
+            peer = name
+        }
         return ConnectionFile(endpoint: endpoint, host: host, key: keyText.isEmpty ? nil : ConnectionKey(hex: keyText),
-                              curveServerKey: curveServerKey)
+                              curveServerKey: curveServerKey, peer: peer)
+    }
+
+    /// The file's JSON (SPEC 10): the five required fields, then `curve_server_key` and `peer` when set.
+    var json: JSONValue {
+        var fields: [String: JSONValue] = ["protocol": 1, "endpoint": .string(endpoint), "host": .string(host),
+                                           "signature_scheme": "hmac-sha256", "key": .string(key?.hex ?? "")]
+        if let curveServerKey { fields["curve_server_key"] = .string(curveServerKey) }
+        if let peer { fields["peer"] = .string(peer) }
+        return .object(fields)
+    }
+
+    /// Creates the file at `path` with mode 0600 from the start (it may carry a key); fails if it cannot.
+    func write(to path: String) throws {
+        guard FileManager.default.createFile(atPath: path, contents: Data(json.serialized()),
+                                             attributes: [.posixPermissions: 0o600]) else {
+            throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: path])
+        }
     }
 
     private static let z85 = Set("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#".unicodeScalars)
@@ -63,5 +89,35 @@ extension BridgePeer.Configuration {
         if let serverKey = file.curveServerKey {
             curve = .init(serverKey: serverKey, keyPair: try keyPair ?? CurveKeyPair.generate())
         }
+    }
+}
+
+extension BridgePeer.Configuration {
+    /// The environment variable naming the connection file a supervising host wrote for the peer it launched (SPEC 10.1).
+    public static let connectionFileVariable = "ZEROBRIDGE_CONNECTION_FILE"
+    /// The environment variable holding the name a launched peer says `hello` with (SPEC 10.1).
+    public static let peerNameVariable = "ZEROBRIDGE_PEER_NAME"
+
+    /// A peer launched by a supervising host (SPEC 10.1): the host's endpoint and keys from the connection file that
+    /// `ZEROBRIDGE_CONNECTION_FILE` names, and its name from `name`, else the file's `peer`, else
+    /// `ZEROBRIDGE_PEER_NAME`. Fails at once, saying so, when the program was not launched that way.
+    ///
+    /// For example:
+    /// ```swift
+    /// let peer = try BridgePeer(configuration: .supervised())
+    /// try peer.handle("render") { payload, _ in ["html": "<p>\(payload)</p>"] }
+    /// try await peer.connect()
+    /// ```
+    public static func supervised(name: String? = nil,
+                                  environment: [String: String] = ProcessInfo.processInfo.environment) throws -> Self {
+        guard let path = environment[connectionFileVariable], !path.isEmpty else {
+            throw BridgeError(.invalidPayload, "\(connectionFileVariable) is not set: this program was not launched by a "
+                                               + "supervising host (SPEC 10.1); give it an endpoint or a connection file instead")
+        }
+        let file = try ConnectionFile.read(path)
+        guard let name = name ?? file.peer ?? environment[peerNameVariable], Message.isValidName(name) else {
+            throw BridgeError(.invalidPayload, "\(path) names no peer, and \(peerNameVariable) is not set to a name of 1 to 128 characters")
+        }
+        return try Self(connectionFile: file, name: name)
     }
 }

@@ -21,7 +21,7 @@ struct ConformanceActionTests {
         #expect(failure?.code == .handlerError)
         #expect(failure?.message == "boom")
         #expect(await bridgeError { _ = try await peer.call("nope") }?.code == .unknownAction)
-        #expect(try await peer.actions() == ["add", "broadcast", "callback", "count", "countJob", "echo", "emit", "evaluate", "fail", "once", "sleep"])
+        #expect(try await peer.actions() == ["add", "broadcast", "callPeer", "callback", "count", "countJob", "echo", "emit", "evaluate", "fail", "once", "sleep"])
         await peer.close()
         await host.shutdown()
     }
@@ -61,6 +61,27 @@ struct ConformanceActionTests {
         var iterator = events.stream.makeAsyncIterator()
         #expect(await iterator.next() == ["headline": "hi"])
         await peer.close()
+        await host.shutdown()
+    }
+
+    @Test("callPeer calls another named peer, passing its error codes on; an unknown name is peer_lost at once")
+    func callPeer() async throws {
+        let host = try startConformanceHost()
+        let target = try await connectPeer(host, name: "target") { peer in
+            try peer.handle("double") { payload, _ in .int((payload.intValue ?? 0) * 2) }
+            try peer.handle("broken") { _, _ in throw BridgeError(.handlerError, "broken on purpose") }
+        }
+        let caller = try await connectPeer(host, name: "caller")
+        #expect(try await caller.call("callPeer", ["peer": "target", "action": "double", "payload": 21, "timeout_ms": 5000]) == 42)
+        #expect(await bridgeError { _ = try await caller.call("callPeer", ["peer": "target", "action": "broken"]) }?.code == .handlerError)
+        #expect(await bridgeError { _ = try await caller.call("callPeer", ["peer": "target", "action": "missing"]) }?.code == .unknownAction)
+        #expect(await bridgeError { _ = try await caller.call("callPeer", ["peer": "nobody", "action": "double"]) }?.code == .peerLost)
+        for bad: JSONValue in [["action": "double"], ["peer": "target"], ["peer": "", "action": "double"],
+                               ["peer": "target", "action": "double", "timeout_ms": 0], "target"] {
+            #expect(await bridgeError { _ = try await caller.call("callPeer", bad) }?.code == .invalidPayload, "\(bad)")
+        }
+        await caller.close()
+        await target.close()
         await host.shutdown()
     }
 

@@ -14,7 +14,7 @@ const expectCode = (code) => (error) => {
   return true;
 };
 
-const CONFORMANCE_ACTIONS = ['add', 'broadcast', 'callback', 'count', 'countJob', 'echo', 'emit', 'evaluate', 'fail', 'once', 'sleep'];
+const CONFORMANCE_ACTIONS = ['add', 'broadcast', 'callPeer', 'callback', 'count', 'countJob', 'echo', 'emit', 'evaluate', 'fail', 'once', 'sleep'];
 
 /** Collects the peer's log lines so a test can assert that nothing went wrong quietly. */
 function collectLog() {

@@ -1,0 +1,41 @@
+/// A peer program a host launches and keeps running (SPEC 10.1): what to run, and how patiently to supervise it.
+///
+/// The program finds its host through the environment, never its command line: `ZEROBRIDGE_CONNECTION_FILE` names a
+/// connection file written for it alone (mode 0600, in a folder only this user can enter), and `ZEROBRIDGE_PEER_NAME`
+/// is the name it must say `hello` with.
+///
+/// For example:
+/// ```swift
+/// var etl = SupervisedPeer(name: "etl", executable: "python3", arguments: ["-m", "etl.peer"])
+/// etl.environment = ["ETL_DATA": "/srv/data"]
+/// etl.readyTimeout = .seconds(20)
+/// let handle = try host.supervise(etl)
+/// ```
+public struct SupervisedPeer: Sendable {
+    /// The name the program must say `hello` with.
+    public var name: String
+    /// A path, or a name looked up in `PATH`.
+    public var executable: String
+    public var arguments: [String]
+    /// Added to the host's own environment.
+    public var environment: [String: String] = [:]
+    /// Where the program runs; nil: the host's working directory.
+    public var workingDirectory: String?
+    /// A program not welcomed this long after its start is hung: it is killed and started again.
+    public var readyTimeout: Duration = .seconds(10)
+    /// How long to wait before the first restart; it doubles with each restart, up to ``maxBackoff``, and starts over
+    /// once the peer has been up for a minute.
+    public var backoff: Duration = .milliseconds(250)
+    public var maxBackoff: Duration = .seconds(8)
+    /// More restarts than this within ``restartWindow``: the host gives up on the peer.
+    public var restartLimit = 5
+    public var restartWindow: Duration = .seconds(60)
+    /// When stopping: how long to wait for the program to exit after `bye`, and again after SIGTERM, before SIGKILL.
+    public var stopGrace: Duration = .seconds(5)
+
+    public init(name: String, executable: String, arguments: [String] = []) {
+        self.name = name
+        self.executable = executable
+        self.arguments = arguments
+    }
+}
