@@ -53,23 +53,36 @@ class ProgressLine {
     if (this.quiet) return;
     const text = `${p.filesDone}/${p.filesTotal} files (${percent(p)}), ${p.records.toLocaleString('en')} records, `
       + `${p.filesFailed} failed, ${Math.round(p.filesPerSecond)} files/s, ${Math.round(p.recordsPerSecond).toLocaleString('en')} records/s`
-      + (p.etlRetries ? `, ${p.etlRetries} ETL call(s) retried` : '');
+      + describeEtl(p);
     if (this.live) {
       const width = process.stderr.columns || 100;
-      const line = `${text}, at ${p.currentFile}`;
+      const line = `${text}${at(p)}`;
       process.stderr.write(`\r${line.length > width - 1 ? line.slice(0, width - 2) + '…' : line}\x1b[K`);
       return;
     }
     const now = Date.now();
     if (now - this.lastPrinted >= 1000 || p.filesDone === p.filesTotal) {
       this.lastPrinted = now;
-      console.log(`progress ${text}, at ${p.currentFile}`);
+      console.log(`progress ${text}${at(p)}`);
     }
   }
 
   close() {
     if (this.live) process.stderr.write('\n');
   }
+}
+
+/** The file finished last; a report relayed before any file finished has none. */
+function at(p) {
+  return p.currentFile ? `, at ${p.currentFile}` : '';
+}
+
+/** What a progress report says of the ETL peer, when there is news (the Python front-end says the same). */
+function describeEtl(p) {
+  const retries = p.etlRetries ? `, ${p.etlRetries} ETL call(s) retried` : '';
+  const parsing = (p.parsing ?? []).slice(0, 2)
+    .map((file) => `, parsing ${file.file} ${Math.floor((100 * file.bytesDone) / Math.max(file.bytesTotal, 1))}%`);
+  return retries + parsing.join('');
 }
 
 function percent(p) {

@@ -64,20 +64,35 @@ class ProgressView:
             self.bar.n = progress["filesDone"]
             self.bar.set_postfix_str(
                 f"{progress['records']:,} records, {progress['filesFailed']} failed, "
-                f"{progress['recordsPerSecond']:,.0f} rec/s, {progress['currentFile']}", refresh=False)
+                f"{progress['recordsPerSecond']:,.0f} rec/s{describe_etl(progress)}{at(progress)}",
+                refresh=False)
             self.bar.refresh()
             return
         now = time.monotonic()
         if now - self.last_line >= 1.0 or progress["filesDone"] == progress["filesTotal"]:
             self.last_line = now
-            retries = f", {progress['etlRetries']} ETL call(s) retried" if progress.get("etlRetries") else ""
             print(f"progress {progress['filesDone']}/{progress['filesTotal']} files, {progress['records']:,} records, "
                   f"{progress['filesFailed']} failed, {progress['filesPerSecond']:,.0f} files/s, "
-                  f"{progress['recordsPerSecond']:,.0f} records/s{retries}, at {progress['currentFile']}", flush=True)
+                  f"{progress['recordsPerSecond']:,.0f} records/s{describe_etl(progress)}{at(progress)}",
+                  flush=True)
 
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
+
+
+def at(progress: dict[str, Any]) -> str:
+    """The file finished last; a report relayed before any file finished has none."""
+    return f", at {progress['currentFile']}" if progress.get("currentFile") else ""
+
+
+def describe_etl(progress: dict[str, Any]) -> str:
+    """What a progress report says of the ETL peer, when there is news: calls retried after it was lost, and how far
+    it is with the long files in flight (the Node front-end says the same)."""
+    parts = [f", {progress['etlRetries']} ETL call(s) retried"] if progress.get("etlRetries") else []
+    parts += [f", parsing {file['file']} {100 * file['bytesDone'] // max(file['bytesTotal'], 1)}%"
+              for file in progress.get("parsing", [])[:2]]
+    return "".join(parts)
 
 
 class JobState:

@@ -12,6 +12,8 @@ import subprocess
 import time
 from typing import Any
 
+import pytest
+
 from conftest import (IMPORT_HOST, ImportHost, Process, expected_errors, frontend_command, good_files, run_frontend_json,
                       sent_to_etl_bytes, stored_files)
 
@@ -189,16 +191,22 @@ def test_the_etl_peer_connects_as_a_launched_peer_from_its_environment(host: Imp
     assert host.call_ok("importFolder", {"path": str(small_folder(tmp_path))})["records"] == 3
 
 
+def long_csv(tmp_path: pathlib.Path) -> tuple[pathlib.Path, list[str]]:
+    """A folder holding long.csv: a header and 2500 rows (the ETL peer reports progress at 1000 and 2000)."""
+    folder = tmp_path / "long"
+    folder.mkdir()
+    rows = [f"{i},name {i},caf\u00e9 {i % 7}" for i in range(2500)]
+    (folder / "long.csv").write_text("id,name,note\n" + "".join(row + "\n" for row in rows))
+    return folder, rows
+
+
 def test_the_etl_peers_progress_on_a_long_file_reaches_the_frontend(host: ImportHost, tmp_path: pathlib.Path) -> None:
     """The ETL peer reports {records, bytesDone, bytesTotal} every 1000 records; the host relays what it has in
     `progress.parsing` (checked every 100 ms). The peer holds the parsed file 400 ms before answering, so the relay
     comes while the file is still in flight."""
     host.start_etl("--delay-per-file-ms", "400")
-    folder = tmp_path / "long"
-    folder.mkdir()
-    rows = [f"{i},name {i},caf\u00e9 {i % 7}" for i in range(2500)]
-    text = "id,name,note\n" + "".join(row + "\n" for row in rows)
-    (folder / "long.csv").write_text(text)
+    folder, rows = long_csv(tmp_path)
+    text = (folder / "long.csv").read_text()
 
     completed = host.call("importFolder", {"path": str(folder)})
     assert completed.returncode == 0, completed.stderr
@@ -264,3 +272,17 @@ def test_files_over_the_size_limit_are_not_read(tmp_path: pathlib.Path) -> None:
     refused = subprocess.run([str(IMPORT_HOST), "--max-file-bytes", str(64 << 20)], capture_output=True, text=True,
                              timeout=60)
     assert refused.returncode != 0 and "--max-file-bytes must be between 1 and" in refused.stderr
+
+
+@pytest.mark.parametrize("frontend", ["python", "node"])
+def test_frontends_show_the_etl_peers_progress_before_any_file_is_done(frontend: str, host: ImportHost,
+                                                                        tmp_path: pathlib.Path) -> None:
+    """The first report of an import of one long file is relayed from the ETL peer before any file is done: it has
+    no currentFile, and the front-ends say how far the peer is instead."""
+    host.start_etl("--delay-per-file-ms", "400")
+    folder, _ = long_csv(tmp_path)
+    status, lines = Process(frontend_command(frontend, folder, host)).finish(timeout=120)
+    assert status == 0, lines
+    progress = [line for line in lines if line.startswith("progress ")]
+    assert progress[0].startswith("progress 0/1 files") and ", parsing long.csv " in progress[0], progress
+    assert progress[-1].startswith("progress 1/1 files") and progress[-1].endswith(", at long.csv"), progress
