@@ -6,7 +6,8 @@ import ZeroMQ
 /// A ZeroBridge peer in Swift: connects a DEALER to a host, says `hello`, serves the actions registered on it
 /// to the host, and calls the host's (the `postMessage` role). When the host goes away, calls in flight fail
 /// with `peer_lost` and the peer says `hello` again until the host is back, on a new connection whenever one
-/// takes hellos without an answer for a while (5 s, then longer). It runs until ``close()``.
+/// takes hellos without an answer for a while (5 s, then longer). It runs until ``close()``, or, for a peer launched
+/// by a supervising host (``Configuration/endsWithHost``), until its host says `bye` or is lost: ``closed()`` says when.
 ///
 /// For example:
 /// ```swift
@@ -34,6 +35,9 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
         public var curve: Curve?
         /// The connection key of a keyed host (its connection file's `key`): everything is signed (SPEC 3.1).
         public var key: ConnectionKey?
+        /// Whether losing the host, or its `bye`, closes this peer instead of reconnecting: set for a peer launched by a
+        /// supervising host (``supervised(name:environment:)``, SPEC 10.1), whose life is bounded by its host's.
+        public var endsWithHost = false
         /// Shares a context with other sockets (needed for `inproc://`); nil makes one.
         public var context: Context?
         public var logger = Logger(label: "zerobridge.peer")
@@ -81,6 +85,8 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
     private let thread: SocketThread
     let link: Link
     private let welcomed = Mutex<Greeting>(Greeting())
+    /// Why the peer closed, once it has, and who waits to hear it.
+    private let ending = Mutex<(reason: BridgeError?, waiters: [CheckedContinuation<BridgeError, Never>])>((nil, []))
     private let subscribed: Mutex<Set<String>>
 
     /// What the host last said to this peer's hellos, readable from any thread.
@@ -182,8 +188,41 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
             connecting = false
             if welcome != nil { link.send(.bye) }
         }
+        await finish(BridgeError(.cancelled, "the peer was closed"))
+    }
+
+    /// Waits until the peer is closed, and says why: by ``close()`` (`cancelled`), or, for a peer that ends with its
+    /// host (``Configuration/endsWithHost``), by the host's `bye` or its loss (`peer_lost`). A launched peer's
+    /// program awaits this, then exits.
+    ///
+    /// For example:
+    /// ```swift
+    /// let peer = try BridgePeer(configuration: .supervised())
+    /// try await peer.connect()
+    /// let reason = await peer.closed()     // the host stopped, or went away
+    /// print("etl: \(reason.message)")
+    /// ```
+    public func closed() async -> BridgeError {
+        await withCheckedContinuation { continuation in
+            let reason = ending.withLock { state -> BridgeError? in
+                if state.reason == nil { state.waiters.append(continuation) }
+                return state.reason
+            }
+            if let reason { continuation.resume(returning: reason) }
+        }
+    }
+
+    /// Stops the socket thread and fails what waits; the first reason is the one ``closed()`` reports.
+    private func finish(_ reason: BridgeError) async {
         await thread.stop()
-        failWaiters(BridgeError(.cancelled, "the peer was closed"))
+        failWaiters(reason)
+        let (waiters, first) = ending.withLock { state in
+            let first = state.reason ?? reason
+            state.reason = first
+            defer { state.waiters.removeAll() }
+            return (state.waiters, first)
+        }
+        for waiter in waiters { waiter.resume(returning: first) }
     }
 
     public func call(_ action: String, _ payload: JSONValue, timeout: Duration?,
@@ -267,6 +306,12 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
         configuration.logger.info("host lost", metadata: ["reason": "\(reason.message)"])
         welcomed.withLock { $0.welcome = nil }
         link.close(reason)
+        if configuration.endsWithHost {
+            // A launched peer never reconnects by itself (SPEC 10.1): its host launches a new one when it comes back.
+            connecting = false
+            Task { await finish(reason) }  // not here: stopping the socket thread waits for this very thread
+            return
+        }
         // Nothing queued for the lost host may arrive later (SPEC 7.3): a new connection, and the old one's queue
         // dropped with it. Calls made until the next welcome fail at once: the link is closed.
         openNewConnection()

@@ -100,7 +100,8 @@ extension BridgePeer.Configuration {
 
     /// A peer launched by a supervising host (SPEC 10.1): the host's endpoint and keys from the connection file that
     /// `ZEROBRIDGE_CONNECTION_FILE` names, and its name from `name`, else the file's `peer`, else
-    /// `ZEROBRIDGE_PEER_NAME`. Fails at once, saying so, when the program was not launched that way.
+    /// `ZEROBRIDGE_PEER_NAME`. Fails at once, saying so, when the program was not launched that way. The peer ends with
+    /// its host (``endsWithHost``): await ``BridgePeer/closed()`` and exit.
     ///
     /// For example:
     /// ```swift
@@ -118,6 +119,8 @@ extension BridgePeer.Configuration {
         guard let name = name ?? file.peer ?? environment[peerNameVariable], Message.isValidName(name) else {
             throw BridgeError(.invalidPayload, "\(path) names no peer, and \(peerNameVariable) is not set to a name of 1 to 128 characters")
         }
-        return try Self(connectionFile: file, name: name)
+        var configuration = try Self(connectionFile: file, name: name)
+        configuration.endsWithHost = true
+        return configuration
     }
 }

@@ -27,7 +27,7 @@ final class SocketThread: @unchecked Sendable {
     private(set) var socket: Socket
     let timers = Timers()
     private let wake: WakeSignal
-    private let jobs = Mutex<[@Sendable () -> Void]>([])
+    private let jobs = Mutex(JobQueue())
     private var owner: Owner?
     // Confined to the thread:
     private var spareJobs: [@Sendable () -> Void] = []
@@ -37,6 +37,15 @@ final class SocketThread: @unchecked Sendable {
     private var nextTick = ContinuousClock.now
     private var socketReplaced = false
     private var threadID: pthread_t?
+    /// Jobs handed over and not run yet. Once the thread has ended, a job still runs (a call fails at once on its
+    /// closed link instead of waiting for a thread that is gone): on the thread that handed it over, one drainer at
+    /// a time, so jobs never run concurrently.
+    private struct JobQueue {
+        var jobs: [@Sendable () -> Void] = []
+        var ended = false
+        var draining = false
+    }
+
     /// Whether the thread has ended, and who waits for it to.
     private let finished = Mutex<(done: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
 
@@ -52,6 +61,11 @@ final class SocketThread: @unchecked Sendable {
         let thread = Thread { [self] in
             threadID = pthread_self()
             loop()
+            jobs.withLock {
+                $0.ended = true
+                $0.draining = true
+            }
+            drainAfterEnd()  // what was handed over while the thread was stopping
             let waiters = finished.withLock { state in
                 state.done = true
                 defer { state.waiters.removeAll() }
@@ -66,11 +80,27 @@ final class SocketThread: @unchecked Sendable {
 
     /// Runs `job` on the thread, after the jobs handed over before it.
     func perform(_ job: @escaping @Sendable () -> Void) {
-        let wasEmpty = jobs.withLock { queue in
-            queue.append(job)
-            return queue.count == 1
+        let (wasEmpty, drain) = jobs.withLock { queue -> (Bool, Bool) in
+            queue.jobs.append(job)
+            guard queue.ended else { return (queue.jobs.count == 1, false) }
+            defer { queue.draining = true }
+            return (false, !queue.draining)
         }
         if wasEmpty { wake.signal() }
+        if drain { drainAfterEnd() }
+    }
+
+    /// Runs the jobs handed over after the thread ended, and those they hand over in turn, until none is left.
+    private func drainAfterEnd() {
+        while true {
+            let batch = jobs.withLock { queue -> [@Sendable () -> Void] in
+                if queue.jobs.isEmpty { queue.draining = false }
+                defer { queue.jobs.removeAll() }
+                return queue.jobs
+            }
+            if batch.isEmpty { return }
+            for job in batch { job() }
+        }
     }
 
     /// Whether the caller is this socket's thread.
@@ -194,7 +224,7 @@ final class SocketThread: @unchecked Sendable {
             // saves allocating a new queue buffer per batch.
             var batch = spareJobs
             spareJobs = []
-            jobs.withLock { swap(&$0, &batch) }
+            jobs.withLock { swap(&$0.jobs, &batch) }
             if batch.isEmpty {
                 spareJobs = batch
                 return false
@@ -202,7 +232,7 @@ final class SocketThread: @unchecked Sendable {
             for job in batch { job() }
             batch.removeAll(keepingCapacity: true)
             spareJobs = batch
-            if ContinuousClock.now >= until { return !jobs.withLock(\.isEmpty) }
+            if ContinuousClock.now >= until { return !jobs.withLock(\.jobs.isEmpty) }
         }
     }
 

@@ -149,4 +149,19 @@ struct LifecycleTests {
         #expect(body["type"] == "hello" && body["session"] == "s1" && body["resume_token"] == .string(token))
         await host.peer.close()
     }
+
+    @Test("a call made after its side closed fails at once: on a closed peer, and to a peer of a host that shut down")
+    func callsAfterCloseFailAtOnce() async throws {
+        let host = try startConformanceHost()
+        let peer = try await connectPeer(host) { try $0.handle("echo") { payload, _ in payload } }
+        let remote = try await host.peer(named: "swift-peer", waitingUpTo: patience)
+        await host.shutdown()
+        await peer.close()
+        // Both sockets' threads are gone: the calls fail on their closed links instead of waiting for a thread.
+        let started = ContinuousClock.now
+        let lost: Set<BridgeError.Code> = [.peerLost, .cancelled]
+        #expect(await bridgeError { _ = try await peer.call("echo", 1, timeout: patience) }.map { lost.contains($0.code) } == true)
+        #expect(await bridgeError { _ = try await remote.call("echo", 1, timeout: patience) }.map { lost.contains($0.code) } == true)
+        #expect(ContinuousClock.now - started < patience / 2, "neither waited for its timeout")
+    }
 }

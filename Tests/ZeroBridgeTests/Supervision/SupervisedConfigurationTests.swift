@@ -63,6 +63,37 @@ struct SupervisedConfigurationTests {
         }
     }
 
+    @Test("a launched peer ends with its host: the host's bye closes it, closed() says why, and it never reconnects")
+    func launchedPeerEndsWithItsHost() async throws {
+        let path = NSTemporaryDirectory() + "zb-launched-\(UUID().uuidString.prefix(8)).json"
+        let host = try startConformanceHost { $0.connectionFile = path }
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        var file = try ConnectionFile.read(path)
+        file.peer = "launched"
+        let launchedFile = path + ".peer.json"
+        try file.write(to: launchedFile)
+        defer { try? FileManager.default.removeItem(atPath: launchedFile) }
+        let configuration = try BridgePeer.Configuration.supervised(environment: ["ZEROBRIDGE_CONNECTION_FILE": launchedFile])
+        #expect(configuration.endsWithHost)
+        let launched = try BridgePeer(configuration: configuration)
+        // An ordinary peer of the same host, for comparison: it keeps trying after the bye.
+        let ordinary = try BridgePeer(configuration: .init(connectionFile: try ConnectionFile.read(path), name: "ordinary"))
+        try await launched.connect(timeout: patience)
+        try await ordinary.connect(timeout: patience)
+        #expect(try await launched.call("echo", 1) == 1)
+
+        await host.shutdown()  // says bye to its named peers
+        let reason = await launched.closed()
+        #expect(reason.code == .peerLost && reason.message.contains("bye"))
+        #expect(await bridgeError { try await launched.call("echo", 2) } != nil)
+        #expect(await bridgeError { try await launched.connect(timeout: .milliseconds(200)) } != nil)
+
+        await ordinary.close()
+        #expect(await ordinary.closed().code == .cancelled)
+        await launched.close()  // closing again changes nothing: the first reason stands
+        #expect(await launched.closed().code == .peerLost)
+    }
+
     @Test("output is cut into lines (CRLF too), a line over the limit into pieces of the limit, and what is left at the end is a line")
     func outputLines() {
         var lines = OutputLines(maxLineBytes: 4)
