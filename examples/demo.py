@@ -1,11 +1,12 @@
 """`make demo`: the import service end to end, each step checked.
 
-Generates sample data under .demo/data, starts the import host (Swift) and the Node ETL peer (it parses every file,
-whose bytes the host sends it as attachments), keeps a Node front-end watching `catalogChanged`, and then:
+Generates sample data under .demo/data, starts the import host (Swift), which launches and supervises the Node ETL
+peer (it parses every file, whose bytes the host sends it as attachments), keeps a Node front-end watching
+`catalogChanged`, and then:
 
 - the Python front-end imports batch-1, is killed (SIGKILL) mid-import, is started again, re-attaches to its job and
   finishes the same import;
-- the Node front-end imports batch-2 while the ETL peer is killed mid-import; the ETL peer comes back and the import
+- the Node front-end imports batch-2 while the ETL peer is killed mid-import; the host starts it again and the import
   completes, the calls it lost sent again;
 - `catalogChanged` reached both front-ends; the bytes crossed as attachments (the ETL peer's own count);
 - the opt-in transform (`$evaluate` on the ETL peer) on a small folder; Ctrl-C cancelling an import; `zerobridge call`.
@@ -38,7 +39,8 @@ DATABASE = DEMO / "import.sqlite"
 JOURNAL = DEMO / "import-jobs.sqlite"
 CONNECTION_FILE = DEMO / "import-host.json"
 STATE_FILE = DEMO / "import-py.state.json"
-ETL_COMMAND = ["node", "examples/etl-peer/etl-peer.mjs", "--connect", str(CONNECTION_FILE), "--allow-evaluate"]
+# The host launches it (--etl-command) and tells it where to connect through its environment (SPEC 10.1).
+ETL_COMMAND = "node examples/etl-peer/etl-peer.mjs --allow-evaluate"
 WAIT = 90  # seconds any one condition may take before the demo calls the step failed
 
 
@@ -77,31 +79,6 @@ def read_json(path: pathlib.Path) -> Any:
         return None  # not written yet, or being replaced
 
 
-class EtlPeerStartedByTheDemo:
-    """The ETL peer as the demo runs it while the import host does not launch it: started beside the host, killed
-    (SIGKILL, as a crash) mid-import, and started again by the demo. Once the host supervises it (BridgeHost.supervise)
-    this class goes: the host starts the peer and restarts it, and the demo only kills it (the host's child)."""
-
-    def __init__(self) -> None:
-        self.process = self._start()
-
-    @staticmethod
-    def _start() -> Process:
-        process = Process(ETL_COMMAND, echo="etl")
-        process.wait_for_line("etl ready")
-        return process
-
-    def kill(self) -> None:
-        self.process.kill()
-
-    def come_back(self) -> None:
-        self.process = self._start()
-        show("the demo started the ETL peer again (the host does not launch it yet)")
-
-    def stop(self) -> None:
-        self.process.stop()
-
-
 def main() -> int:
     started = time.monotonic()
     DEMO.mkdir(exist_ok=True)
@@ -115,22 +92,25 @@ def main() -> int:
                        cwd=ROOT, check=True)
     manifests = {folder: json.loads((folder / ".manifest.json").read_text()) for folder in (batch_1, batch_2, people)}
 
-    step("the import host (Swift, GRDB over SQLite) and the ETL peer (Node: parses CSV, JSON and Markdown)")
+    step("the import host (Swift, GRDB over SQLite), which launches the ETL peer (Node: parses CSV, JSON and Markdown)")
     host = Process([str(BIN / "import-host"), "--database", str(DATABASE), "--journal", str(JOURNAL),
-                    "--connection-file", str(CONNECTION_FILE), "--import-root", str(DATA)], echo="host")
+                    "--connection-file", str(CONNECTION_FILE), "--import-root", str(DATA), "--etl-command", ETL_COMMAND],
+                   echo="host")
     children: list[Any] = [host]
     failures: list[str] = []
     try:
         host.wait_for_line("zerobridge ready ")
-        etl = EtlPeerStartedByTheDemo()
-        children.append(etl)
         with zerobridge.connect_sync(str(CONNECTION_FILE), name="demo") as demo:
-            run_steps(demo, manifests, children, etl, failures)
+            etl = wait_until(lambda: (e := demo.call("stats")["etl"])["connected"] and e, "the ETL peer up")
+            check(etl["supervised"]["state"] == "up",
+                  f"the host launched the ETL peer ({ETL_COMMAND}, pid {etl['supervised']['pid']}), told it where to "
+                  f"connect through its environment, and it is up")
+            run_steps(demo, manifests, children, failures)
     except AssertionError as broken:
         failures.append(str(broken))
         print(f"!! {broken}", flush=True)
     finally:
-        step("stopping the front-ends, the ETL peer and the host")
+        step("stopping the front-ends and the host (which stops the ETL peer it launched)")
         for child in reversed(children):
             child.stop()
 
@@ -146,8 +126,7 @@ def main() -> int:
     return 0
 
 
-def run_steps(demo: Any, manifests: dict[pathlib.Path, Any], children: list[Any], etl: EtlPeerStartedByTheDemo,
-              failures: list[str]) -> None:
+def run_steps(demo: Any, manifests: dict[pathlib.Path, Any], children: list[Any], failures: list[str]) -> None:
     """The demo's steps. A step that fails is recorded, and the next one runs."""
     batch_1, batch_2, people = manifests
     frontend_py = [PY, "examples/frontends/import.py", "--state-file", str(STATE_FILE)]
@@ -201,22 +180,26 @@ def run_steps(demo: Any, manifests: dict[pathlib.Path, Any], children: list[Any]
         children.append(importing)
         wait_until(lambda: demo.call("stats")["files"] - before["files"] >= good // 5,
                    "20% of batch-2 in the database")
-        etl.kill()
-        show("killed the ETL peer (SIGKILL) mid-import; the host holds its session (and name) until 3 heartbeats of "
-             "500 ms are missed, then fails the calls it held with peer_lost and waits for a new ETL peer")
-        etl.come_back()
+        killed = demo.call("stats")["etl"]["supervised"]["pid"]
+        os.kill(killed, signal.SIGKILL)
+        show(f"killed the ETL peer (SIGKILL, pid {killed}) mid-import; the host sees its process exit, fails the calls "
+             f"it held with peer_lost, and starts it again")
         status, _ = importing.finish(timeout=WAIT)
         total = manifests[batch_2]["totals"]["files"]
         check(status == 0 and any(l.startswith(f"imported {good} of {total} files") for l in importing.lines),
               f"the import completed with every good file: {good} of {total} files (checked against the manifest)")
         after = demo.call("stats")["etl"]
-        check(after["connections"] == 2 and after["connected"],
-              f"the host saw the ETL peer connect {after['connections']} times (1 restart) and it is connected")
+        supervised = after["supervised"]
+        check(supervised["restarts"] == 1 and supervised["state"] == "up" and supervised["pid"] != killed
+              and after["connections"] == 2 and after["connected"],
+              f"the host restarted the ETL peer once (now pid {supervised['pid']}); it connected {after['connections']} "
+              f"times in all and is up")
         show(f"calls the host sent again after losing the ETL peer: {after['retriedCalls']}")
         check(any(l.startswith("catalogChanged: ") and str(batch_2) in l for l in importing.lines),
               "the Node front-end printed the catalogChanged of its import")
 
-    attempt("the Node front-end imports batch-2; the ETL peer is killed mid-import and comes back", etl_killed_mid_import)
+    attempt("the Node front-end imports batch-2; the ETL peer is killed mid-import and the host restarts it",
+            etl_killed_mid_import)
 
     def broadcasts() -> None:
         seen = wait_until(lambda: [l for l in watcher.lines if l.startswith("catalogChanged: ")] if sum(

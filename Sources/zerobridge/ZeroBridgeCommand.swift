@@ -74,7 +74,7 @@ struct Serve: AsyncParsableCommand {
         _ = try supervisedPeers()
     }
 
-    /// The --peer NAME=COMMAND options, each run through the shell with `exec`, so that signals reach the program itself.
+    /// The --peer NAME=COMMAND options, each a line of shell (``SupervisedPeer/shell(name:command:)``).
     func supervisedPeers() throws -> [SupervisedPeer] {
         try peers.map { option in
             guard let equals = option.firstIndex(of: "="), case let name = String(option[..<equals]),
@@ -82,7 +82,7 @@ struct Serve: AsyncParsableCommand {
                   !command.trimmingCharacters(in: .whitespaces).isEmpty else {
                 throw ValidationError("--peer takes NAME=COMMAND (a name of 1 to 128 characters, and a command), not '\(option)'")
             }
-            return SupervisedPeer(name: name, executable: "/bin/sh", arguments: ["-c", "exec " + command])
+            return .shell(name: name, command: command)
         }
     }
 

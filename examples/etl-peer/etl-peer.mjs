@@ -14,7 +14,7 @@
 // the launching host's, else etl. --allow-evaluate lets the host run scripts here (`$evaluate`: the import's opt-in record
 // transform); without it `$evaluate` is answered not_allowed. --delay-per-file-ms holds each parsed file that long
 // before answering (to watch an import and the progress of long files, or to kill the peer while it holds calls). Prints `etl ready <host>` once welcomed;
-// runs until SIGINT or SIGTERM.
+// runs until SIGINT or SIGTERM, or, launched by the host (import-host --etl-command), until its host says bye or is lost.
 
 import { parseArgs } from 'node:util';
 import { fileURLToPath } from 'node:url';
@@ -90,11 +90,11 @@ const peer = await connect(target, {
 });
 console.log(`etl ready ${peer.host}${options['allow-evaluate'] ? ' (evaluate allowed)' : ''}`);
 
-for (const signal of ['SIGINT', 'SIGTERM']) {
-  process.once(signal, async () => {
-    await peer.close();
-    console.error(`etl-peer: ${received.files} file(s), ${received.attachmentBytes} bytes received as attachments `
-      + `(${received.refused} refused); bye`);
-    process.exit(0);
-  });
-}
+for (const signal of ['SIGINT', 'SIGTERM']) process.once(signal, () => peer.close());
+// Closed by a signal, or, launched by the host, with the host (SPEC 10.1: its bye or its loss closes the peer; the
+// host starts a new one when it needs one): the program goes with the peer.
+peer.closed.then((why) => {
+  console.error(`etl-peer: ${received.files} file(s), ${received.attachmentBytes} bytes received as attachments `
+    + `(${received.refused} refused); closed: ${why}`);
+  process.exit(0);
+});

@@ -64,6 +64,64 @@ def test_the_etl_peer_killed_mid_import_comes_back_and_every_file_lands(
     assert result["attachmentBytes"] > sent_to_etl_bytes(manifest)
 
 
+def process_is_gone(pid: int) -> bool:
+    """No process with this pid runs (a zombie waiting to be reaped has ended too)."""
+    try:
+        status = pathlib.Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return True
+    return any(line.startswith("State:") and "Z" in line.split()[1] for line in status.splitlines())
+
+
+def test_the_host_launches_the_etl_peer_and_restarts_it_when_it_is_killed_mid_import(
+        tmp_path: pathlib.Path, tmp_path_factory: pytest.TempPathFactory,
+        dataset: tuple[pathlib.Path, dict[str, Any]]) -> None:
+    """import-host --etl-command (SPEC 10.1): the host launches the ETL peer and keeps it running. Killed with calls in
+    hand, it is started again by the host, the calls it held go to the new one, and every file lands; the host's
+    shutdown stops the peer it launched."""
+    folder, manifest = dataset
+    host = ImportHost(tmp_path / "host", tmp_path_factory.getbasetemp(),
+                      "--etl-command", "node examples/etl-peer/etl-peer.mjs --delay-per-file-ms 20")
+    try:
+        first = host.wait_for_stats(lambda stats: stats["etl"]["connected"])["etl"]["supervised"]
+        assert first["state"] == "up" and first["restarts"] == 0
+        importing = Process(frontend_command("node", folder, host, "--json"))
+        host.wait_for_stats(lambda stats: stats["files"] >= 20)
+        os.kill(first["pid"], signal.SIGKILL)
+        status, lines = importing.finish(timeout=120)
+
+        assert status == 0, lines
+        result = json.loads(lines[-1])["result"]
+        assert_whole_import(host, result, manifest)
+        assert result["etlRetries"] >= 1
+        etl = host.call_ok("stats")["etl"]
+        assert etl["supervised"]["restarts"] == 1 and etl["supervised"]["state"] == "up"
+        assert etl["supervised"]["pid"] != first["pid"] and etl["connections"] == 2 and etl["connected"]
+        assert etl["retriedCalls"] == result["etlRetries"]
+        second = etl["supervised"]["pid"]
+    finally:
+        host.stop()
+    assert process_is_gone(second), "the host's shutdown stops the ETL peer it launched"
+
+
+def test_an_etl_command_that_keeps_failing_is_given_up_on_and_files_fail_etl_unavailable(
+        tmp_path: pathlib.Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """A launched ETL peer that exits at once is restarted with a backoff (0.25 s doubling) until it has restarted 5
+    times within a minute; then the host gives up on it, stats says why, and files fail etl_unavailable saying so."""
+    host = ImportHost(tmp_path / "host", tmp_path_factory.getbasetemp(),
+                      "--etl-command", "node -e 'process.exit(3)'", "--etl-timeout-ms", "500")
+    try:
+        supervised = host.wait_for_stats(lambda stats: stats["etl"]["supervised"]["state"] == "gave up")["etl"]["supervised"]
+        assert supervised["restarts"] == 5 and "pid" not in supervised
+        assert "exit code 3" in supervised["gaveUp"], supervised
+        result = host.call_ok("importFolder", {"path": str(small_folder(tmp_path))})
+        assert result["filesImported"] == 0
+        assert {error["kind"] for error in result["errors"]} == {"etl_unavailable"}
+        assert "the host gave up on peer 'etl'" in result["errors"][0]["message"], result["errors"][0]
+    finally:
+        host.stop()
+
+
 def start_watcher(host: ImportHost) -> Process:
     """A Node front-end that imports nothing and prints each catalogChanged (--watch), once it is subscribed."""
     watcher = Process(["node", "examples/frontends/import.mjs", "--watch", "--connect", str(host.connection_file)])

@@ -144,6 +144,20 @@ public final class Supervised: BridgeCaller, Sendable {
         try session.post(action, payload)
     }
 
+    /// The peer's current session, waiting up to `timeout` for the peer to be up (through a start or a restart). Calls
+    /// made on it go to that one process and fail with `peer_lost` once it is gone, where calls on the handle itself
+    /// wait for the next one: for a caller that decides itself whether to send a call again. Throws `timeout` when the
+    /// peer is not up in time, `peer_lost` once the host gave up on it or stopped it.
+    ///
+    /// For example:
+    /// ```swift
+    /// let session = try await etl.session(waitingUpTo: .seconds(5))
+    /// let rows = try await session.call(ImportFile.self, .init(path: "/data/a.csv"), timeout: .seconds(20))
+    /// ```
+    public func session(waitingUpTo timeout: Duration) async throws -> RemotePeer {
+        try await session(before: .now + timeout, timeout: timeout)
+    }
+
     /// The peer's session once it is up, waiting for it until `deadline`.
     private func session(before deadline: ContinuousClock.Instant, timeout: Duration) async throws -> RemotePeer {
         let id = UUID()

@@ -38,4 +38,15 @@ public struct SupervisedPeer: Sendable {
         self.executable = executable
         self.arguments = arguments
     }
+
+    /// A peer whose command is a line of shell, run as `/bin/sh -c 'exec COMMAND'`: `exec`, so that the signals the
+    /// host sends reach the program itself, not a shell waiting for it.
+    ///
+    /// For example:
+    /// ```swift
+    /// try host.supervise(.shell(name: "etl", command: "node etl-peer.mjs --allow-evaluate"))
+    /// ```
+    public static func shell(name: String, command: String) -> SupervisedPeer {
+        SupervisedPeer(name: name, executable: "/bin/sh", arguments: ["-c", "exec " + command])
+    }
 }

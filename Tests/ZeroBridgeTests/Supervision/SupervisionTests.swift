@@ -89,6 +89,23 @@ struct SupervisionTests {
         #expect(!Support.isRunning(secondPID))
     }
 
+    @Test("session(waitingUpTo:) is the process's own session: its calls fail peer_lost once that process is gone, and the next one is waited for")
+    func sessionOfOneProcess() async throws {
+        let (host, peer, firstPID) = try await Support.upPythonPeer("sessions", peer: { $0.backoff = .milliseconds(300) })
+        let first = try await peer.session(waitingUpTo: patience)
+        #expect(try await first.call("whoami", nil, timeout: patience)["pid"]?.intValue == Int(firstPID))
+        kill(firstPID, SIGKILL)
+        try await Support.wait(for: peer, "restarting") { if case .restarting = $0 { true } else { false } }
+        #expect(await bridgeError { _ = try await first.call("whoami", nil, timeout: patience) }?.code == .peerLost)
+        let second = try await peer.session(waitingUpTo: patience)
+        let secondPID = try #require(peer.pid)
+        #expect(secondPID != firstPID)
+        #expect(try await second.call("whoami", nil, timeout: patience)["pid"]?.intValue == Int(secondPID))
+        await peer.stop()
+        #expect(await bridgeError { _ = try await peer.session(waitingUpTo: patience) }?.code == .peerLost)
+        await host.shutdown()
+    }
+
     @Test("a stopped (SIGSTOP) peer misses heartbeats: it is found hung, SIGKILLed and started again")
     func hangIsDetected() async throws {
         let (host, sleepy, firstPID) = try await Support.upPythonPeer("sleepy", host: { $0.heartbeat = .milliseconds(400) },

@@ -165,6 +165,38 @@ struct Stats: BridgeAction {
         var retriedCalls: Int
         /// `$evaluate` calls made for the opt-in transform.
         var evaluations: Int
+        /// Set when the host launches the ETL peer and keeps it running (`--etl-command`).
+        var supervised: Supervision?
+    }
+
+    /// What the host's supervision of the ETL peer says (SPEC 10.1).
+    struct Supervision: Codable, Sendable {
+        enum State: String, Codable, Sendable, CaseIterable {
+            case starting, up, restarting, stopped
+            case gaveUp = "gave up"
+        }
+
+        var state: State
+        /// Its program's process id, while one runs.
+        var pid: Int?
+        /// How many times the host started it again after it exited, hung or was never welcomed.
+        var restarts: Int
+        /// Why the host gave up on it (it restarted too often), once it has.
+        var gaveUp: String?
+
+        init(_ state: Supervised.State, pid: Int32?, restarts: Int) {
+            switch state {
+            case .starting: self.state = .starting
+            case .up: self.state = .up
+            case .restarting: self.state = .restarting
+            case .gaveUp(let reason):
+                self.state = .gaveUp
+                gaveUp = reason
+            case .stopped: self.state = .stopped
+            }
+            self.pid = pid.map(Int.init)
+            self.restarts = restarts
+        }
     }
 
     struct FormatCount: Codable, Sendable {

@@ -6,8 +6,10 @@ import ZeroBridge
 /// (with a retry when the peer was lost holding the call), the opt-in `$evaluate` transform, and the counts `stats`
 /// shows.
 ///
-/// How the peer is reached is this type's one seam, ``locate``: today the ETL peer is started beside the host (by
-/// `make demo`, a test, or a person) and found by name among the connected peers, waiting for it to (re)connect.
+/// How the peer is reached is this type's one seam, ``locate``: the host launches the peer and keeps it running
+/// (``supervised(_:timeout:)``, `--etl-command`), or it is started beside the host by a person or a test and found by
+/// name among the connected peers (``connecting(to:name:timeout:)``). Either way a call waits for the peer to be up
+/// (again), up to the call's timeout.
 final class EtlPeer: Sendable {
     /// A caller for the ETL peer, waiting up to the given time for it to be connected; throws `timeout` when it is not.
     typealias Locate = @Sendable (_ waitingUpTo: Duration) async throws -> any BridgeCaller
@@ -18,6 +20,8 @@ final class EtlPeer: Sendable {
 
     let name: String
     let timeout: Duration
+    /// The host's handle to the peer when it launches it; nil for a peer started beside the host.
+    private let supervised: Supervised?
     private let locate: Locate
     private let counts = Mutex(Counts())
 
@@ -30,10 +34,20 @@ final class EtlPeer: Sendable {
         var evaluations = 0
     }
 
-    init(name: String, timeout: Duration, locate: @escaping Locate) {
+    private init(name: String, timeout: Duration, supervised: Supervised? = nil, locate: @escaping Locate) {
         self.name = name
         self.timeout = timeout
+        self.supervised = supervised
         self.locate = locate
+    }
+
+    /// The ETL peer as a program the host launches and restarts (SPEC 10.1): its session once it is up, waiting for
+    /// it through a start or a restart. A call the peer was lost holding fails `peer_lost` and is sent again to the
+    /// next one (``records(of:format:bytes:run:)``).
+    static func supervised(_ supervised: Supervised, timeout: Duration) -> EtlPeer {
+        EtlPeer(name: supervised.name, timeout: timeout, supervised: supervised) { wait in
+            try await supervised.session(waitingUpTo: wait)
+        }
     }
 
     /// The ETL peer as a named peer that connects to `host` by itself (started beside it): found among the
@@ -65,11 +79,22 @@ final class EtlPeer: Sendable {
     }
 
     func status(connected: Bool) -> Stats.EtlStatus {
-        counts.withLock { counts in
-            .init(peer: name, connected: connected, connections: counts.connections, filesSent: counts.filesSent,
-                  attachmentBytes: counts.attachmentBytes, attachmentBytesReceived: counts.attachmentBytesReceived,
-                  retriedCalls: counts.retriedCalls, evaluations: counts.evaluations)
+        var status = counts.withLock { counts in
+            Stats.EtlStatus(peer: name, connected: connected, connections: counts.connections, filesSent: counts.filesSent,
+                            attachmentBytes: counts.attachmentBytes, attachmentBytesReceived: counts.attachmentBytesReceived,
+                            retriedCalls: counts.retriedCalls, evaluations: counts.evaluations)
         }
+        if let supervised {
+            status.supervised = .init(supervised.state, pid: supervised.pid, restarts: supervised.restarts)
+        }
+        return status
+    }
+
+    /// Why no ETL peer could take a file, and what to do about it.
+    private func unavailable(within wait: Duration, _ error: Error) -> String {
+        let why = (error as? BridgeError)?.message ?? "\(error)"
+        let remedy = supervised == nil ? " (start one: node examples/etl-peer/etl-peer.mjs)" : ""
+        return "every file is parsed by the ETL peer '\(name)', and it was not up within \(wait): \(why)\(remedy)"
     }
 
     // MARK: One import
@@ -133,8 +158,7 @@ final class EtlPeer: Sendable {
                 run.update { $0.gaveUpWaiting = false }
             } catch {
                 run.update { $0.gaveUpWaiting = true }
-                return failure(.etlUnavailable, "every file is parsed by the ETL peer '\(name)', and none connected within "
-                               + "\(run.timeout) (start one: node examples/etl-peer/etl-peer.mjs)")
+                return failure(.etlUnavailable, unavailable(within: run.timeout, error))
             }
             do {
                 var records = try await importFile(file, format: format, bytes: bytes, on: caller, run: run)

@@ -25,6 +25,12 @@ struct ImportHostCommand: AsyncParsableCommand {
     @Option(help: "The name of the peer that parses the files (it serves importFile).")
     var etlPeer = "etl"
 
+    @Option(help: ArgumentHelp(
+        "Launch the ETL peer and keep it running (SPEC 10.1): COMMAND runs as /bin/sh -c 'exec COMMAND', for example 'node examples/etl-peer/etl-peer.mjs'. Without it, an ETL peer started beside the host connects by itself.",
+        discussion: "The peer finds this host through ZEROBRIDGE_CONNECTION_FILE and ZEROBRIDGE_PEER_NAME (--etl-peer) in its environment. It is restarted when it exits, hangs or is not welcomed within 10 s (backoff 0.25 s doubling to 8 s; after 5 restarts within 60 s the host gives up on it: stats says so, and files fail etl_unavailable), and stopped with the host (bye, SIGTERM, SIGKILL). Its output goes to the log at info (stdout) and warning (stderr).",
+        valueName: "COMMAND"))
+    var etlCommand: String?
+
     @Option(help: "How long one call to the ETL peer may take, in milliseconds, waiting for it to (re)connect included.")
     var etlTimeoutMs = 5000
 
@@ -48,6 +54,9 @@ struct ImportHostCommand: AsyncParsableCommand {
 
     func validate() throws {
         guard etlTimeoutMs > 0 else { throw ValidationError("--etl-timeout-ms must be positive") }
+        if let etlCommand, etlCommand.trimmingCharacters(in: .whitespaces).isEmpty {
+            throw ValidationError("--etl-command takes a command, for example 'node examples/etl-peer/etl-peer.mjs'")
+        }
         // The records of a file come back bigger than the file (its text twice: the body, and the fields): room for 3x.
         guard maxFileBytes > 0, maxFileBytes <= Self.maxMessageBytes / 3 else {
             throw ValidationError("--max-file-bytes must be between 1 and \(Self.maxMessageBytes / 3)")
@@ -75,7 +84,9 @@ struct ImportHostCommand: AsyncParsableCommand {
         configuration.drainTimeout = .seconds(2)
         let host = BridgeHost(configuration: configuration)
 
-        let etl = EtlPeer.connecting(to: host, name: etlPeer, timeout: .milliseconds(etlTimeoutMs))
+        let etl = try etlCommand.map { command in
+            EtlPeer.supervised(try host.supervise(.shell(name: etlPeer, command: command)), timeout: .milliseconds(etlTimeoutMs))
+        } ?? EtlPeer.connecting(to: host, name: etlPeer, timeout: .milliseconds(etlTimeoutMs))
         let importer = FolderImport(
             catalog: catalog, roots: try ImportRoots(importRoot.isEmpty ? ["."] : importRoot), maxFileBytes: maxFileBytes,
             etl: etl,
