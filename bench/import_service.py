@@ -3,9 +3,9 @@
     .venv/bin/python bench/import_service.py [--bin .build/release] [--files 2000] [--runs 3]
 
 Each run starts a fresh release `import-host` on a fresh database, with `--journal` (importFolder is a job: its
-progress and result are written to SQLite) or `--no-jobs` (an ordinary request), and its Node ETL peer; a Python
-peer then imports the same generated folder once and the run's files per second are counted from the caller's
-side (start to result, so the job's own start and attach are included). The modes alternate, so a machine that
+progress and result are written to SQLite) or `--no-jobs` (an ordinary request), launching its Node ETL peer
+(`--etl-command`); once the peer is up, a Python peer imports the same generated folder once and the run's files per
+second are counted from the caller's side (start to result, so the job's own start and attach are included). The modes alternate, so a machine that
 gets busier or quieter drifts both alike; the best run of each mode is kept. `make bench` runs this too.
 """
 
@@ -34,8 +34,7 @@ class ImportService:
         self.processes: list[subprocess.Popen[str]] = []
         self._start([str(bin_dir / "import-host"), "--database", str(folder / "import.sqlite"),
                      "--connection-file", str(self.connection_file), "--import-root", str(data),
-                     *MODES[mode](folder)], "zerobridge ready ")
-        self._start(["node", "examples/etl-peer/etl-peer.mjs", "--connect", str(self.connection_file)], "etl ready")
+                     "--etl-command", "node examples/etl-peer/etl-peer.mjs", *MODES[mode](folder)], "zerobridge ready ")
 
     def _start(self, command: list[str], ready: str) -> None:
         process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
@@ -60,6 +59,11 @@ async def import_once(connection_file: Path, data: Path) -> dict[str, Any]:
     import zerobridge
 
     async with zerobridge.connect(str(connection_file), name="bench-import") as peer:
+        deadline = time.monotonic() + 60
+        while not (await peer.call("stats"))["etl"]["connected"]:  # the host launched it; not timed
+            if time.monotonic() > deadline:
+                raise RuntimeError("the ETL peer the host launched was not up within 60 s")
+            await asyncio.sleep(0.05)
         started = time.perf_counter()
         result = await peer.call("importFolder", {"path": str(data)}, timeout=None)
         seconds = time.perf_counter() - started

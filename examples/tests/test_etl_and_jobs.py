@@ -10,7 +10,7 @@ import pathlib
 import signal
 import subprocess
 import time
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 
@@ -42,21 +42,32 @@ def test_file_bytes_reach_the_etl_peer_as_attachments(host_with_etl: ImportHost,
                    "attachmentBytes": expected, "attachmentBytesReceived": expected, "retriedCalls": 0, "evaluations": 0}
 
 
+def import_killing_the_etl_peer(host: ImportHost, folder: pathlib.Path, manifest: dict[str, Any],
+                                kill: Callable[[], None]) -> dict[str, Any]:
+    """Imports the folder through the Node front-end, runs `kill` once 20 files are in, and checks that every file
+    landed all the same, a call lost with the peer sent again; returns the import's result."""
+    importing = Process(frontend_command("node", folder, host, "--json"))
+    host.wait_for_stats(lambda stats: stats["files"] >= 20)
+    kill()
+    status, lines = importing.finish(timeout=120)
+    assert status == 0, lines
+    result: dict[str, Any] = json.loads(lines[-1])["result"]
+    assert_whole_import(host, result, manifest)
+    assert result["etlRetries"] >= 1
+    return result
+
+
 def test_the_etl_peer_killed_mid_import_comes_back_and_every_file_lands(
         host: ImportHost, dataset: tuple[pathlib.Path, dict[str, Any]]) -> None:
     folder, manifest = dataset
     # Each file held 20 ms, so that the peer always has calls in hand when it is killed.
     host.start_etl("--delay-per-file-ms", "20")
-    importing = Process(frontend_command("node", folder, host, "--json"))
-    host.wait_for_stats(lambda stats: stats["files"] >= 20)
-    host.kill_etl()
-    host.start_etl()
-    status, lines = importing.finish(timeout=120)
 
-    assert status == 0, lines
-    result = json.loads(lines[-1])["result"]
-    assert_whole_import(host, result, manifest)
-    assert result["etlRetries"] >= 1
+    def kill_and_start_again() -> None:
+        host.kill_etl()
+        host.start_etl()
+
+    result = import_killing_the_etl_peer(host, folder, manifest, kill_and_start_again)
     etl = host.call_ok("stats")["etl"]
     assert etl["connections"] == 2 and etl["connected"]
     assert etl["retriedCalls"] == result["etlRetries"]
@@ -85,15 +96,7 @@ def test_the_host_launches_the_etl_peer_and_restarts_it_when_it_is_killed_mid_im
     try:
         first = host.wait_for_stats(lambda stats: stats["etl"]["connected"])["etl"]["supervised"]
         assert first["state"] == "up" and first["restarts"] == 0
-        importing = Process(frontend_command("node", folder, host, "--json"))
-        host.wait_for_stats(lambda stats: stats["files"] >= 20)
-        os.kill(first["pid"], signal.SIGKILL)
-        status, lines = importing.finish(timeout=120)
-
-        assert status == 0, lines
-        result = json.loads(lines[-1])["result"]
-        assert_whole_import(host, result, manifest)
-        assert result["etlRetries"] >= 1
+        result = import_killing_the_etl_peer(host, folder, manifest, lambda: os.kill(first["pid"], signal.SIGKILL))
         etl = host.call_ok("stats")["etl"]
         assert etl["supervised"]["restarts"] == 1 and etl["supervised"]["state"] == "up"
         assert etl["supervised"]["pid"] != first["pid"] and etl["connections"] == 2 and etl["connected"]
