@@ -5,8 +5,9 @@
 Each run starts a fresh release `import-host` on a fresh database, with `--journal` (importFolder is a job: its
 progress and result are written to SQLite) or `--no-jobs` (an ordinary request), launching its Node ETL peer
 (`--etl-command`); once the peer is up, a Python peer imports the same generated folder once and the run's files per
-second are counted from the caller's side (start to result, so the job's own start and attach are included). The modes alternate, so a machine that
-gets busier or quieter drifts both alike; the best run of each mode is kept. `make bench` runs this too.
+second are counted from the caller's side (start to result, so the job's own start and attach are included). The
+modes alternate, so a machine that gets busier or quieter drifts both alike; the best run of each mode is kept.
+`make bench` runs this too.
 """
 
 from __future__ import annotations

@@ -125,6 +125,16 @@ def test_an_etl_command_that_keeps_failing_is_given_up_on_and_files_fail_etl_una
         host.stop()
 
 
+@pytest.mark.parametrize(("option", "says"), [
+    (["--etl-command", "   "], "--etl-command takes a command"),
+    (["--etl-peer", ""], "--etl-peer takes a name of 1 to 128 characters"),
+    (["--etl-peer", "x" * 129], "--etl-peer takes a name of 1 to 128 characters"),
+])
+def test_a_malformed_etl_option_is_refused_at_start(option: list[str], says: str) -> None:
+    refused = subprocess.run([str(IMPORT_HOST), *option], capture_output=True, text=True, timeout=60)
+    assert refused.returncode != 0 and says in refused.stderr, refused.stderr
+
+
 def start_watcher(host: ImportHost) -> Process:
     """A Node front-end that imports nothing and prints each catalogChanged (--watch), once it is subscribed."""
     watcher = Process(["node", "examples/frontends/import.mjs", "--watch", "--connect", str(host.connection_file)])

@@ -157,9 +157,10 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
     public var welcome: Welcome? { welcomed.withLock { $0.welcome } }
 
     /// Says `hello` and waits for the host's `welcome`; throws `timeout` if the host does not answer in time
-    /// (the peer keeps trying in the background).
+    /// (the peer keeps trying in the background), and at once why the peer closed once it has (``closed()``).
     @discardableResult
     public func connect(timeout: Duration = .seconds(10)) async throws -> Welcome {
+        if let reason = ending.withLock({ $0.reason }) { throw reason }
         let id = UUID()
         return try await withCheckedThrowingContinuation { continuation in
             let ready = welcomed.withLock { state -> Welcome? in

@@ -87,6 +87,8 @@ struct SupervisedConfigurationTests {
         #expect(reason.code == .peerLost && reason.message.contains("bye"))
         #expect(await bridgeError { try await launched.call("echo", 2) } != nil)
         #expect(await bridgeError { try await launched.connect(timeout: .milliseconds(200)) } != nil)
+        // Closed for good: connecting again fails at once with why, never after its own timeout.
+        #expect(await bridgeError { try await launched.connect(timeout: patience) }?.code == .peerLost)
 
         await ordinary.close()
         #expect(await ordinary.closed().code == .cancelled)

@@ -90,11 +90,11 @@ final class EtlPeer: Sendable {
         return status
     }
 
-    /// Why no ETL peer could take a file, and what to do about it.
-    private func unavailable(within wait: Duration, _ error: Error) -> String {
+    /// Why no ETL peer could take a file (the error says how long it was waited for), and what to do about it.
+    private func unavailable(_ error: Error) -> String {
         let why = (error as? BridgeError)?.message ?? "\(error)"
         let remedy = supervised == nil ? " (start one: node examples/etl-peer/etl-peer.mjs)" : ""
-        return "every file is parsed by the ETL peer '\(name)', and it was not up within \(wait): \(why)\(remedy)"
+        return "every file is parsed by the ETL peer '\(name)', which is not available: \(why)\(remedy)"
     }
 
     // MARK: One import
@@ -158,7 +158,7 @@ final class EtlPeer: Sendable {
                 run.update { $0.gaveUpWaiting = false }
             } catch {
                 run.update { $0.gaveUpWaiting = true }
-                return failure(.etlUnavailable, unavailable(within: run.timeout, error))
+                return failure(.etlUnavailable, unavailable(error))
             }
             do {
                 var records = try await importFile(file, format: format, bytes: bytes, on: caller, run: run)

@@ -54,6 +54,7 @@ struct ImportHostCommand: AsyncParsableCommand {
 
     func validate() throws {
         guard etlTimeoutMs > 0 else { throw ValidationError("--etl-timeout-ms must be positive") }
+        guard (1...128).contains(etlPeer.count) else { throw ValidationError("--etl-peer takes a name of 1 to 128 characters") }
         if let etlCommand, etlCommand.trimmingCharacters(in: .whitespaces).isEmpty {
             throw ValidationError("--etl-command takes a command, for example 'node examples/etl-peer/etl-peer.mjs'")
         }
