@@ -108,6 +108,25 @@ struct SecurityTests {
         #expect(!BridgeHost.isTCPOffLoopback("ipc:///tmp/x"))
     }
 
+    @Test("an abstract ipc socket (ipc://@) without a key or CURVE is served with a warning that any local user can connect; with a key, without one")
+    func abstractIPCWarns() async throws {
+        let log = CapturedLog()
+        let endpoint = "ipc://@zb-abstract-\(UUID().uuidString.prefix(8))"
+        let open = try startConformanceHost { $0.endpoint = endpoint; $0.logger = log.logger("host") }
+        #expect(open.boundEndpoint == endpoint)
+        let peer = try await connectPeer(open)  // it serves: the warning is not a refusal
+        await peer.close()
+        await open.shutdown()
+        #expect(log.text.contains("abstract ipc socket (ipc://@) without a key or CURVE: any local user can connect"), "\(log.text)")
+        #expect(!FileManager.default.fileExists(atPath: String(endpoint.dropFirst("ipc://".count))), "no file is made for it")
+
+        let keyedLog = CapturedLog()
+        let keyed = try startConformanceHost { $0.endpoint = endpoint; $0.signing = .key(.generate()); $0.logger = keyedLog.logger("host") }
+        await keyed.shutdown()
+        #expect(!keyedLog.text.contains("any local user can connect"), "\(keyedLog.text)")
+        #expect(BridgeHost.isAbstractIPC("ipc://@name") && !BridgeHost.isAbstractIPC("ipc:///tmp/@name"))
+    }
+
     @Test("resume tokens never reach the logs, at any level")
     func tokensNotLogged() async throws {
         let log = CapturedLog()
