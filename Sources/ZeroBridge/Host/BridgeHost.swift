@@ -456,7 +456,7 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
             : keyed!.receive(on: routingID, frame0: frames[1].bytes, frames: body, now: Int64(WallClock.milliseconds)) {
                 (try? JSONValue.parse(body[0]))?["type"] == "hello"
             }
-        guard case .refused(let reason) = verdict else { return true }
+        guard case .refused(let reason, let clockSkewMs) = verdict else { return true }
         refusedCount.add(1, ordering: .relaxed)
         let now = ContinuousClock.now
         let level: Logger.Level = now - lastRefusalWarning >= .seconds(1) ? .warning : .debug
@@ -464,7 +464,8 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
         configuration.logger.log(level: level, "message refused: \(reason)",
                                  metadata: ["connection": "\(Signature.hex(routingID))", "refused_so_far": "\(refusedMessages)"])
         let session = sessions[routingID] ?? openSession(routingID, peerKey: nil)
-        let answer = Message.response(.init(id: nil, outcome: .failure(BridgeError(.unauthorized, reason))))
+        let data: JSONValue? = clockSkewMs.map { ["clock_skew_ms": .int(Int($0)), "window_ms": .int(Int(ClockSkew.windowMs))] }
+        let answer = Message.response(.init(id: nil, outcome: .failure(BridgeError(.unauthorized, reason, data: data))))
         socketThread!.send(answer.frames(), after: [routingID, []], via: session.link.outbox)
         return false
     }
