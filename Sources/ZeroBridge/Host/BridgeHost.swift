@@ -652,6 +652,7 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
     }
 
     /// Binds; an `ipc://` socket file is created with mode 0600, so that other local users cannot connect (SPEC 2.1).
+    /// An abstract socket (`ipc://@name`) has no file to protect: `start()` warns about it instead.
     /// libzmq creates the file inside `zmq_bind`, on this thread, so the umask set around the call applies to it.
     private static func bindPrivately(_ socket: Socket, _ endpoint: String) throws {
         guard endpoint.hasPrefix("ipc://"), !isAbstractIPC(endpoint) else { return try socket.bind(endpoint) }
