@@ -1,9 +1,11 @@
-"""Files that hold a secret (issue 22): the connection file and the CURVE secret key file are readable by their
-owner only from their first byte, and a secret key file others may read is refused, with how to fix it."""
+"""Other local users (issue 22): files that hold a secret (the connection file, the CURVE secret key file) are
+readable by their owner only from their first byte, a secret key file others may read is refused with how to fix it,
+and a host on an abstract ipc socket, which any local user can reach, says so."""
 
 from __future__ import annotations
 
 import json
+import secrets
 import os
 import shutil
 import stat
@@ -153,3 +155,13 @@ def test_the_python_peer_creates_its_secret_key_file_owner_only(tmp_path: Path) 
     assert key_file.read_text().strip() == secret
     assert curve.load_secret_key_file(key_file) == (public, secret)
     assert [p.name for p in tmp_path.iterdir()] == ["new.key"]  # no temporary file left behind
+
+
+def test_a_host_on_an_abstract_ipc_socket_without_a_key_warns_that_any_local_user_can_connect(ipc_dir: Path) -> None:
+    warning = "abstract ipc socket (ipc://@) without a key or CURVE: any local user can connect"
+    open_host = HostProcess(f"ipc://@zb-abstract-{secrets.token_hex(6)}")
+    assert warning in open_host.stderr_text(), open_host.stderr_text()
+    open_host.stop()
+    keyed = HostProcess(f"ipc://@zb-abstract-{secrets.token_hex(6)}", "--connection-file", str(ipc_dir / "host.json"))
+    assert warning not in keyed.stderr_text(), keyed.stderr_text()
+    keyed.stop()
