@@ -91,7 +91,7 @@ def load_secret_key_file(path: str | os.PathLike[str]) -> tuple[str, str]:
     except FileNotFoundError:
         public_bytes, secret_bytes = zmq.curve_keypair()
         try:
-            write_secret_file(where, secret_bytes + b"\n")
+            _write_secret_file(where, secret_bytes + b"\n")
         except OSError as error:
             raise ValueError(f"cannot create the CURVE secret key file {where!r}: {error}") from None
         log.info("created the CURVE secret key file %s (public key %s)", where, public_bytes.decode("ascii"))
@@ -116,7 +116,7 @@ def load_secret_key_file(path: str | os.PathLike[str]) -> tuple[str, str]:
     return public, text
 
 
-def write_secret_file(path: str, data: bytes) -> None:
+def _write_secret_file(path: str, data: bytes) -> None:
     """Replace ``path`` with ``data``, readable by its owner only from the first byte: a new file beside it created
     mode 0600 (never following a link, never reusing a file), flushed, renamed over ``path``, and the folder
     flushed; the temporary file is removed on failure. (As ZeroBridge's Swift ``SecretFile.write``.)"""
