@@ -20,7 +20,11 @@ package enum SecretFile {
         var written = 0
         while failure == nil, written < contents.count {
             let count = contents.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress! + written, $0.count - written) }
-            if count > 0 { written += count } else if count < 0, errno != EINTR { failure = Failure("cannot write \(temporary)", errno: errno) }
+            if count > 0 {
+                written += count
+            } else if count == 0 || errno != EINTR {  // a regular file never takes 0 bytes: do not spin on it
+                failure = Failure("cannot write \(temporary)", errno: count == 0 ? EIO : errno)
+            }
         }
         if failure == nil, fsync(descriptor) != 0 { failure = Failure("cannot flush \(temporary)", errno: errno) }
         if close(descriptor) != 0, failure == nil { failure = Failure("cannot close \(temporary)", errno: errno) }
@@ -31,8 +35,8 @@ package enum SecretFile {
         }
         // The rename is durable once the folder is flushed; a file system that cannot flush a folder loses nothing
         // it has not already written, so that failure is not the caller's.
-        let folder = open((path as NSString).deletingLastPathComponent.isEmpty ? "." : (path as NSString).deletingLastPathComponent,
-                          O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        let parent = (path as NSString).deletingLastPathComponent
+        let folder = open(parent.isEmpty ? "." : parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         if folder >= 0 {
             _ = fsync(folder)
             close(folder)
