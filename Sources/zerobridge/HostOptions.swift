@@ -33,6 +33,16 @@ struct HostOptions: ParsableArguments {
         }
     }
 
+    /// What to check when the host refused this command's messages for their key (not for a clock skew, which the
+    /// peer's message names).
+    private func hint(for error: BridgeError) -> String {
+        guard error.code == .unauthorized, error.data?["clock_skew_ms"] == nil else { return "" }
+        if let connectionFile {
+            return "\nhint: \(connectionFile) must be the connection file of the host running now (a host writes a new key each time it starts)"
+        }
+        return "\nhint: this host requires a key: give its connection file (--connection-file) instead of --endpoint"
+    }
+
     /// A peer named `name`, welcomed by the host (logging errors only). A host that does not welcome it within
     /// `timeout` fails it with a BridgeError saying so; the peer is closed then.
     func connectedPeer(name: String, timeout: Duration = .seconds(5)) async throws -> BridgePeer {
@@ -46,7 +56,7 @@ struct HostOptions: ParsableArguments {
             return peer
         } catch let error as BridgeError {
             await peer.close()
-            throw BridgeError(error.code, "no welcome from \(configuration.endpoint): \(error.message)")
+            throw BridgeError(error.code, "no welcome from \(configuration.endpoint): \(error.message)\(hint(for: error))")
         }
     }
 }

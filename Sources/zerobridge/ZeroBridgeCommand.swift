@@ -124,13 +124,20 @@ enum CurveKeys {
     static func load(orCreate path: String) throws -> CurveKeyPair {
         guard FileManager.default.fileExists(atPath: path) else {
             let keyPair = try CurveKeyPair.generate()
-            guard FileManager.default.createFile(atPath: path, contents: Data((keyPair.secretKey + "\n").utf8),
-                                                 attributes: [.posixPermissions: 0o600]) else {
-                throw ValidationError("cannot create the CURVE secret key file \(path)")
+            do {
+                try SecretFile.write(Array((keyPair.secretKey + "\n").utf8), to: path)
+            } catch {
+                throw ValidationError("cannot create the CURVE secret key file: \(error)")
             }
             return keyPair
         }
-        let text = try String(contentsOfFile: path, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        let bytes: [UInt8]
+        do {
+            bytes = try SecretFile.read(path, what: "CURVE secret key file")
+        } catch {
+            throw ValidationError(error.description)
+        }
+        let text = String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         guard isKey(text), let publicKey = try? CurveKeyPair.publicKey(forSecretKey: text) else {
             throw ValidationError("\(path) does not hold a CURVE secret key (40 characters of Z85)")
         }

@@ -180,6 +180,11 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
             case .none: nil
             case .key(let key): key
             }
+            // An abstract socket has no file, so no permissions: unlike a path socket, it keeps no local user out.
+            if configuration.curve == nil, key == nil, Self.isAbstractIPC(endpoint) {
+                configuration.logger.warning("listening on an abstract ipc socket (ipc://@) without a key or CURVE: any local user can connect; use an ipc:// path, a connection file (key) or CURVE",
+                                             metadata: ["endpoint": "\(endpoint)"])
+            }
             // Jobs a killed host left running are resumed or interrupted before anything is served (SPEC 7.16).
             try jobs.withLock { $0 }?.recoverNow()
             keyed = key.map(KeyedConnections.init(key:))
@@ -451,7 +456,7 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
             : keyed!.receive(on: routingID, frame0: frames[1].bytes, frames: body, now: Int64(WallClock.milliseconds)) {
                 (try? JSONValue.parse(body[0]))?["type"] == "hello"
             }
-        guard case .refused(let reason) = verdict else { return true }
+        guard case .refused(let reason, let clockSkewMs) = verdict else { return true }
         refusedCount.add(1, ordering: .relaxed)
         let now = ContinuousClock.now
         let level: Logger.Level = now - lastRefusalWarning >= .seconds(1) ? .warning : .debug
@@ -459,7 +464,8 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
         configuration.logger.log(level: level, "message refused: \(reason)",
                                  metadata: ["connection": "\(Signature.hex(routingID))", "refused_so_far": "\(refusedMessages)"])
         let session = sessions[routingID] ?? openSession(routingID, peerKey: nil)
-        let answer = Message.response(.init(id: nil, outcome: .failure(BridgeError(.unauthorized, reason))))
+        let data: JSONValue? = clockSkewMs.map { ["clock_skew_ms": .int(Int($0)), "window_ms": .int(Int(ClockSkew.windowMs))] }
+        let answer = Message.response(.init(id: nil, outcome: .failure(BridgeError(.unauthorized, reason, data: data))))
         socketThread!.send(answer.frames(), after: [routingID, []], via: session.link.outbox)
         return false
     }
@@ -646,9 +652,10 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
     }
 
     /// Binds; an `ipc://` socket file is created with mode 0600, so that other local users cannot connect (SPEC 2.1).
+    /// An abstract socket (`ipc://@name`) has no file to protect: `start()` warns about it instead.
     /// libzmq creates the file inside `zmq_bind`, on this thread, so the umask set around the call applies to it.
     private static func bindPrivately(_ socket: Socket, _ endpoint: String) throws {
-        guard endpoint.hasPrefix("ipc://") else { return try socket.bind(endpoint) }
+        guard endpoint.hasPrefix("ipc://"), !isAbstractIPC(endpoint) else { return try socket.bind(endpoint) }
         let previous = umask(0o077)
         defer { umask(previous) }
         try socket.bind(endpoint)
@@ -663,6 +670,9 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
         let host = address.trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
         return !(host == "localhost" || host == "::1" || host.hasPrefix("127."))
     }
+
+    /// `ipc://@name`: Linux's abstract namespace, a socket without a file in the file system.
+    static func isAbstractIPC(_ endpoint: String) -> Bool { endpoint.hasPrefix("ipc://@") }
 
     /// Each peer connection takes a file descriptor: the soft limit (often 1024) goes up to the hard one.
     private static func raiseOpenFileLimit(logger: Logger) {

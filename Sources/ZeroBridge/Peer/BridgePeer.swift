@@ -93,7 +93,8 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
     private struct Greeting {
         var welcome: Welcome?
         var waiters: [UUID: CheckedContinuation<Welcome, Error>] = [:]
-        /// The host refused the name since the peer last started connecting (SPEC 6, Names): why connecting failed.
+        /// The host refused the name (SPEC 6, Names) or this peer's messages (`unauthorized`, SPEC 3.1) since the peer
+        /// last started connecting: why connecting failed.
         var refusal: BridgeError?
     }
 
@@ -266,7 +267,17 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
     }
 
     private func received(_ frames: [Frame]) {
-        if let signing, frames.count >= 2, !signing.accept(frames, logger: configuration.logger) { return }
+        if let signing, frames.count >= 2 {
+            switch signing.accept(frames, logger: configuration.logger) {
+            case .accepted: break
+            case .dropped: return
+            case .refusedByHost(let error):
+                // Why connecting fails if no welcome comes in time (not at once: the answer is unsigned). The first
+                // refusal names the cause; the hellos retried on the refused channel are refused for being on it.
+                if welcome == nil { welcomed.withLock { if $0.refusal?.code != .unauthorized { $0.refusal = error } } }
+                return
+            }
+        }
         guard let message = link.read(frames[...], maxBytes: configuration.maxMessageBytes) else { return }
         switch message {
         case .welcome(let message):
@@ -291,6 +302,12 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
         case .hello:
             link.answer(nil, BridgeError(.badMessage, "'hello' is sent by a peer, not to it"))
         case .response(let response) where response.id == nil && welcome == nil:
+            if case .failure(let error) = response.outcome, error.code == .unauthorized {
+                // A peer without a key (with one, the signing check above takes the answer) at a keyed host.
+                welcomed.withLock { $0.refusal = BridgeError(.unauthorized, "the host refused this peer's messages as "
+                    + "unauthorized (\(error.message)): it requires a key; connect through its connection file") }
+                return link.receive(message)
+            }
             guard case .failure(let error) = response.outcome, error.code == .nameTaken else { return link.receive(message) }
             // Not yet: another live session holds the name. The tick says hello again; connect() fails with this
             // only when its timeout passes.
@@ -385,21 +402,29 @@ private final class PeerSigning: @unchecked Sendable {
         return channel.opening(frames, ms: Int64(WallClock.milliseconds))
     }
 
-    /// Whether a message from the host is signed for this channel. An unsigned `unauthorized` answer is logged;
-    /// anything else refused is dropped without an answer.
-    func accept(_ frames: [Frame], logger: Logger) -> Bool {
-        let body = frames.dropFirst().map(\.bytes)
-        if channel.accept(frames[0].bytes, body) { return true }
-        if frames[0].count == 0, let answer = try? JSONValue.parse(body[0]), answer["type"] == "response",
-           answer["id"] == .null, answer["error"]?["code"] == "unauthorized" {
-            return refuse("the host refused a message: \(answer["error"]?["message"]?.stringValue ?? "")", logger)
-        }
-        return refuse(frames[0].count == 0 ? "an unsigned message" : "a wrong or replayed signature", logger)
+    enum Verdict {
+        case accepted
+        case dropped
+        /// The host's unsigned `unauthorized` answer: why it refused this peer's messages, and the likely cause.
+        case refusedByHost(BridgeError)
     }
 
-    private func refuse(_ reason: String, _ logger: Logger) -> Bool {
+    /// Whether a message from the host is signed for this channel. An unsigned `unauthorized` answer is logged and
+    /// said why (it is unsigned, so it is only believed as a diagnostic); anything else refused is dropped.
+    func accept(_ frames: [Frame], logger: Logger) -> Verdict {
+        let body = frames.dropFirst().map(\.bytes)
+        if channel.accept(frames[0].bytes, body) { return .accepted }
         refused.add(1, ordering: .relaxed)
-        logger.warning("message from the host not processed: \(reason)")
-        return false
+        if frames[0].count == 0, let answer = try? JSONValue.parse(body[0]), answer["type"] == "response",
+           answer["id"] == .null, answer["error"]?["code"] == "unauthorized" {
+            let cause = ClockSkew.diagnosis(of: answer["error"]) ?? "is the key the host's?"
+            let error = BridgeError(.unauthorized, "the host refused this peer's messages as unauthorized "
+                                    + "(\(answer["error"]?["message"]?.stringValue ?? "")): \(cause)",
+                                    data: answer["error"]?["data"])
+            logger.warning("message from the host not processed: \(error.message)")
+            return .refusedByHost(error)
+        }
+        logger.warning("message from the host not processed: \(frames[0].count == 0 ? "an unsigned message" : "a wrong or replayed signature")")
+        return .dropped
     }
 }

@@ -69,12 +69,9 @@ public struct ConnectionFile: Sendable, Equatable {
         return .object(fields)
     }
 
-    /// Creates the file at `path` with mode 0600 from the start (it may carry a key); fails if it cannot.
+    /// Creates the file at `path` with mode 0600 from its first byte (it may carry a key); fails if it cannot.
     func write(to path: String) throws {
-        guard FileManager.default.createFile(atPath: path, contents: Data(json.serialized()),
-                                             attributes: [.posixPermissions: 0o600]) else {
-            throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: path])
-        }
+        try SecretFile.write(json.serialized(), to: path)
     }
 
     private static let z85 = Set("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#".unicodeScalars)

@@ -209,7 +209,9 @@ struct KeyedConnections {
 
     enum Verdict: Equatable {
         case accepted
-        case refused(String)
+        /// Why it is not processed; for an opening refused only for its clock, how far it is from the host's
+        /// (its ms minus the host's clock), which the refusal carries so the peer can name the real cause.
+        case refused(String, clockSkewMs: Int64? = nil)
     }
 
     /// Checks a message that arrived on `connection`. `isHello` tells whether its body is a `hello` (asked only for
@@ -226,8 +228,13 @@ struct KeyedConnections {
             return .refused("wrong signature")
         }
         guard isHello() else { return .refused("an opening signature on a message that is not hello") }
+        let skew = ms - now
+        guard abs(skew) <= OpeningHistory.clockBound else {
+            return .refused("the opening hello's clock is \(ClockSkew.describe(skew)) the host's, more than the "
+                            + "\(OpeningHistory.clockBound / 1000) s window: are both clocks set right?", clockSkewMs: skew)
+        }
         guard history.accept(nonce: nonce, ms: ms, now: now) else {
-            return .refused("an opening replayed, or its clock more than 300 s from the host's")
+            return .refused("an opening replayed")
         }
         channels[connection] = .host(key, nonce: nonce)
         return .accepted
@@ -247,5 +254,29 @@ struct KeyedConnections {
         case .opening?: "a second opening on a connection whose channel is open"
         case .message?: "wrong signature, or a replayed or reordered counter"
         }
+    }
+}
+
+/// Words for a clock skew (SPEC 3.1): the host's refusal of an opening outside the window, and the peer's diagnostic.
+enum ClockSkew {
+    static let windowMs = OpeningHistory.clockBound
+
+    /// "400 s ahead of" or "400 s behind" for `skew` = the peer's clock minus the host's, in milliseconds; to the
+    /// millisecond when whole seconds would hide that it is past the window.
+    static func describe(_ skew: Int64) -> String {
+        "\(amount(skew)) \(skew > 0 ? "ahead of" : "behind")"
+    }
+
+    static func amount(_ skew: Int64) -> String {
+        let seconds = (skew.magnitude + 500) / 1000
+        return seconds * 1000 <= windowMs.magnitude ? "\(skew.magnitude) ms" : "\(seconds) s"
+    }
+
+    /// The peer's diagnostic for a refusal that carries `data.clock_skew_ms`; nil for one that does not.
+    static func diagnosis(of refusal: JSONValue?) -> String? {
+        guard let skew = refusal?["data"]?["clock_skew_ms"]?.intValue else { return nil }
+        let window = refusal?["data"]?["window_ms"]?.intValue ?? Int(windowMs)
+        return "the host's clock and this peer's differ by \(amount(Int64(skew))) (this peer's is \(skew > 0 ? "ahead" : "behind")), "
+            + "more than the \(window / 1000) s window for an opening hello: set both clocks right (NTP)"
     }
 }

@@ -139,9 +139,44 @@ struct KeyedConnectionTests {
         var configuration = BridgePeer.Configuration(endpoint: host.boundEndpoint!, name: "guesser")
         configuration.key = .generate()
         let peer = try BridgePeer(configuration: configuration)
-        #expect(await bridgeError { try await peer.connect(timeout: .seconds(2)) }?.code == .timeout)
+        let error = await bridgeError { try await peer.connect(timeout: .seconds(2)) }
+        #expect(error?.code == .unauthorized, "the host answered: not a timeout")
+        #expect(error?.message == "the host refused this peer's messages as unauthorized (wrong signature): is the key the host's?")
         #expect(try await eventually { peer.refusedMessages > 0 && host.refusedMessages > 0 })
         await peer.close()
+
+        var keyless = BridgePeer.Configuration(endpoint: host.boundEndpoint!, name: "keyless")
+        keyless.key = nil
+        let plain = try BridgePeer(configuration: keyless)
+        let refused = await bridgeError { try await plain.connect(timeout: .seconds(2)) }
+        #expect(refused?.code == .unauthorized)
+        #expect(refused?.message.contains("it requires a key; connect through its connection file") == true, "\(refused?.message ?? "")")
+        await plain.close()
+        await host.shutdown()
+    }
+
+    @Test("an opening 400 s off the host's clock is refused with the skew in error.data and a message naming it; the peer's diagnosis names the skew, not the key")
+    func clockSkew() async throws {
+        let (host, key) = try Self.keyedHost()
+        for offset: Int64 in [400_000, -400_000] {
+            let peer = try SigningPeer(host.boundEndpoint!, key: key)
+            try peer.open(["v": 1, "type": "hello", "peer": "skewed"], ms: Int64(WallClock.milliseconds) + offset)
+            let answer = try #require(try await peer.receive())
+            #expect(!answer.signed && answer.body["error"]?["code"] == "unauthorized")
+            let skew = try #require(answer.body["error"]?["data"]?["clock_skew_ms"]?.intValue)
+            #expect(abs(Int64(skew) - offset) < 60_000, "skew \(skew) for an offset of \(offset)")
+            #expect(answer.body["error"]?["data"]?["window_ms"] == 300_000)
+            let message = answer.body["error"]?["message"]?.stringValue ?? ""
+            #expect(message.hasPrefix("the opening hello's clock is 400 s \(offset > 0 ? "ahead of" : "behind") the host's, more than the 300 s window"), "\(message)")
+            let diagnosis = try #require(ClockSkew.diagnosis(of: answer.body["error"]))
+            #expect(diagnosis.hasPrefix("the host's clock and this peer's differ by 400 s (this peer's is \(offset > 0 ? "ahead" : "behind"))"), "\(diagnosis)")
+        }
+        // A replay or a wrong key carries no skew: only the clock is reported as the clock.
+        let guesser = try SigningPeer(host.boundEndpoint!, key: .generate())
+        try guesser.open(["v": 1, "type": "hello", "peer": "guesser"])
+        let wrong = try #require(try await guesser.receive())
+        #expect(wrong.body["error"]?["data"] == nil && ClockSkew.diagnosis(of: wrong.body["error"]) == nil)
+        #expect(ClockSkew.amount(300_001) == "300001 ms" && ClockSkew.amount(-400_499) == "400 s")
         await host.shutdown()
     }
 

@@ -108,6 +108,53 @@ struct SecurityTests {
         #expect(!BridgeHost.isTCPOffLoopback("ipc:///tmp/x"))
     }
 
+    @Test("an abstract ipc socket (ipc://@) without a key or CURVE is served with a warning that any local user can connect; with a key, without one")
+    func abstractIPCWarns() async throws {
+        let log = CapturedLog()
+        let endpoint = "ipc://@zb-abstract-\(UUID().uuidString.prefix(8))"
+        let open = try startConformanceHost { $0.endpoint = endpoint; $0.logger = log.logger("host") }
+        #expect(open.boundEndpoint == endpoint)
+        let peer = try await connectPeer(open)  // it serves: the warning is not a refusal
+        await peer.close()
+        await open.shutdown()
+        #expect(log.text.contains("abstract ipc socket (ipc://@) without a key or CURVE: any local user can connect"), "\(log.text)")
+        #expect(!FileManager.default.fileExists(atPath: String(endpoint.dropFirst("ipc://".count))), "no file is made for it")
+
+        let keyedLog = CapturedLog()
+        let keyed = try startConformanceHost { $0.endpoint = endpoint; $0.signing = .key(.generate()); $0.logger = keyedLog.logger("host") }
+        await keyed.shutdown()
+        #expect(!keyedLog.text.contains("any local user can connect"), "\(keyedLog.text)")
+        #expect(BridgeHost.isAbstractIPC("ipc://@name") && !BridgeHost.isAbstractIPC("ipc:///tmp/@name"))
+    }
+
+    @Test("a secret file is written 0600, replaces what was there, leaves no temporary file; one others may read is refused with how to fix it")
+    func secretFiles() throws {
+        let folder = NSTemporaryDirectory() + "zb-secret-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: false)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let path = folder + "/host.key"
+        try Data("old".utf8).write(to: URL(fileURLWithPath: path))
+        chmod(path, 0o644)
+        try SecretFile.write(Array("secret\n".utf8), to: path)
+        let mode = try #require(try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int)
+        #expect(mode == 0o600, "mode \(String(mode, radix: 8))")
+        #expect(try SecretFile.read(path, what: "key file") == Array("secret\n".utf8))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: folder) == ["host.key"])
+
+        chmod(path, 0o640)
+        #expect(throws: SecretFile.Failure.self) { try SecretFile.read(path, what: "key file") }
+        do {
+            _ = try SecretFile.read(path, what: "CURVE secret key file")
+        } catch {
+            #expect(error.description == "permissions 0640 for '\(path)' are too open: the CURVE secret key file must be "
+                    + "readable by its owner only, so others cannot take it; run chmod 600 \(path)")
+        }
+        chmod(path, 0o600)
+        try SecretFile.write([UInt8](repeating: 65, count: 100), to: path)
+        #expect(throws: SecretFile.Failure.self) { try SecretFile.read(path, what: "key file", limit: 99) }
+        #expect(throws: SecretFile.Failure.self) { try SecretFile.write([1], to: folder + "/missing/host.key") }
+    }
+
     @Test("resume tokens never reach the logs, at any level")
     func tokensNotLogged() async throws {
         let log = CapturedLog()

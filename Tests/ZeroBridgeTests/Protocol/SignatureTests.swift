@@ -65,6 +65,8 @@ struct SignatureTests {
                         (try? JSONValue.parse(frames[0]))?["type"] == "hello"
                     }
                     accepted = verdict == .accepted
+                    let skew: Int64? = if case .refused(_, let skew) = verdict { skew } else { nil }
+                    #expect(skew == message["clock_skew_ms"]?.intValue.map(Int64.init), "\(description), message \(index + 1): the clock skew")
                 } else {
                     accepted = peer!.accept(frame0, frames)
                 }

@@ -6,7 +6,7 @@ import { ZmtpDealer, ZmtpError } from './zmtp.js';
 import { Link, DEFAULT_MAX_IN_FLIGHT } from './link.js';
 import { BridgeError } from './errors.js';
 import { bodies, decode, encode, readConnectionFile, isName, isObject } from './wire.js';
-import { PeerChannel, parseKey } from './signing.js';
+import { PeerChannel, clockSkewDiagnosis, parseKey } from './signing.js';
 import { buildCatalogue, catalogueProblem, describeAction } from './describe.js';
 import { schemaProblem } from './validate.js';
 import { startPayload, attachPayload, cancelPayload, listPayload, recordFrom, recordsFrom } from './jobs.js';
@@ -120,7 +120,9 @@ export class Peer {
   #unsentBytes = 0;
   #rejected = 0;
   #lastWarned = 0;
-  #unauthorized = null; // the message of the host's last unauthorized answer, for the connect timeout's error
+  // The host's first unauthorized answer (its error: message, data), for the connect timeout's error: the first names
+  // the cause; the hellos retried on a refused channel are refused for being on it.
+  #unauthorized = null;
   // SPEC 2.1: why `$evaluate` was withdrawn (without CURVE, only the first host that welcomed us may evaluate), or null.
   #evaluateWithdrawn = null;
   // SPEC 7.8: this peer's own catalogue, built when first asked for after its handlers changed.
@@ -278,8 +280,9 @@ export class Peer {
           ? new BridgeError('name_taken', `the name ${JSON.stringify(this.name)} is held by another live session on the host at ${this.endpoint}: `
             + `still refused after ${this.timeout} ms`)
           : new BridgeError('timeout', `no welcome from the host at ${this.endpoint} within ${this.timeout} ms`
-            + (this.#unauthorized === null ? '' : `; it answered unauthorized (${this.#unauthorized}): ${this.#key === null
-              ? 'it requires a key (connect through its connection file)' : 'is the key the host\'s?'}`)));
+            + (this.#unauthorized === null ? '' : `; it answered unauthorized (${this.#unauthorized.message}): `
+              + (clockSkewDiagnosis(this.#unauthorized.data) ?? (this.#key === null
+                ? 'it requires a key (connect through its connection file)' : 'is the key the host\'s?')))));
       }, this.timeout);
     }
     this.state = CONNECTING;
@@ -645,12 +648,12 @@ export class Peer {
     this.#rejected += 1;
     const body = frames.length >= 2 && frames[0].length === 0 ? decode(frames).body : undefined;
     const unauthorized = body?.type === 'response' && body.id === null && body.ok === false && body.error.code === 'unauthorized';
-    if (unauthorized) this.#unauthorized = body.error.message;
+    if (unauthorized) this.#unauthorized ??= body.error;
     const now = Date.now();
     const level = now - this.#lastWarned >= REFUSAL_WARN_MS ? 'warn' : 'debug';
     if (level === 'warn') this.#lastWarned = now;
     this.log(level, unauthorized
-      ? `the host refused a message of this peer as unauthorized (${body.error.message}): is the key the host's?`
+      ? `the host refused a message of this peer as unauthorized (${body.error.message}): ${clockSkewDiagnosis(body.error.data) ?? 'is the key the host\'s?'}`
       : `dropped a message from the host: ${why} (${this.#rejected} refused so far)`);
     return false;
   }
@@ -720,7 +723,7 @@ export class Peer {
           this.retryHello(body.error.message);
           return;
         }
-        if (body.error.code === 'unauthorized') this.#unauthorized = body.error.message; // a keyed host, and we have no key
+        if (body.error.code === 'unauthorized') this.#unauthorized ??= body.error; // a keyed host, and we have no key
         this.log('warn', `the host answered ${body.error.code}: ${body.error.message}`);
         return;
       case 'hello':

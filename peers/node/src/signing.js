@@ -126,3 +126,24 @@ export class PeerChannel {
     return null;
   }
 }
+
+/** How far an opening's ms may be from the host's clock (SPEC 3.1). */
+export const CLOCK_WINDOW_MS = 300_000;
+
+/**
+ * What to tell the user about an `unauthorized` answer whose `error.data` carries `clock_skew_ms` (the opening's clock
+ * minus the host's, SPEC 3.1): the clocks differ, not the key. Null for any other answer.
+ */
+export function clockSkewDiagnosis(data) {
+  const skew = data?.clock_skew_ms;
+  if (!Number.isInteger(skew)) return null;
+  const window = Number.isInteger(data.window_ms) ? data.window_ms : CLOCK_WINDOW_MS;
+  return `the host's clock and this peer's differ by ${skewAmount(skew)} (this peer's is ${skew > 0 ? 'ahead' : 'behind'}), `
+    + `more than the ${Math.floor(window / 1000)} s window for an opening hello: set both clocks right (NTP)`;
+}
+
+/** Whole seconds, or milliseconds when whole seconds would hide that it is past the window. */
+function skewAmount(skew) {
+  const seconds = Math.floor((Math.abs(skew) + 500) / 1000);
+  return seconds * 1000 <= CLOCK_WINDOW_MS ? `${Math.abs(skew)} ms` : `${seconds} s`;
+}

@@ -19,10 +19,12 @@ export class KeyedHost {
     this.nonces = new Map(); // nonce -> ms, in the order accepted
     this.floor = -1n;
     this.channels = new Map(); // connection -> { nonce, sent, received }
+    this.clockSkewMs = null; // of the last message, when refused for its clock alone (SPEC 3.1)
   }
 
   /** Why a message that arrived on `connection` is refused, or null when it is accepted. `frames` are frames 1..n. */
   receive(connection, frame0, frames) {
+    this.clockSkewMs = null;
     const parsed = parseSignature(frame0);
     const channel = this.channels.get(connection);
     if (channel) {
@@ -39,7 +41,10 @@ export class KeyedHost {
     const now = BigInt(this.now());
     this.forget(now - REMEMBERED_MS);
     const skew = parsed.ms > now ? parsed.ms - now : now - parsed.ms;
-    if (skew > CLOCK_BOUND_MS) return 'the opening\'s clock is more than 300 s from ours';
+    if (skew > CLOCK_BOUND_MS) {
+      this.clockSkewMs = Number(parsed.ms - now);
+      return 'the opening\'s clock is more than 300 s from ours';
+    }
     if (parsed.ms <= this.floor || this.nonces.has(parsed.nonce)) return 'an opening replayed';
     this.nonces.set(parsed.nonce, parsed.ms);
     for (const [nonce, ms] of this.nonces) {

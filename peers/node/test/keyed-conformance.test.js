@@ -74,6 +74,24 @@ for (const transport of ['tcp', 'ipc']) {
       await assert.rejects(unkeyed, (e) => e instanceof BridgeError && e.code === 'timeout' && /it requires a key/.test(e.message));
     });
 
+    test('a peer 400 s off the host\'s clock is told the clocks differ, not that the key is wrong', async (t) => {
+      const { file } = await keyedHost(t, transport);
+      const realNow = Date.now;
+      t.after(() => { Date.now = realNow; });
+      for (const [offset, side] of [[400_000, 'ahead'], [-400_000, 'behind']]) {
+        const { lines, log } = collectLog();
+        Date.now = () => realNow() + offset; // this process's wall clock, which the peer signs its hello with
+        await assert.rejects(connect(file, { name: 'skewed', timeout: 1500, log }), (e) => e instanceof BridgeError && e.code === 'timeout'
+          && e.message.includes(`the host's clock and this peer's differ by 400 s (this peer's is ${side}), more than the 300 s window`)
+          && e.message.includes(`400 s ${offset > 0 ? 'ahead of' : 'behind'} the host's`) && !e.message.includes('is the key'));
+        Date.now = realNow;
+        assert.ok(lines.some((l) => l.startsWith('warn: ') && l.includes('differ by 400 s')), lines.join('\n'));
+      }
+      const peer = await connect(file, { name: `node-in-time-${transport}`, timeout: 10_000, log: () => {} });
+      t.after(() => peer.close());
+      assert.equal(await peer.call('echo', 1), 1);
+    });
+
     test('with --no-key the file has an empty key and the peer connects unkeyed', async (t) => {
       const { file, contents } = await keyedHost(t, transport, ['--no-key']);
       assert.equal(contents.key, '');

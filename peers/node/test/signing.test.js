@@ -5,7 +5,7 @@ import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { PeerChannel, mac, parseKey, parseSignature, signMessage, signOpening } from '../src/signing.js';
+import { PeerChannel, clockSkewDiagnosis, mac, parseKey, parseSignature, signMessage, signOpening } from '../src/signing.js';
 import { KeyedHost } from '../test-helpers/keyed-host.js';
 import { repoRoot } from '../test-helpers/processes.js';
 
@@ -46,6 +46,7 @@ describe('signatures.json: verify', () => {
         const frames = m.frames.map(toFrame);
         const why = host ? host.receive(m.connection ?? 'a', frame0, frames) : peer.refusal(frame0, frames);
         assert.equal(why === null, m.accept, `message ${i} (${m.note ?? m.frame0}): ${why ?? 'accepted'}`);
+        if (host) assert.equal(host.clockSkewMs, m.clock_skew_ms ?? null, `message ${i}: the clock skew`);
       });
     });
   }
@@ -154,5 +155,16 @@ describe('signing: the host\'s opening history', () => {
     now += 900_000; // long after: old nonces are forgotten, and their openings fail the clock bound anyway
     assert.match(host.receive('c7', signOpening(key, nonce(2), now - 900_000 + 2, hello), hello), /clock/);
     assert.equal(host.nonces.size, 0);
+  });
+});
+
+describe('signing: a clock skew is said (SPEC 3.1, error.data.clock_skew_ms)', () => {
+  test('in whole seconds, unless that would hide that it is past the window; nothing for other answers', () => {
+    assert.equal(clockSkewDiagnosis({ clock_skew_ms: 300_001, window_ms: 300_000 }),
+      'the host\'s clock and this peer\'s differ by 300001 ms (this peer\'s is ahead), more than the 300 s window for an opening hello: set both clocks right (NTP)');
+    assert.match(clockSkewDiagnosis({ clock_skew_ms: -400_499 }), /differ by 400 s \(this peer's is behind\)/);
+    for (const data of [undefined, null, {}, { clock_skew_ms: '400000' }, { clock_skew_ms: true }, [400_000]]) {
+      assert.equal(clockSkewDiagnosis(data), null);
+    }
   });
 });

@@ -213,9 +213,11 @@ class HostChannels:
         self.key = key
         self.nonces: set[str] = set()
         self.channels: dict[bytes, list[Any]] = {}  # connection -> [nonce, greatest counter accepted, last sent]
+        self.clock_skew_ms: int | None = None  # of the last message, when refused for its clock alone (SPEC 3.1)
 
     def receive(self, connection: bytes, frame0: bytes, frames: list[bytes], now: int) -> str | None:
         """Why the message is refused, or None when it is accepted."""
+        self.clock_skew_ms = None
         signature = signing.parse(frame0)
         channel = self.channels.get(connection)
         if channel is not None:
@@ -234,6 +236,7 @@ class HostChannels:
         if _body_type(frames[0]) != "hello":
             return "an opening signature on a message that is not hello"
         if abs(signature.ms - now) > self.CLOCK_BOUND_MS:
+            self.clock_skew_ms = signature.ms - now
             return "the opening's clock is more than 300 s off"
         if signature.nonce in self.nonces:
             return "a replayed opening"

@@ -208,6 +208,7 @@ def test_curve_options_are_checked(tmp_path: Path) -> None:
                               curve_key_pair=bytes_pair).curve_public_key == bytes_pair[0].decode()
     junk = tmp_path / "junk.key"
     junk.write_text("not-a-secret-key-but-perhaps-something-private")
+    junk.chmod(0o600)  # owner-only, so it is refused for what it holds, not for who may read it
     with pytest.raises(ValueError) as caught:
         zerobridge.connect(endpoint, name="p", curve_server_key=server, curve_secret_key_file=junk)
     assert "does not hold a CURVE secret key" in str(caught.value) and "private" not in str(caught.value)

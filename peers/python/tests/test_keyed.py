@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 import zerobridge
+import zerobridge.peer as peer_module
 from conftest import UNAUTHORIZED_ANSWER, FakeHost, HostChannels
 from zerobridge import BridgeTimeout, NameTaken, read_connection_file, signing
 
@@ -76,7 +77,9 @@ def test_verify_case(case: dict[str, Any]) -> None:
 
         def accepts(message: dict[str, Any]) -> bool:
             connection = message.get("connection", "a").encode()
-            return host.receive(connection, message["frame0"].encode(), frames_of(message), case["now_ms"]) is None
+            accepted = host.receive(connection, message["frame0"].encode(), frames_of(message), case["now_ms"]) is None
+            assert host.clock_skew_ms == message.get("clock_skew_ms"), f"the clock skew of {message['frame0']}"
+            return accepted
 
     for index, message in enumerate(case["messages"]):
         assert accepts(message) == message["accept"], f"message {index} ({message.get('note', message['frame0'])})"
@@ -324,6 +327,35 @@ async def test_a_wrong_key_or_none_is_never_welcomed_by_a_keyed_host(
         await unkeyed.start()
     async with zerobridge.connect(path, name="py-right-key", connect_timeout=WAIT) as peer:  # the host is fine
         assert await peer.call("echo", 1) == 1
+
+
+async def test_a_peer_400_s_off_the_host_s_clock_is_told_the_clocks_differ_not_that_the_key_is_wrong(
+    start_host: Callable[..., Any], tmp_path: Path, ipc_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "host.json"
+    keyed_host(start_host, path, "tcp", ipc_dir)
+    real_now_ms = peer_module.now_ms
+    for offset, side in ((400_000, "ahead"), (-400_000, "behind")):
+        monkeypatch.setattr(peer_module, "now_ms", lambda: real_now_ms() + offset)  # this peer's clock only
+        peer = zerobridge.connect(path, name="py-skewed", connect_timeout=REFUSED_CONNECT_TIMEOUT)
+        with pytest.raises(BridgeTimeout) as caught:
+            await peer.start()
+        message = str(caught.value)
+        assert f"the host's clock and this peer's differ by 400 s (this peer's is {side}), more than the 300 s window" in message, message
+        assert "is the key" not in message
+        assert "400 s " + ("ahead of" if offset > 0 else "behind") + " the host's" in message  # the host's own words
+    monkeypatch.setattr(peer_module, "now_ms", real_now_ms)
+    async with zerobridge.connect(path, name="py-in-time", connect_timeout=WAIT) as peer:  # the host is fine
+        assert await peer.call("echo", 1) == 1
+
+
+def test_a_clock_skew_is_said_in_whole_seconds_unless_that_would_hide_the_window() -> None:
+    assert signing.clock_skew_diagnosis({"clock_skew_ms": 300_001, "window_ms": 300_000}) == (
+        "the host's clock and this peer's differ by 300001 ms (this peer's is ahead), more than the 300 s window for an"
+        " opening hello: set both clocks right (NTP)")
+    assert "differ by 400 s (this peer's is behind)" in str(signing.clock_skew_diagnosis({"clock_skew_ms": -400_499}))
+    for data in (None, {}, {"clock_skew_ms": "400000"}, {"clock_skew_ms": True}, [400_000]):
+        assert signing.clock_skew_diagnosis(data) is None
 
 
 async def test_no_key_writes_an_empty_key_and_the_peer_connects_unsigned(

@@ -6,9 +6,12 @@ kept out of reprs and never logged; only the public key is meant to be shown (fo
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
+import secrets
+import stat
 import struct
 from dataclasses import dataclass, field
 from typing import Any
@@ -80,27 +83,65 @@ def configure(
 
 def load_secret_key_file(path: str | os.PathLike[str]) -> tuple[str, str]:
     """(public, secret) from a file holding a Z85 secret key (as ``zerobridge serve --curve-secret-key-file``
-    writes one); a missing file is created with a new key, readable by its owner only."""
+    writes one); a missing file is created with a new key, readable by its owner only from its first byte. A file
+    that its group or others may read or write is refused, as OpenSSH refuses such a private key."""
     where = os.fspath(path)
     try:
-        with open(where, encoding="ascii") as file:
-            text = file.read().strip()
+        descriptor = os.open(where, os.O_RDONLY | os.O_CLOEXEC)
     except FileNotFoundError:
         public_bytes, secret_bytes = zmq.curve_keypair()
         try:
-            descriptor = os.open(where, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            _write_secret_file(where, secret_bytes + b"\n")
         except OSError as error:
             raise ValueError(f"cannot create the CURVE secret key file {where!r}: {error}") from None
-        with os.fdopen(descriptor, "w", encoding="ascii") as file:
-            file.write(secret_bytes.decode("ascii") + "\n")
         log.info("created the CURVE secret key file %s (public key %s)", where, public_bytes.decode("ascii"))
         return public_bytes.decode("ascii"), secret_bytes.decode("ascii")
-    except (OSError, ValueError) as error:
+    except OSError as error:
         raise ValueError(f"cannot read the CURVE secret key file {where!r}: {error}") from None
+    try:
+        access = stat.S_IMODE(os.fstat(descriptor).st_mode)
+        if access & 0o077:
+            raise ValueError(
+                f"permissions {access:04o} for {where!r} are too open: the CURVE secret key file must be readable by"
+                f" its owner only, so others cannot take it; run chmod 600 {where}"
+            )
+        text = os.read(descriptor, 65_536).decode("ascii").strip()
+    except (OSError, UnicodeDecodeError) as error:
+        raise ValueError(f"cannot read the CURVE secret key file {where!r}: {error}") from None
+    finally:
+        os.close(descriptor)
     public = _public_of(text)  # the file's text is never echoed: it is a secret
     if public is None:
         raise ValueError(f"{where!r} does not hold a CURVE secret key (40 characters of Z85)")
     return public, text
+
+
+def _write_secret_file(path: str, data: bytes) -> None:
+    """Replace ``path`` with ``data``, readable by its owner only from the first byte: a new file beside it created
+    mode 0600 (never following a link, never reusing a file), flushed, renamed over ``path``, and the folder
+    flushed; the temporary file is removed on failure. (As ZeroBridge's Swift ``SecretFile.write``.)"""
+    temporary = f"{path}.tmp-{secrets.token_hex(8)}"
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(descriptor, view):]
+            os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
+        os.rename(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+    # The rename is durable once the folder is flushed; a file system that cannot flush a folder loses nothing else.
+    with contextlib.suppress(OSError):
+        folder = os.open(os.path.dirname(path) or ".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            os.fsync(folder)
+        finally:
+            os.close(folder)
 
 
 def _key(value: KeyText, what: str) -> str:

@@ -967,10 +967,15 @@ class Peer:
             return True
         self._refused_count += 1
         answer = _unauthorized_answer(frames)
-        if answer is not None:  # the host refused something of ours: it does not hold our key
-            self._refusal = f"the host refused this peer's messages as unauthorized ({answer}): is the key the host's?"
-            self._warn_refusal(True, f"{self._refusal} ({self._refused_count} refused so far)")
-            if self._key_check is None:
+        if answer is not None:  # the host refused something of ours: its clock is far from ours, or it holds another key
+            skew = signing.clock_skew_diagnosis(answer.data)
+            cause = skew or "is the key the host's?"
+            refusal = f"the host refused this peer's messages as unauthorized ({answer.message}): {cause}"
+            # The first refusal names the cause; hellos retried on the refused channel are refused for being on it.
+            if self._refusal is None or not self._refusal.startswith("the host refused"):
+                self._refusal = refusal
+            self._warn_refusal(True, f"{refusal} ({self._refused_count} refused so far)")
+            if self._key_check is None and skew is None:
                 self._check_key(link)
             return False
         self._warn_refusal(False, f"dropped a message from the host: {why} ({self._refused_count} refused so far)")
@@ -1318,8 +1323,8 @@ SEND_HWM = 1000
 RECEIVE_LIMIT = (64 << 20) + (64 << 10)
 
 
-def _unauthorized_answer(frames: list[bytes]) -> str | None:
-    """The message of an unsigned ``response`` with ``"id": null`` and code ``unauthorized`` (how a host refuses what it
+def _unauthorized_answer(frames: list[bytes]) -> BridgeError | None:
+    """The error of an unsigned ``response`` with ``"id": null`` and code ``unauthorized`` (how a host refuses what it
     cannot verify, SPEC 3.1); None for anything else."""
     if len(frames) < 2 or len(frames[0]) != 0:
         return None
@@ -1328,7 +1333,7 @@ def _unauthorized_answer(frames: list[bytes]) -> str | None:
     except wire.WireError:
         return None
     if isinstance(message, wire.Response) and message.id is None and message.error is not None:
-        return message.error.message if message.error.code == errors.UNAUTHORIZED else None
+        return message.error if message.error.code == errors.UNAUTHORIZED else None
     return None
 
 

@@ -127,7 +127,33 @@ class PeerChannel:
         return None
 
 
+CLOCK_WINDOW_MS = 300_000  # how far an opening's ms may be from the host's clock
+
+
+def clock_skew_diagnosis(data: object) -> str | None:
+    """What to tell the user about an ``unauthorized`` answer whose ``error.data`` carries ``clock_skew_ms`` (the
+    opening's clock minus the host's, SPEC 3.1): the clocks differ, not the key. None for any other answer."""
+    skew = data.get("clock_skew_ms") if isinstance(data, dict) else None
+    if not isinstance(skew, int) or isinstance(skew, bool):
+        return None
+    window = data.get("window_ms") if isinstance(data, dict) else None
+    if not isinstance(window, int) or isinstance(window, bool):
+        window = CLOCK_WINDOW_MS
+    return (
+        f"the host's clock and this peer's differ by {_skew_amount(skew)} (this peer's is"
+        f" {'ahead' if skew > 0 else 'behind'}), more than the {window // 1000} s window for an opening hello:"
+        " set both clocks right (NTP)"
+    )
+
+
+def _skew_amount(skew: int) -> str:
+    """Whole seconds, or milliseconds when whole seconds would hide that it is past the window."""
+    seconds = (abs(skew) + 500) // 1000
+    return f"{abs(skew)} ms" if seconds * 1000 <= CLOCK_WINDOW_MS else f"{seconds} s"
+
+
 __all__ = [
+    "CLOCK_WINDOW_MS",
     "H2P",
     "HELLO",
     "MAX_COUNTER",
@@ -135,6 +161,7 @@ __all__ = [
     "Opening",
     "PeerChannel",
     "Signed",
+    "clock_skew_diagnosis",
     "mac",
     "new_nonce",
     "parse",
