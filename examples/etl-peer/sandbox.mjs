@@ -1,0 +1,141 @@
+// Runs an `$evaluate` script (the import's record transform) where it cannot use this process's powers: in a Node
+// child process of its own under Node's permission model, with no file system, child process, worker or add-on
+// rights, an empty environment, a time limit and a bound on its output. `node:vm` alone would not do: Node's
+// documentation says it is not a security mechanism.
+//
+// The child's code comes from `-e`, and the script and its arguments from stdin, as one JSON text; the answer goes
+// back on stdout as one JSON text. An entry script given as a file would need --allow-fs-read on it (Node 20.20
+// refuses to load it otherwise); `-e` needs no file at all, so the child gets no file rights whatsoever.
+
+import { spawn } from 'node:child_process';
+import { BridgeError } from '../../peers/node/index.js';
+
+/** How long one script may run, the child's start included, unless the caller says otherwise. */
+export const DEFAULT_TIME_LIMIT_MS = 4000;
+/** The most a script's answer may take on stdout (JSON text), unless the caller says otherwise: a message's worth. */
+export const DEFAULT_MAX_OUTPUT_BYTES = 16 << 20;
+/** The most of the child's stderr kept to explain a failure. */
+const MAX_STDERR_BYTES = 4096;
+/** The child's V8 heap, in MiB: the records of a file the host imports (at most 4 MiB) and a transform's copy. */
+const HEAP_MB = 256;
+
+// Node 20 calls it --experimental-permission; later versions call it --permission (and may drop the old name).
+const PERMISSION_FLAG = process.allowedNodeEnvironmentFlags.has('--permission') ? '--permission' : '--experimental-permission';
+
+// The child's program. It refuses to run a script unless the permission model is on and grants none of the rights
+// checked (failing closed on a Node without it), reads {script, args} from stdin, writes {ok, value} or
+// {ok: false, error} to stdout and exits, whatever the script left running. The answer is refused when JSON would
+// silently change it (NaN written as null, a Map as {}, a function dropped): the rule the peer applies to every
+// value it sends (SPEC 7.14). The script's console output goes to stderr, so it cannot garble the answer.
+const CHILD = String.raw`
+'use strict';
+const send = process.stdout.write.bind(process.stdout);
+const answer = (text) => send(text, () => process.exit(0));
+for (const name of ['log', 'info', 'debug', 'dir', 'table']) console[name] = console.error;
+function refuseSilentChanges(key, value) {
+  const where = key === '' ? 'the result' : 'the value at ' + JSON.stringify(key);
+  if (typeof value === 'number' && !Number.isFinite(value)) throw new TypeError(where + ' is ' + value + ', which JSON cannot carry');
+  if (typeof value === 'function' || typeof value === 'symbol') throw new TypeError(where + ' is a ' + typeof value + ', which JSON cannot carry');
+  if (value instanceof Map || value instanceof Set) throw new TypeError(where + ' is a ' + value.constructor.name + ', which JSON cannot carry');
+  return value;
+}
+const granted = ['fs.read', 'fs.write', 'child', 'worker'].filter((scope) => process.permission?.has(scope) !== false);
+if (granted.length > 0) {
+  answer(JSON.stringify({ ok: false, error: { name: 'SandboxError', message: 'the permission model is not in force (' + granted.join(', ') + ' granted): the script was not run' } }));
+} else {
+  const chunks = [];
+  process.stdin.on('data', (chunk) => chunks.push(chunk));
+  process.stdin.on('end', async () => {
+    try {
+      const { script, args } = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+      const names = Object.keys(args);
+      const AsyncFunction = (async () => {}).constructor;
+      const value = await new AsyncFunction(...names, script)(...names.map((name) => args[name]));
+      answer('{"ok":true,"value":' + JSON.stringify(value === undefined ? null : value, refuseSilentChanges) + '}');
+    } catch (error) {
+      const { name = 'Error', message = error, code, permission, resource } = error ?? {};
+      answer(JSON.stringify({ ok: false, error: { name: String(name), message: String(message), code, permission, resource } }));
+    }
+  });
+}
+`;
+
+/**
+ * Runs `script` as the body of an async function whose parameters are the names in `args` (as `$evaluate` does), in
+ * a sandboxed child process, and resolves with what it returned. A script that throws, runs past `timeLimitMs`
+ * (then it is killed), answers more than `maxOutputBytes`, or dies, rejects with a BridgeError `handler_error`
+ * saying so; `signal` (the request's) kills it too.
+ *
+ * For example:
+ *
+ *   await runSandboxed('return records.map((r) => r.title)', { records }, { timeLimitMs: 2000 })
+ */
+export function runSandboxed(script, args, { timeLimitMs = DEFAULT_TIME_LIMIT_MS, maxOutputBytes = DEFAULT_MAX_OUTPUT_BYTES, signal } = {}) {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) {
+      reject(signal.reason);
+      return;
+    }
+    const child = spawn(process.execPath, [
+      PERMISSION_FLAG, '--no-warnings', `--max-old-space-size=${HEAP_MB}`, '-e', CHILD,
+    ], { env: {}, stdio: ['pipe', 'pipe', 'pipe'] });
+    const output = [];
+    let outputBytes = 0;
+    let stderr = '';
+    let failure = null; // why the child was stopped, when it was
+    const stop = (error) => {
+      failure ??= error;
+      child.kill('SIGKILL');
+    };
+    const timer = setTimeout(() => stop(new BridgeError('handler_error',
+      `the script ran longer than its limit of ${timeLimitMs} ms and was stopped`)), timeLimitMs);
+    const onAbort = () => stop(signal.reason ?? new BridgeError('cancelled', 'the request was cancelled'));
+    signal?.addEventListener('abort', onAbort, { once: true });
+
+    child.stdout.on('data', (chunk) => {
+      outputBytes += chunk.length;
+      if (outputBytes > maxOutputBytes) {
+        stop(new BridgeError('handler_error', `the script's answer is more than ${maxOutputBytes} bytes, the most a sandboxed script may answer: stopped`));
+      } else {
+        output.push(chunk);
+      }
+    });
+    child.stderr.on('data', (chunk) => {
+      if (stderr.length < MAX_STDERR_BYTES) stderr += chunk.toString('utf8').slice(0, MAX_STDERR_BYTES - stderr.length);
+    });
+    child.stdin.on('error', () => {}); // a child that died early: its exit says why
+    child.on('error', (error) => stop(new BridgeError('handler_error', `the sandbox could not be started: ${error.message}`)));
+    child.on('close', (code, exitSignal) => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+      if (failure !== null) {
+        reject(failure);
+        return;
+      }
+      let body = null;
+      try {
+        body = JSON.parse(Buffer.concat(output).toString('utf8'));
+      } catch {
+        const why = exitSignal !== null ? `was killed by ${exitSignal}` : `exited with status ${code}`;
+        const said = stderr.trim().split('\n').filter(Boolean).slice(-3).join(' | ');
+        reject(new BridgeError('handler_error', `the sandboxed script ${why} without an answer${said ? `: ${said}` : ''}`));
+        return;
+      }
+      if (body?.ok === true) {
+        resolve(body.value);
+      } else if (body?.error?.code === 'ERR_ACCESS_DENIED') {
+        const { permission, resource } = body.error;
+        const what = `${permission || 'an API'}${resource ? ` (${resource})` : ''}`;
+        reject(new BridgeError('not_allowed', `the script was refused ${what}: a sandboxed script has no file system, `
+          + 'child process, worker or add-on rights'));
+      } else {
+        // As the script's own exception would read had it run here ("TypeError: ..."), with the sandbox's refusals
+        // (ERR_ACCESS_DENIED) among them.
+        const error = new Error(String(body?.error?.message));
+        error.name = String(body?.error?.name ?? 'Error');
+        reject(error);
+      }
+    });
+    child.stdin.end(JSON.stringify({ script, args }));
+  });
+}
