@@ -62,6 +62,14 @@ def secrets_stored(host: ImportHost) -> int:
     return sum(SECRET in repr(row) for row in rows)
 
 
+def files_stored_from_outside(host: ImportHost) -> set[int]:
+    """The ids of the stored files whose records hold the outside secret (each import of a file stores a new id)."""
+    with host.db() as db:
+        rows = db.execute("SELECT DISTINCT fileId FROM record WHERE title || body || coalesce(fields, '') LIKE ?",
+                          (f"%{SECRET}%",)).fetchall()
+    return {row[0] for row in rows}
+
+
 def errors_by_file(result: dict[str, Any]) -> dict[str, tuple[str, str]]:
     return {error["file"]: (error["kind"], error["message"]) for error in result["errors"]}
 
@@ -149,7 +157,8 @@ def test_swapping_a_file_and_a_folder_for_links_imports_nothing_from_outside(
         sandboxed_host: ImportHost, tmp_path: pathlib.Path, outside: pathlib.Path) -> None:
     """For 10 s a file and a folder inside the root are swapped for links to the outside secret, as fast as the
     kernel renames, while the folder (and the swapped folder itself) is imported in a loop. Nothing from outside is
-    ever stored: after every import the database holds no byte of the secret."""
+    ever stored: after every import the database holds no byte of the secret. (Before the host opened files beneath a
+    descriptor, 2 to 10 files from outside were stored in 276 to 582 imports.)"""
     race = tmp_path / "race"
     (race / "sub").mkdir(parents=True)
     (race / "data.csv").write_text(f"name\n{INSIDE}\n")
@@ -158,7 +167,8 @@ def test_swapping_a_file_and_a_folder_for_links_imports_nothing_from_outside(
     (race / ".data-link").symlink_to(outside / "secret.csv")
     (race / ".sub-link").symlink_to(outside, target_is_directory=True)
 
-    imports = outside_imports = inside_imports = 0
+    imports = inside_imports = 0
+    from_outside: set[int] = set()
     with zerobridge.connect_sync(str(sandboxed_host.connection_file), name="racer") as peer, \
             Swapper([(race / "data.csv", race / ".data-link"), (race / "sub", race / ".sub-link")]) as swapper:
         deadline = time.monotonic() + RACE_SECONDS
@@ -171,13 +181,12 @@ def test_swapping_a_file_and_a_folder_for_links_imports_nothing_from_outside(
                     # The folder named was a link at that moment: refused, as it should be.
                     assert error.code == "not_allowed", error
                 imports += 1
-                leaked = secrets_stored(sandboxed_host)
-                if leaked:
-                    outside_imports += 1
+                from_outside |= files_stored_from_outside(sandboxed_host)
         swaps = swapper.swaps
     print(f"\nrace: {imports} imports, {swaps} swaps, {inside_imports} files imported from inside, "
-          f"{outside_imports} imports stored the outside secret")
+          f"{len(from_outside)} files stored from outside")
     assert swaps > 1000, f"the swapper barely ran ({swaps} swaps): the race did not happen"
     assert imports >= 20, f"only {imports} imports in {RACE_SECONDS} s: the race did not happen"
     assert inside_imports > 0, "nothing was imported from inside either: the race says nothing"
-    assert outside_imports == 0, f"{outside_imports} of {imports} imports stored a file from outside the root"
+    assert not from_outside, f"{len(from_outside)} files from outside the root were stored in {imports} imports"
+    assert secrets_stored(sandboxed_host) == 0

@@ -30,4 +30,14 @@ static inline int zb_open_beneath(int dirfd, const char *path, int flags) {
 #endif
 }
 
+// O_PATH (open the entry itself, a link as a link) is declared only under _GNU_SOURCE, which Swift's Glibc module
+// does not define; glibc's own name for it, __O_PATH, is always there.
+static inline int zb_o_path(void) {
+#if defined(O_PATH)
+    return O_PATH;
+#else
+    return __O_PATH;
+#endif
+}
+
 #endif
