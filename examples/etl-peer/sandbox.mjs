@@ -43,6 +43,8 @@ const granted = ['fs.read', 'fs.write', 'child', 'worker'].filter((scope) => pro
 if (granted.length > 0) {
   answer(JSON.stringify({ ok: false, error: { name: 'SandboxError', message: 'the permission model is not in force (' + granted.join(', ') + ' granted): the script was not run' } }));
 } else {
+  // Nothing left to run and no answer: the script awaited a promise that nothing will ever settle.
+  process.once('beforeExit', () => answer(JSON.stringify({ ok: false, error: { name: 'Error', message: 'the script never finished: it awaited a promise that nothing was left to settle' } })));
   const chunks = [];
   process.stdin.on('data', (chunk) => chunks.push(chunk));
   process.stdin.on('end', async () => {

@@ -41,18 +41,24 @@ def outside() -> Iterator[pathlib.Path]:
         shutil.rmtree(folder)
 
 
-@pytest.fixture(params=OPENERS)
-def sandboxed_host(request: pytest.FixtureRequest, tmp_path: pathlib.Path,
-                   tmp_path_factory: pytest.TempPathFactory) -> Iterator[ImportHost]:
+@pytest.fixture(scope="module", params=OPENERS)
+def sandboxed_host(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ImportHost]:
     """An import host with its ETL peer, importing from this session's temporary folders, opening with openat2 or
-    with the openat fallback."""
+    with the openat fallback; one for this module's tests (each imports folders of its own)."""
     forced = {"ZEROBRIDGE_IMPORT_NO_OPENAT2": "1"} if request.param == "openat" else {}
-    started = ImportHost(tmp_path, import_root=tmp_path_factory.getbasetemp(), environment=forced)
+    started = ImportHost(tmp_path_factory.mktemp(f"host-{request.param}"), import_root=tmp_path_factory.getbasetemp(),
+                         environment=forced)
     try:
         started.start_etl()
         yield started
     finally:
         started.stop()
+    # The host says on stderr how it opens files: check that this one ran the way it was meant to.
+    said = {"openat2": "with openat2", "openat": "with openat per component"}[request.param]
+    deadline = time.monotonic() + 10
+    while said not in started.process.stderr_text and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert said in started.process.stderr_text, started.process.stderr_text[-2000:]
 
 
 def secrets_stored(host: ImportHost) -> int:

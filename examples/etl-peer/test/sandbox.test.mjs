@@ -78,9 +78,11 @@ test('a transform that loops forever is stopped at its time limit with a clear e
 
 test('the request signal (a deadline or a cancel) stops the script too', async () => {
   const controller = new AbortController();
-  const run = runSandboxed('await new Promise(() => {})', {}, { signal: controller.signal, timeLimitMs: 60_000 });
+  const run = runSandboxed('await new Promise((resolve) => setTimeout(resolve, 60_000))', {}, { signal: controller.signal, timeLimitMs: 60_000 });
   setTimeout(() => controller.abort(new Error('cancelled by the caller')), 200);
   await assert.rejects(run, /cancelled by the caller/);
+  // A script awaiting what nothing will settle is told so at once, not at its time limit.
+  await assert.rejects(runSandboxed('await new Promise(() => {})', {}, { timeLimitMs: 60_000 }), /the script never finished/);
 });
 
 test('an answer over the output bound is stopped, and one JSON cannot carry is refused', async () => {
