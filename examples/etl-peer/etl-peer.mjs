@@ -13,9 +13,10 @@
 // (SPEC 10.1: the peer library reads it, and the name in it), else .demo/import-host.json. The name: --name, else
 // the launching host's, else etl. --allow-evaluate lets the host run scripts (`$evaluate`: the import's opt-in record
 // transform), each in a sandboxed child process (sandbox.mjs: no file system, child process or worker rights, killed
-// past --evaluate-time-limit-ms); without it `$evaluate` is answered not_allowed. --delay-per-file-ms holds each parsed file that long
-// before answering (to watch an import and the progress of long files, or to kill the peer while it holds calls). Prints `etl ready <host>` once welcomed;
-// runs until SIGINT or SIGTERM, or, launched by the host (import-host --etl-command), until its host says bye or is lost.
+// past --evaluate-time-limit-ms); without it `$evaluate` is answered not_allowed. --delay-per-file-ms holds each
+// parsed file that long before answering (to watch an import and the progress of long files, or to kill the peer
+// while it holds calls). Prints `etl ready <host>` once welcomed; runs until SIGINT or SIGTERM, or, launched by the
+// host (import-host --etl-command), until its host says bye or is lost.
 
 import { parseArgs } from 'node:util';
 import { fileURLToPath } from 'node:url';

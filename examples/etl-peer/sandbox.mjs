@@ -1,6 +1,7 @@
 // Runs an `$evaluate` script (the import's record transform) where it cannot use this process's powers: in a Node
 // child process of its own under Node's permission model, with no file system, child process, worker or add-on
-// rights, an empty environment, a time limit and a bound on its output. `node:vm` alone would not do: Node's
+// rights, no way to signal other processes, an empty environment (and as nobody when this process is root), a time
+// limit and a bound on its output. `node:vm` alone would not do: Node's
 // documentation says it is not a security mechanism.
 //
 // The child's code comes from `-e`, and the script and its arguments from stdin, as one JSON text; the answer goes
@@ -19,6 +20,11 @@ const MAX_STDERR_BYTES = 4096;
 /** The child's V8 heap, in MiB: the records of a file the host imports (at most 4 MiB) and a transform's copy. */
 const HEAP_MB = 256;
 
+// Run as root (the ETL peer in a container, or CI), the child runs as nobody instead: a user that owns no file and
+// may signal none of this user's processes, should the script find a way around what the child takes away.
+const NOBODY = 65534;
+const UNPRIVILEGED = process.getuid?.() === 0 ? { uid: NOBODY, gid: NOBODY } : {};
+
 // Node 20 calls it --experimental-permission; later versions call it --permission (and may drop the old name).
 const PERMISSION_FLAG = process.allowedNodeEnvironmentFlags.has('--permission') ? '--permission' : '--experimental-permission';
 
@@ -32,6 +38,15 @@ const CHILD = String.raw`
 const send = process.stdout.write.bind(process.stdout);
 const answer = (text) => send(text, () => process.exit(0));
 for (const name of ['log', 'info', 'debug', 'dir', 'table']) console[name] = console.error;
+// The permission model does not cover signals or priorities: without this the script could kill other processes, or
+// send SIGUSR1 (_debugProcess) to a Node process, the ETL peer included, to open its inspector to the network.
+const refuse = (what) => () => {
+  throw Object.assign(new Error('Access to this API has been restricted'), { code: 'ERR_ACCESS_DENIED', permission: what });
+};
+for (const name of ['kill', '_kill', '_debugProcess', '_debugEnd']) {
+  Object.defineProperty(process, name, { value: refuse('Signal'), writable: false, configurable: false });
+}
+Object.defineProperty(require('node:os'), 'setPriority', { value: refuse('Priority'), writable: false, configurable: false });
 function refuseSilentChanges(key, value) {
   const where = key === '' ? 'the result' : 'the value at ' + JSON.stringify(key);
   if (typeof value === 'number' && !Number.isFinite(value)) throw new TypeError(where + ' is ' + value + ', which JSON cannot carry');
@@ -80,7 +95,7 @@ export function runSandboxed(script, args, { timeLimitMs = DEFAULT_TIME_LIMIT_MS
     }
     const child = spawn(process.execPath, [
       PERMISSION_FLAG, '--no-warnings', `--max-old-space-size=${HEAP_MB}`, '-e', CHILD,
-    ], { env: {}, stdio: ['pipe', 'pipe', 'pipe'] });
+    ], { env: {}, stdio: ['pipe', 'pipe', 'pipe'], ...UNPRIVILEGED });
     const output = [];
     let outputBytes = 0;
     let stderr = '';
@@ -129,7 +144,7 @@ export function runSandboxed(script, args, { timeLimitMs = DEFAULT_TIME_LIMIT_MS
         const { permission, resource } = body.error;
         const what = `${permission || 'an API'}${resource ? ` (${resource})` : ''}`;
         reject(new BridgeError('not_allowed', `the script was refused ${what}: a sandboxed script has no file system, `
-          + 'child process, worker or add-on rights'));
+          + 'child process, worker, add-on or signal rights'));
       } else {
         // As the script's own exception would read had it run here ("TypeError: ..."), with the sandbox's refusals
         // (ERR_ACCESS_DENIED) among them.

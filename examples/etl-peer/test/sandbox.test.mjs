@@ -1,5 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -48,7 +49,7 @@ test('a transform that writes a file is refused, and nothing is written', async 
     `require('node:fs').writeFileSync(${JSON.stringify(target)}, 'pwned'); return record;`,
     `process.binding('fs'); return record;`,
   ]) {
-    await refused(transform(write), 'not_allowed', /refused .*no file system, child process, worker or add-on rights/);
+    await refused(transform(write), 'not_allowed', /refused .*no file system, child process, worker, add-on or signal rights/);
   }
   await refused(runSandboxed(`const fs = await import('node:fs/promises'); await fs.writeFile(${JSON.stringify(target)}, 'x')`, {}),
     'not_allowed', /FileSystemWrite/);
@@ -67,6 +68,26 @@ test('a transform that starts a process or a worker is refused, and the process 
   await refused(transform("new (require('node:worker_threads').Worker)('1', { eval: true }); return record;"),
     'not_allowed', /WorkerThreads/);
   assert.equal(existsSync(marker), false, 'the spawned process must not have run');
+});
+
+test('a transform cannot signal other processes: not kill them, nor open a Node process\'s inspector (SIGUSR1)', async (t) => {
+  const other = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 60_000)'], { stdio: 'ignore' });
+  t.after(() => other.kill('SIGKILL'));
+  for (const [attempt, refusal] of [
+    [`process.kill(${other.pid}, 'SIGKILL')`, /refused Signal/],
+    [`process._debugProcess(${other.pid})`, /refused Signal/],
+    [`require('node:os').setPriority(${other.pid}, 19)`, /refused Priority/],
+    [`delete process.kill; process.kill(${process.pid}, 'SIGKILL')`, /refused Signal/],
+  ]) {
+    await refused(transform(`${attempt}; return record;`), 'not_allowed', refusal);
+  }
+  assert.equal(other.exitCode, null, 'the other process is still running');
+  assert.equal(other.signalCode, null);
+});
+
+test('the script runs as nobody when the ETL peer runs as root (else as its user)', async () => {
+  const expected = process.getuid() === 0 ? 65534 : process.getuid();
+  assert.equal(await runSandboxed('return process.getuid()', {}), expected);
 });
 
 test('a transform that loops forever is stopped at its time limit with a clear error', async () => {

@@ -201,7 +201,11 @@ struct Beneath: Sendable {
         switch opening {
         case .openat2:
             // RESOLVE_NO_SYMLINKS refuses every link with ELOOP; O_NOFOLLOW | O_DIRECTORY would say ENOTDIR instead.
-            let descriptor = zb_open_beneath(folder, path, flags & ~O_NOFOLLOW)
+            var descriptor = zb_open_beneath(folder, path, flags & ~O_NOFOLLOW)
+            // EAGAIN: the kernel saw a rename race during the lookup and asks for another try; a few, then give up.
+            for _ in 0..<3 where descriptor == -EAGAIN || descriptor == -EINTR {
+                descriptor = zb_open_beneath(folder, path, flags & ~O_NOFOLLOW)
+            }
             return descriptor >= 0 ? .success(descriptor) : .failure(Failure(code: -descriptor))
         case .openatPerComponent:
             return openPerComponent(path, in: folder, flags: flags)
