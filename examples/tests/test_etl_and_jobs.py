@@ -260,10 +260,13 @@ def test_a_transform_cannot_use_the_etl_peers_powers(host: ImportHost, tmp_path:
     host.start_etl("--allow-evaluate", "--evaluate-time-limit-ms", "1500")
     folder = small_folder(tmp_path)
     written = tmp_path / "written-by-a-transform"
+    # process.getBuiltinModule reaches Node's modules from any script (before the sandbox, these ran in the peer).
+    builtin = "process.getBuiltinModule"
     attempts = {
-        f"require('node:fs').writeFileSync({json.dumps(str(written))}, 'pwned'); return record;": "FileSystemWrite",
-        "record.body = require('node:fs').readFileSync('/etc/passwd', 'utf8'); return record;": "FileSystemRead (/etc/passwd)",
-        f"require('node:child_process').execFileSync('/bin/touch', [{json.dumps(str(written))}]); return record;": "ChildProcess",
+        f"{builtin}('node:fs').writeFileSync({json.dumps(str(written))}, 'pwned'); return record;": "FileSystemWrite",
+        f"record.body = {builtin}('node:fs').readFileSync('/etc/passwd', 'utf8'); return record;": "FileSystemRead (/etc/passwd)",
+        f"{builtin}('node:child_process').execFileSync('/bin/touch', [{json.dumps(str(written))}]); return record;": "ChildProcess",
+        f"{builtin}('node:process').kill(process.pid, 'SIGKILL'); return record;": "Signal",
     }
     for transform, refusal in attempts.items():
         result = host.call_ok("importFolder", {"path": str(folder), "options": {"transform": transform}})
