@@ -81,13 +81,32 @@ if (granted.length > 0) {
  * Runs `script` as the body of an async function whose parameters are the names in `args` (as `$evaluate` does), in
  * a sandboxed child process, and resolves with what it returned. A script that throws, runs past `timeLimitMs`
  * (then it is killed), answers more than `maxOutputBytes`, or dies, rejects with a BridgeError `handler_error`
- * saying so; `signal` (the request's) kills it too.
+ * saying so; `signal` (the request's) kills it too. At most {@link MAX_RUNNING} children run at once.
  *
  * For example:
  *
  *   await runSandboxed('return records.map((r) => r.title)', { records }, { timeLimitMs: 2000 })
  */
-export function runSandboxed(script, args, { timeLimitMs = DEFAULT_TIME_LIMIT_MS, maxOutputBytes = DEFAULT_MAX_OUTPUT_BYTES, signal } = {}) {
+export async function runSandboxed(script, args, options = {}) {
+  // A front-end chooses how many files an import runs at once (up to 64), and each child may take its heap: the
+  // children are bounded here, and a script waits its turn (its time limit starts with its child; the request's
+  // deadline, through `signal`, bounds the wait).
+  while (running >= MAX_RUNNING) await new Promise((resolve) => turns.push(resolve));
+  running += 1;
+  try {
+    return await runInChild(script, args, options);
+  } finally {
+    running -= 1;
+    turns.shift()?.();
+  }
+}
+
+/** At most this many sandboxed children at once. */
+export const MAX_RUNNING = 2;
+let running = 0;
+const turns = []; // resolves of the scripts waiting for a child, in order
+
+function runInChild(script, args, { timeLimitMs = DEFAULT_TIME_LIMIT_MS, maxOutputBytes = DEFAULT_MAX_OUTPUT_BYTES, signal } = {}) {
   return new Promise((resolve, reject) => {
     if (signal?.aborted) {
       reject(signal.reason);

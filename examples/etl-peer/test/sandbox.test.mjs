@@ -4,7 +4,7 @@ import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { runSandboxed } from '../sandbox.mjs';
+import { MAX_RUNNING, runSandboxed } from '../sandbox.mjs';
 
 // The script the import host sends with a transform (examples/import-host/Sources/EtlPeer.swift, transformScript).
 const TRANSFORM_SCRIPT = `
@@ -119,5 +119,15 @@ test('the sandbox gets no environment: secrets in this process are not there', a
     assert.deepEqual(await runSandboxed('return Object.keys(process.env)', {}), []);
   } finally {
     delete process.env.ETL_SANDBOX_TEST_SECRET;
+  }
+});
+
+test('at most MAX_RUNNING children at once: the others wait their turn, and every script gets its answer', async () => {
+  // Each script answers when it started (ms since the epoch) and when it ended; waiting ones start after others end.
+  const spans = await Promise.all(Array.from({ length: MAX_RUNNING * 2 }, () => runSandboxed(
+    'const started = Date.now(); await new Promise((r) => setTimeout(r, 300)); return [started, Date.now()]', {})));
+  for (const [started] of spans) {
+    const running = spans.filter(([from, to]) => from <= started && started < to).length;
+    assert.ok(running <= MAX_RUNNING, `${running} children ran at once: ${JSON.stringify(spans)}`);
   }
 });
