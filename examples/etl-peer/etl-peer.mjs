@@ -24,7 +24,7 @@ import path from 'node:path';
 import { setTimeout } from 'node:timers/promises';
 import { connect, BridgeError } from '../../peers/node/index.js';
 import { FileError, FORMATS, importFile } from './formats.mjs';
-import { DEFAULT_TIME_LIMIT_MS, runSandboxed } from './sandbox.mjs';
+import { DEFAULT_TIME_LIMIT_MS, networkIsolated, runSandboxed } from './sandbox.mjs';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const { values: options } = parseArgs({
@@ -99,7 +99,8 @@ const peer = await connect(target, {
   console.error(`etl-peer: cannot connect to ${target ?? process.env.ZEROBRIDGE_CONNECTION_FILE}: ${error.message}`);
   process.exit(1);
 });
-console.log(`etl ready ${peer.host}${options['allow-evaluate'] ? ' (evaluate allowed)' : ''}`);
+const sandbox = `evaluate allowed: in a sandbox${networkIsolated ? ' without network' : ''}`;
+console.log(`etl ready ${peer.host}${options['allow-evaluate'] ? ` (${sandbox})` : ''}`);
 
 for (const signal of ['SIGINT', 'SIGTERM']) process.once(signal, () => peer.close());
 // Closed by a signal, or, launched by the host, with the host (SPEC 10.1: its bye or its loss closes the peer; the

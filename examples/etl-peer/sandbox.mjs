@@ -8,7 +8,7 @@
 // back on stdout as one JSON text. An entry script given as a file would need --allow-fs-read on it (Node 20.20
 // refuses to load it otherwise); `-e` needs no file at all, so the child gets no file rights whatsoever.
 
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { BridgeError } from '../../peers/node/index.js';
 
 /** How long one script may run, the child's start included, unless the caller says otherwise. */
@@ -21,9 +21,23 @@ const MAX_STDERR_BYTES = 4096;
 const HEAP_MB = 256;
 
 // Run as root (the ETL peer in a container, or CI), the child runs as nobody instead: a user that owns no file and
-// may signal none of this user's processes, should the script find a way around what the child takes away.
-const NOBODY = 65534;
-const UNPRIVILEGED = process.getuid?.() === 0 ? { uid: NOBODY, gid: NOBODY } : {};
+// may signal none of this user's processes, should the script find a way around what the child takes away. And, where
+// util-linux's unshare can make one (root with CAP_SYS_ADMIN), in a network namespace of its own with no interface
+// up: the permission model does not cover the network, this does.
+const NOBODY = '65534';
+const AS_ROOT = process.getuid?.() === 0;
+const ISOLATED = ['unshare', '--net', '--setuid', NOBODY, '--setgid', NOBODY, '--'];
+/** Whether children run without a network (checked once: unshare may be missing or refused in a container). */
+export const networkIsolated = AS_ROOT && spawnSync(ISOLATED[0], [...ISOLATED.slice(1), process.execPath, '-e', ''],
+  { stdio: 'ignore', timeout: 10_000 }).status === 0;
+
+/** The command that starts a child running `nodeArguments`, and spawn's options for it. */
+function childCommand(nodeArguments) {
+  const options = { env: {}, stdio: ['pipe', 'pipe', 'pipe'] };
+  if (networkIsolated) return [ISOLATED[0], [...ISOLATED.slice(1), process.execPath, ...nodeArguments], options];
+  if (AS_ROOT) return [process.execPath, nodeArguments, { ...options, uid: Number(NOBODY), gid: Number(NOBODY) }];
+  return [process.execPath, nodeArguments, options];
+}
 
 // Node 20 calls it --experimental-permission; later versions call it --permission (and may drop the old name).
 const PERMISSION_FLAG = process.allowedNodeEnvironmentFlags.has('--permission') ? '--permission' : '--experimental-permission';
@@ -112,9 +126,7 @@ function runInChild(script, args, { timeLimitMs = DEFAULT_TIME_LIMIT_MS, maxOutp
       reject(signal.reason);
       return;
     }
-    const child = spawn(process.execPath, [
-      PERMISSION_FLAG, '--no-warnings', `--max-old-space-size=${HEAP_MB}`, '-e', CHILD,
-    ], { env: {}, stdio: ['pipe', 'pipe', 'pipe'], ...UNPRIVILEGED });
+    const child = spawn(...childCommand([PERMISSION_FLAG, '--no-warnings', `--max-old-space-size=${HEAP_MB}`, '-e', CHILD]));
     const output = [];
     let outputBytes = 0;
     let stderr = '';
