@@ -99,8 +99,8 @@ const peer = await connect(target, {
   console.error(`etl-peer: cannot connect to ${target ?? process.env.ZEROBRIDGE_CONNECTION_FILE}: ${error.message}`);
   process.exit(1);
 });
-const sandbox = `evaluate allowed: in a sandbox${networkIsolated ? ' without network' : ''}`;
-console.log(`etl ready ${peer.host}${options['allow-evaluate'] ? ` (${sandbox})` : ''}`);
+const evaluating = options['allow-evaluate'] ? ` (evaluate allowed: in a sandbox${networkIsolated() ? ' without network' : ''})` : '';
+console.log(`etl ready ${peer.host}${evaluating}`);
 
 for (const signal of ['SIGINT', 'SIGTERM']) process.once(signal, () => peer.close());
 // Closed by a signal, or, launched by the host, with the host (SPEC 10.1: its bye or its loss closes the peer; the

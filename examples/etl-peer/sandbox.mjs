@@ -27,14 +27,19 @@ const HEAP_MB = 256;
 const NOBODY = '65534';
 const AS_ROOT = process.getuid?.() === 0;
 const ISOLATED = ['unshare', '--net', '--setuid', NOBODY, '--setgid', NOBODY, '--'];
+let isolated; // checked on first use
+
 /** Whether children run without a network (checked once: unshare may be missing or refused in a container). */
-export const networkIsolated = AS_ROOT && spawnSync(ISOLATED[0], [...ISOLATED.slice(1), process.execPath, '-e', ''],
-  { stdio: 'ignore', timeout: 10_000 }).status === 0;
+export function networkIsolated() {
+  isolated ??= AS_ROOT && spawnSync(ISOLATED[0], [...ISOLATED.slice(1), process.execPath, '-e', ''],
+    { stdio: 'ignore', timeout: 10_000 }).status === 0;
+  return isolated;
+}
 
 /** The command that starts a child running `nodeArguments`, and spawn's options for it. */
 function childCommand(nodeArguments) {
   const options = { env: {}, stdio: ['pipe', 'pipe', 'pipe'] };
-  if (networkIsolated) return [ISOLATED[0], [...ISOLATED.slice(1), process.execPath, ...nodeArguments], options];
+  if (networkIsolated()) return [ISOLATED[0], [...ISOLATED.slice(1), process.execPath, ...nodeArguments], options];
   if (AS_ROOT) return [process.execPath, nodeArguments, { ...options, uid: Number(NOBODY), gid: Number(NOBODY) }];
   return [process.execPath, nodeArguments, options];
 }
