@@ -1,8 +1,8 @@
 // Runs an `$evaluate` script (the import's record transform) where it cannot use this process's powers: in a Node
 // child process of its own under Node's permission model, with no file system, child process, worker or add-on
 // rights, no way to signal other processes, an empty environment (and as nobody when this process is root), a time
-// limit and a bound on its output. `node:vm` alone would not do: Node's
-// documentation says it is not a security mechanism.
+// limit and a bound on its output. `node:vm` alone would not do: Node's documentation says it is not a security
+// mechanism.
 //
 // The child's code comes from `-e`, and the script and its arguments from stdin, as one JSON text; the answer goes
 // back on stdout as one JSON text. An entry script given as a file would need --allow-fs-read on it (Node 20.20
@@ -54,8 +54,10 @@ const PERMISSION_FLAG = process.allowedNodeEnvironmentFlags.has('--permission') 
 // value it sends (SPEC 7.14). The script's console output goes to stderr, so it cannot garble the answer.
 const CHILD = String.raw`
 'use strict';
+// Taken before the script runs, which may replace what it likes in its own process.
 const send = process.stdout.write.bind(process.stdout);
-const answer = (text) => send(text, () => process.exit(0));
+const exit = process.exit.bind(process);
+const answer = (text) => send(text, () => exit(0));
 for (const name of ['log', 'info', 'debug', 'dir', 'table']) console[name] = console.error;
 // The permission model does not cover signals or priorities: without this the script could kill other processes, or
 // send SIGUSR1 (_debugProcess) to a Node process, the ETL peer included, to open its inspector to the network.
@@ -182,8 +184,7 @@ function runInChild(script, args, { timeLimitMs = DEFAULT_TIME_LIMIT_MS, maxOutp
         reject(new BridgeError('not_allowed', `the script was refused ${what}: a sandboxed script has no file system, `
           + 'child process, worker, add-on or signal rights'));
       } else {
-        // As the script's own exception would read had it run here ("TypeError: ..."), with the sandbox's refusals
-        // (ERR_ACCESS_DENIED) among them.
+        // As the script's own exception would read had it run here ("TypeError: ...").
         const error = new Error(String(body?.error?.message));
         error.name = String(body?.error?.name ?? 'Error');
         reject(error);
