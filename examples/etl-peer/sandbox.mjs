@@ -44,8 +44,9 @@ function childCommand(nodeArguments) {
   return [process.execPath, nodeArguments, options];
 }
 
-// Node 20 calls it --experimental-permission; later versions call it --permission (and may drop the old name).
-const PERMISSION_FLAG = process.allowedNodeEnvironmentFlags.has('--permission') ? '--permission' : '--experimental-permission';
+// Node 20 calls it --experimental-permission; later versions call it --permission (and may drop the old name). Before
+// Node 20 there is none, and no script runs.
+const PERMISSION_FLAG = ['--permission', '--experimental-permission'].find((flag) => process.allowedNodeEnvironmentFlags.has(flag));
 
 // The child's program. It refuses to run a script unless the permission model is on and grants none of the rights
 // checked (failing closed on a Node without it), reads {script, args} from stdin, writes {ok, value} or
@@ -131,6 +132,11 @@ function runInChild(script, args, { timeLimitMs = DEFAULT_TIME_LIMIT_MS, maxOutp
   return new Promise((resolve, reject) => {
     if (signal?.aborted) {
       reject(signal.reason);
+      return;
+    }
+    if (PERMISSION_FLAG === undefined) {
+      reject(new BridgeError('not_allowed', `Node ${process.version} has no permission model to run the script in, so it `
+        + 'is not run: the sandbox needs Node 20 or later'));
       return;
     }
     const child = spawn(...childCommand([PERMISSION_FLAG, '--no-warnings', `--max-old-space-size=${HEAP_MB}`, '-e', CHILD]));
