@@ -80,6 +80,25 @@ def errors_by_file(result: dict[str, Any]) -> dict[str, tuple[str, str]]:
     return {error["file"]: (error["kind"], error["message"]) for error in result["errors"]}
 
 
+def test_a_root_itself_and_a_folder_below_it_are_imported(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The folder named may be an --import-root itself, by the path it was given or its real one, or lie below it."""
+    root = tmp_path_factory.mktemp("own-root")
+    (root / "top.csv").write_text(f"name\n{INSIDE}\n")
+    (root / "below").mkdir()
+    (root / "below" / "deeper.csv").write_text(f"name\n{INSIDE}\n")
+    for forced in ({}, {"ZEROBRIDGE_IMPORT_NO_OPENAT2": "1"}):
+        host = ImportHost(tmp_path_factory.mktemp("own-root-host"), import_root=root, environment=forced)
+        try:
+            host.start_etl()
+            assert host.call_ok("importFolder", {"path": str(root)})["filesImported"] == 2
+            assert host.call_ok("importFolder", {"path": str(root / "below" / "..")})["filesImported"] == 2
+            assert host.call_ok("importFolder", {"path": str(root / "below")})["filesImported"] == 1
+            refused = host.call("importFolder", {"path": str(root / "..")})
+            assert refused.returncode == 1 and refused.stderr.startswith("error not_allowed: "), refused.stderr
+        finally:
+            host.stop()
+
+
 def test_a_symbolic_link_to_a_file_outside_is_refused(sandboxed_host: ImportHost, tmp_path: pathlib.Path,
                                                       outside: pathlib.Path) -> None:
     inbox = tmp_path / "inbox"

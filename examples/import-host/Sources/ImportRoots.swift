@@ -40,7 +40,8 @@ struct ImportRoots: Sendable {
                         descriptor: descriptor)
         }
         // openat2 is missing (ENOSYS) before Linux 5.6 and where a seccomp filter hides it (ENOSYS or EPERM).
-        let probe = allowOpenat2 ? zb_open_beneath(roots[0].descriptor, ".", O_RDONLY | O_DIRECTORY) : -ENOSYS
+        guard let first = roots.first else { throw ImportRootError(folder: "", reason: "no folder given") }
+        let probe = allowOpenat2 ? zb_open_beneath(first.descriptor, ".", O_RDONLY | O_DIRECTORY) : -ENOSYS
         if probe >= 0 { close(probe) }
         opening = probe >= 0 ? .openat2 : .openatPerComponent
     }
@@ -110,7 +111,7 @@ final class OpenFolder: Sendable {
         while let relative = folders.popLast() {
             // A descriptor of its own for each listing: fdopendir takes it, and reading moves its offset.
             let directory: OpaquePointer
-            switch beneath.open(relative.isEmpty ? "." : relative, in: descriptor, flags: Beneath.folderFlags) {
+            switch beneath.open(relative, in: descriptor, flags: Beneath.folderFlags) {
             case .success(let opened):
                 guard let stream = fdopendir(opened) else {
                     let code = errno
@@ -201,6 +202,7 @@ struct Beneath: Sendable {
         switch opening {
         case .openat2:
             // RESOLVE_NO_SYMLINKS refuses every link with ELOOP; O_NOFOLLOW | O_DIRECTORY would say ENOTDIR instead.
+            let path = path.isEmpty ? "." : path  // the folder itself
             var descriptor = zb_open_beneath(folder, path, flags & ~O_NOFOLLOW)
             // EAGAIN: the kernel saw a rename race during the lookup and asks for another try; a few, then give up.
             for _ in 0..<3 where descriptor == -EAGAIN || descriptor == -EINTR {
