@@ -45,11 +45,14 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // openat2(2) for the import host, which opens what it imports beneath its roots without following links.
+        .systemLibrary(name: "COpenBeneath", path: "examples/import-host/COpenBeneath"),
         // The import service of examples/: a host over SQLite (GRDB) that front-ends drive; tested by examples/tests.
         .executableTarget(
             name: "import-host",
             dependencies: [
                 "ZeroBridge",
+                "COpenBeneath",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),

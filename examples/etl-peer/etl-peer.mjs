@@ -7,14 +7,16 @@
 // its data saying how many bytes came, as the answer to a good one does.
 //
 //   node examples/etl-peer/etl-peer.mjs [--connect ENDPOINT_OR_CONNECTION_FILE] [--name etl] [--allow-evaluate]
-//                                       [--delay-per-file-ms N]
+//                                       [--evaluate-time-limit-ms 4000] [--delay-per-file-ms N]
 //
 // Where to connect: --connect, else the connection file a supervising host names in ZEROBRIDGE_CONNECTION_FILE
 // (SPEC 10.1: the peer library reads it, and the name in it), else .demo/import-host.json. The name: --name, else
-// the launching host's, else etl. --allow-evaluate lets the host run scripts here (`$evaluate`: the import's opt-in record
-// transform); without it `$evaluate` is answered not_allowed. --delay-per-file-ms holds each parsed file that long
-// before answering (to watch an import and the progress of long files, or to kill the peer while it holds calls). Prints `etl ready <host>` once welcomed;
-// runs until SIGINT or SIGTERM, or, launched by the host (import-host --etl-command), until its host says bye or is lost.
+// the launching host's, else etl. --allow-evaluate lets the host run scripts (`$evaluate`: the import's opt-in record
+// transform), each in a sandboxed child process (sandbox.mjs: no file system, child process or worker rights, killed
+// past --evaluate-time-limit-ms); without it `$evaluate` is answered not_allowed. --delay-per-file-ms holds each
+// parsed file that long before answering (to watch an import and the progress of long files, or to kill the peer
+// while it holds calls). Prints `etl ready <host>` once welcomed; runs until SIGINT or SIGTERM, or, launched by the
+// host (import-host --etl-command), until its host says bye or is lost.
 
 import { parseArgs } from 'node:util';
 import { fileURLToPath } from 'node:url';
@@ -22,6 +24,7 @@ import path from 'node:path';
 import { setTimeout } from 'node:timers/promises';
 import { connect, BridgeError } from '../../peers/node/index.js';
 import { FileError, FORMATS, importFile } from './formats.mjs';
+import { DEFAULT_TIME_LIMIT_MS, networkIsolated, runSandboxed } from './sandbox.mjs';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const { values: options } = parseArgs({
@@ -29,10 +32,18 @@ const { values: options } = parseArgs({
     connect: { type: 'string' },
     name: { type: 'string' },
     'allow-evaluate': { type: 'boolean', default: false },
+    'evaluate-time-limit-ms': { type: 'string', default: String(DEFAULT_TIME_LIMIT_MS) },
     'delay-per-file-ms': { type: 'string', default: '0' },
   },
 });
 const delayPerFile = Number(options['delay-per-file-ms']);
+const evaluateTimeLimit = Number(options['evaluate-time-limit-ms']);
+if (!Number.isInteger(evaluateTimeLimit) || evaluateTimeLimit < 1) {
+  console.error(`etl-peer: --evaluate-time-limit-ms takes a positive number of milliseconds, not ${options['evaluate-time-limit-ms']}`);
+  process.exit(2);
+}
+// Scripts the host sends run in a sandboxed child, never in this process: the transform comes from any front-end.
+const evaluateSandboxed = (script, args, context) => runSandboxed(script, args, { timeLimitMs: evaluateTimeLimit, signal: context.signal });
 
 const received = { files: 0, attachmentBytes: 0, refused: 0 };
 
@@ -61,7 +72,7 @@ const launched = options.connect === undefined && Boolean(process.env.ZEROBRIDGE
 const target = launched ? undefined : options.connect ?? path.join(root, '.demo/import-host.json');
 const peer = await connect(target, {
   name: options.name ?? (launched ? undefined : 'etl'),
-  evaluate: options['allow-evaluate'],
+  evaluate: options['allow-evaluate'] ? evaluateSandboxed : false,
   // A peer beside its host: when it dies, its session (and the name) is let go after 3 missed beats, 1.5 s, so the
   // host fails the calls it held and a new ETL peer can take the name soon.
   heartbeatMs: 500,
@@ -88,7 +99,8 @@ const peer = await connect(target, {
   console.error(`etl-peer: cannot connect to ${target ?? process.env.ZEROBRIDGE_CONNECTION_FILE}: ${error.message}`);
   process.exit(1);
 });
-console.log(`etl ready ${peer.host}${options['allow-evaluate'] ? ' (evaluate allowed)' : ''}`);
+const evaluating = options['allow-evaluate'] ? ` (evaluate allowed: in a sandbox${networkIsolated() ? ' without network' : ''})` : '';
+console.log(`etl ready ${peer.host}${evaluating}`);
 
 for (const signal of ['SIGINT', 'SIGTERM']) process.once(signal, () => peer.close());
 // Closed by a signal, or, launched by the host, with the host (SPEC 10.1: its bye or its loss closes the peer; the

@@ -24,7 +24,9 @@ PY = sys.executable
 
 
 class ImportHost:
-    def __init__(self, workdir: pathlib.Path, import_root: pathlib.Path, *extra: str, signed: bool = True) -> None:
+    def __init__(self, workdir: pathlib.Path, import_root: pathlib.Path, *extra: str, signed: bool = True,
+                 environment: dict[str, str] | None = None) -> None:
+        """`environment`: variables to set for the host process, beside this process's own."""
         if not IMPORT_HOST.exists():
             raise AssertionError(f"{IMPORT_HOST} is missing: build it first (make build, or swift build --product import-host)")
         self.database = workdir / "import.sqlite"
@@ -32,7 +34,8 @@ class ImportHost:
         self.journal = workdir / "import-jobs.sqlite"
         self.process = Process([str(IMPORT_HOST), "--database", str(self.database), "--journal", str(self.journal),
                                 "--connection-file", str(self.connection_file), "--import-root", str(import_root),
-                                *([] if signed else ["--no-key"]), *extra])
+                                *([] if signed else ["--no-key"]), *extra],
+                               env={**os.environ, **(environment or {})})
         self.endpoint = self.process.wait_for_line("zerobridge ready ").removeprefix("zerobridge ready ")
         self.etl: Process | None = None
 

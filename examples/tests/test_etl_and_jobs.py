@@ -253,6 +253,38 @@ def test_the_transform_maps_records_through_evaluate_when_enabled(host: ImportHo
     assert "record 0: the transform returned 7" in not_a_record["errors"][0]["message"]
 
 
+def test_a_transform_cannot_use_the_etl_peers_powers(host: ImportHost, tmp_path: pathlib.Path) -> None:
+    """The transform runs in the ETL peer's sandbox (examples/etl-peer/sandbox.mjs): writing a file, reading
+    /etc/passwd or starting a process fails each file `transform` with the refusal, nothing is written or stored, and
+    one that loops forever is stopped at the time limit."""
+    host.start_etl("--allow-evaluate", "--evaluate-time-limit-ms", "1500")
+    folder = small_folder(tmp_path)
+    written = tmp_path / "written-by-a-transform"
+    # process.getBuiltinModule reaches Node's modules from any script (before the sandbox, these ran in the peer).
+    builtin = "process.getBuiltinModule"
+    attempts = {
+        f"{builtin}('node:fs').writeFileSync({json.dumps(str(written))}, 'pwned'); return record;": "FileSystemWrite",
+        f"record.body = {builtin}('node:fs').readFileSync('/etc/passwd', 'utf8'); return record;": "FileSystemRead (/etc/passwd)",
+        f"{builtin}('node:child_process').execFileSync('/bin/touch', [{json.dumps(str(written))}]); return record;": "ChildProcess",
+        f"{builtin}('node:process').kill(process.pid, 'SIGKILL'); return record;": "Signal",
+    }
+    for transform, refusal in attempts.items():
+        result = host.call_ok("importFolder", {"path": str(folder), "options": {"transform": transform}})
+        assert result["filesImported"] == 0, result
+        assert {error["file"]: error["kind"] for error in result["errors"]} == {"people.csv": "transform", "note.md": "transform"}
+        assert all(f"the script was refused {refusal}" in error["message"] for error in result["errors"]), result["errors"]
+    assert not written.exists()
+    assert host.call_ok("stats")["records"] == 0
+
+    started = time.monotonic()
+    looping = host.call_ok("importFolder", {"path": str(folder), "options": {"transform": "for (;;) {} return record;"}})
+    assert {error["kind"] for error in looping["errors"]} == {"transform"}, looping["errors"]
+    assert all("ran longer than its limit of 1500 ms and was stopped" in error["message"] for error in looping["errors"])
+    assert time.monotonic() - started < 30  # generous: stopped at its limit, not at some later timeout
+    # The peer is still there and serves the next import.
+    assert host.call_ok("importFolder", {"path": str(folder), "options": {"transform": UPPERCASE}})["transformed"] == 3
+
+
 def test_the_etl_peer_connects_as_a_launched_peer_from_its_environment(host: ImportHost, tmp_path: pathlib.Path) -> None:
     """What a supervising host hands the peer it launches (SPEC 10.1): ZEROBRIDGE_CONNECTION_FILE and
     ZEROBRIDGE_PEER_NAME, no command-line arguments."""

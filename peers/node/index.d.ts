@@ -171,6 +171,13 @@ export interface EventContext {
 export type Handler = (payload: any, context: RequestContext) => unknown | Promise<unknown>;
 
 /**
+ * Runs an `$evaluate` script somewhere other than this process (see `evaluate`): `script` is the body of an async
+ * function whose parameters are the names in `args`. What it returns (or resolves to) is the result; what it throws
+ * is the error the host gets.
+ */
+export type Evaluator = (script: string, args: Record<string, unknown>, context: RequestContext) => unknown;
+
+/**
  * Receives `event.payload` of events the host posts with that `event.action`. Until the promise it
  * returns settles, the event counts toward `maxInFlight`.
  */
@@ -318,8 +325,11 @@ export interface PeerOptions {
    * `$evaluate`. Off by default (`$evaluate` is answered `not_allowed`). Read the README first.
    * Without CURVE it holds for the first host that welcomed this peer only: after losing that host the
    * peer says `hello` without the feature and answers `$evaluate` with `not_allowed` (SPEC 2.1).
+   * A function turns it on and runs each script instead of this process (a sandbox, for example a child process
+   * under Node's permission model): it gets the script, its arguments and the request's context, and its value is
+   * the result.
    */
-  evaluate?: boolean;
+  evaluate?: boolean | Evaluator;
   /**
    * `hello.heartbeat_ms`: the heartbeat interval this peer asks for (default 5000). The host's
    * `welcome.heartbeat_ms` is the one used.

@@ -216,7 +216,8 @@ final class EtlPeer: Sendable {
             result = try await caller.evaluate(Self.transformScript,
                                                arguments: ["records": .array(records.map(\.json)), "transform": .string(transform)],
                                                timeout: run.timeout)
-        } catch let error as BridgeError where error.code == .handlerError || error.code == .notAllowed {
+        } catch let error as BridgeError where [.handlerError, .notAllowed, .timeout].contains(error.code) {
+            // The script threw, was refused by the ETL peer's sandbox, or ran past its time: the transform's fault.
             throw TransformError(message: error.message)
         }
         guard case .array(let values) = result, values.count == records.count else {

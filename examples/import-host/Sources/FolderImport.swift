@@ -29,11 +29,10 @@ struct FolderImport: Sendable {
     /// Imports the folder, handing each progress report to `report` (a request's or a job's progress).
     func run(_ payload: ImportFolder.Payload,
              report: @Sendable (ImportFolder.Progress) async throws -> Void) async throws -> ImportFolder.Result {
-        let folder = URL(fileURLWithPath: payload.path).standardizedFileURL
-        guard roots.contains(folder.path) else {
-            throw BridgeError(.notAllowed, "'\(payload.path)' is outside the folders this host imports from (its --import-root)")
-        }
-        let files = try listFiles(in: folder)
+        // Opened once, beneath its import root: listing and reading go through this descriptor, not the path.
+        let opened = try roots.openFolder(payload.path)
+        let folder = URL(fileURLWithPath: opened.path)
+        let files = try opened.listFiles()
         let options = payload.options
         let concurrency = min(max(options?.concurrency ?? 4, 1), 64)
         let etlTimeout = options?.etlTimeoutMs.map { Duration.milliseconds(max($0, 1)) } ?? etl.timeout
@@ -53,7 +52,7 @@ struct FolderImport: Sendable {
                 func startNext() {
                     guard let file = pending.popFirst() else { return }
                     inFlight += 1
-                    group.addTask { .file(file, await read(file, in: folder, etlRun: etlRun)) }
+                    group.addTask { .file(file, await read(file, in: opened, etlRun: etlRun)) }
                 }
                 func tickLater() {
                     group.addTask {
@@ -122,64 +121,36 @@ struct FolderImport: Sendable {
                              recordsTotal: now.records))
     }
 
-    /// The regular files under the folder, hidden ones left out, as paths relative to it, sorted.
-    private func listFiles(in folder: URL) throws -> [String] {
-        var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: folder.path, isDirectory: &isDirectory), isDirectory.boolValue else {
-            throw BridgeError(.invalidPayload, "'\(folder.path)' is not a folder")
-        }
-        guard let walker = FileManager.default.enumerator(
-            at: folder, includingPropertiesForKeys: [.isRegularFileKey, .isSymbolicLinkKey], options: [.skipsHiddenFiles]) else {
-            throw BridgeError(.invalidPayload, "cannot list '\(folder.path)'")
-        }
-        let prefix = folder.path.hasSuffix("/") ? folder.path : folder.path + "/"
-        var names: [String] = []
-        // Links are listed too (the enumerator does not descend into linked folders): a link to a file is read when it
-        // stays inside the import roots, and reported when it does not.
-        for case let url as URL in walker {
-            let kind = try? url.resourceValues(forKeys: [.isRegularFileKey, .isSymbolicLinkKey])
-            guard kind?.isRegularFile == true || (kind?.isSymbolicLink == true && !Self.isFolder(url)) else { continue }
-            let path = url.standardizedFileURL.path
-            names.append(path.hasPrefix(prefix) ? String(path.dropFirst(prefix.count)) : path)
-        }
-        return names.sorted()
-    }
-
-    private static func isFolder(_ url: URL) -> Bool {
-        var isDirectory: ObjCBool = false
-        return FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory) && isDirectory.boolValue
-    }
-
-    /// Reads one file (inside the roots, up to the size limit) and has the ETL peer parse it; every problem becomes
-    /// that file's error.
-    private func read(_ name: String, in folder: URL, etlRun: EtlPeer.Run) async
+    /// Reads one file (opened beneath the folder, up to the size limit) and has the ETL peer parse it; every problem
+    /// becomes that file's error.
+    private func read(_ name: String, in folder: OpenFolder, etlRun: EtlPeer.Run) async
         -> Swift.Result<Catalog.ImportedFile, ImportFolder.FileError> {
         func failure(_ kind: ImportFolder.FileError.Kind, _ message: String) -> Swift.Result<Catalog.ImportedFile, ImportFolder.FileError> {
             .failure(.init(file: name, kind: kind, message: message))
         }
+        // Opened first, so that a link or a hard link is reported as such whatever its name.
+        let file: OpenFile
+        switch folder.openFile(name) {
+        case .success(let opened): file = opened
+        case .failure(let error): return .failure(error)
+        }
         guard let format = FileFormat(fileName: name) else {
             return failure(.unsupported, "not a format the host imports (csv, json, md)")
         }
-        let path = folder.appendingPathComponent(name).path
-        guard roots.contains(path) else {
-            return failure(.unreadable, "a link to a file outside the folders this host imports from: not read")
+        guard file.size <= maxFileBytes else {
+            return failure(.tooLarge, "\(file.size) bytes; the host imports files up to \(maxFileBytes)")
         }
         let bytes: Data
         do {
-            let size = (try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0
-            guard size <= maxFileBytes else {
-                return failure(.tooLarge, "\(size) bytes; the host imports files up to \(maxFileBytes)")
-            }
             // Read up to one byte past the limit, so a file that grew since is refused, not held.
-            let handle = try FileHandle(forReadingFrom: URL(fileURLWithPath: path))
-            defer { try? handle.close() }
-            bytes = try handle.read(upToCount: maxFileBytes + 1) ?? Data()
+            bytes = try file.handle.read(upToCount: maxFileBytes + 1) ?? Data()
         } catch {
             return failure(.unreadable, "cannot read: \(error.localizedDescription)")
         }
         guard bytes.count <= maxFileBytes else {
             return failure(.tooLarge, "more than \(maxFileBytes) bytes, the most the host imports in one file")
         }
+        let path = URL(fileURLWithPath: folder.path).appendingPathComponent(name).path
         return await etl.records(of: name, format: format, bytes: bytes, run: etlRun).map { records in
             .init(path: path, folder: folder.path, name: name, format: format, bytes: bytes.count, records: records)
         }
@@ -239,37 +210,4 @@ private struct Tally {
                      errorsOmitted: max(sorted.count - FolderImport.maxReportedErrors, 0),
                      attachmentBytes: etl.attachmentBytes, etlRetries: etl.retries, transformed: etl.transformed)
     }
-}
-
-/// The folders an import host reads from (`--import-root`). A path is inside when, with `..` and every symbolic link
-/// resolved, it is a root or lies below one, so neither `../..` nor a link planted in an allowed folder reaches out.
-struct ImportRoots: Sendable {
-    let paths: [String]
-
-    /// Roots that do not exist are refused: a typo would otherwise allow nothing, silently.
-    init(_ folders: [String]) throws {
-        paths = try folders.map { folder in
-            guard let resolved = Self.resolve(folder) else { throw ImportRootError(folder: folder) }
-            return resolved
-        }
-    }
-
-    /// A path that does not exist is judged as written (after `..` is taken out), so that a missing folder inside
-    /// a root is reported missing, and nothing tells whether a path outside exists.
-    func contains(_ path: String) -> Bool {
-        let resolved = Self.resolve(path) ?? URL(fileURLWithPath: path).standardizedFileURL.path
-        return paths.contains { root in resolved == root || resolved.hasPrefix(root == "/" ? root : root + "/") }
-    }
-
-    /// The canonical absolute path (`realpath`), or nil when it does not exist.
-    private static func resolve(_ path: String) -> String? {
-        guard let resolved = realpath(path, nil) else { return nil }
-        defer { free(resolved) }
-        return String(cString: resolved)
-    }
-}
-
-struct ImportRootError: Error, CustomStringConvertible {
-    let folder: String
-    var description: String { "--import-root \(folder): no such folder" }
 }

@@ -37,7 +37,7 @@ struct ImportHostCommand: AsyncParsableCommand {
     @Option(help: "The largest file importFolder reads, in bytes: a file goes whole to the ETL peer in one message, and its records come back in one.")
     var maxFileBytes = 4 << 20
 
-    @Option(help: "A folder importFolder may read, with everything below it (repeatable; default: the current folder). Paths outside, through .. or symbolic links, are refused.")
+    @Option(help: "A folder importFolder may read, with everything below it (repeatable; default: the current folder). Paths outside, through .. or through any symbolic link, are refused, and so are files with more than one hard link.")
     var importRoot: [String] = []
 
     @Option(help: "The job journal (SQLite): importFolder runs as a job that outlives its caller's connection and this host process (SPEC 7.16), so a front-end that comes back re-attaches to it.")
@@ -88,8 +88,11 @@ struct ImportHostCommand: AsyncParsableCommand {
         let etl = try etlCommand.map { command in
             EtlPeer.supervised(try host.supervise(.shell(name: etlPeer, command: command)), timeout: .milliseconds(etlTimeoutMs))
         } ?? EtlPeer.connecting(to: host, name: etlPeer, timeout: .milliseconds(etlTimeoutMs))
+        // ZEROBRIDGE_IMPORT_NO_OPENAT2=1 forces the fallback that kernels without openat2 get (the tests run both).
+        let roots = try ImportRoots(importRoot.isEmpty ? ["."] : importRoot,
+                                    allowOpenat2: ProcessInfo.processInfo.environment["ZEROBRIDGE_IMPORT_NO_OPENAT2"] != "1")
         let importer = FolderImport(
-            catalog: catalog, roots: try ImportRoots(importRoot.isEmpty ? ["."] : importRoot), maxFileBytes: maxFileBytes,
+            catalog: catalog, roots: roots, maxFileBytes: maxFileBytes,
             etl: etl,
             announce: { [weak host, logger] change in
                 do {
@@ -122,6 +125,7 @@ struct ImportHostCommand: AsyncParsableCommand {
         let stop = ShutdownSignal(trapping: [SIGINT, SIGTERM])
         FileHandle.standardOutput.write(Data("zerobridge ready \(host.boundEndpoint ?? endpoint)\n".utf8))
         FileHandle.standardError.write(Data("import-host: database \(catalog.path)\n".utf8))
+        FileHandle.standardError.write(Data("import-host: files are opened beneath the import roots with \(roots.opening.rawValue)\n".utf8))
         await stop.wait()
         await host.shutdown()
         watching.cancel()

@@ -82,8 +82,11 @@ class ProgressStream {
   }
 }
 
-/** Runs `script` as the body of an async function whose parameters are the argument names. */
-async function evaluateScript(payload) {
+/**
+ * Runs `script` as the body of an async function whose parameters are the argument names: in this process, or
+ * through `evaluator(script, args, context)` when the peer was given one (one that runs it somewhere else).
+ */
+async function evaluateScript(payload, evaluator, context) {
   if (typeof payload !== 'object' || payload === null || Array.isArray(payload) || typeof payload.script !== 'string') {
     throw new BridgeError('invalid_payload', '$evaluate takes {"script": string, "arguments"?: object}');
   }
@@ -96,6 +99,7 @@ async function evaluateScript(payload) {
   if (badName !== undefined) {
     throw new BridgeError('invalid_payload', `$evaluate argument name ${JSON.stringify(badName)} is not a JavaScript identifier`);
   }
+  if (evaluator !== null) return evaluator(payload.script, args, context);
   const fn = new AsyncFunction(...names, payload.script);
   return fn(...names.map((name) => args[name]));
 }
@@ -127,6 +131,8 @@ export class Link {
    *                                                   the owner calls onRoom() when it may no longer be
    * @param {Map<string, Function>} options.handlers   action name -> handler, read at each request
    * @param {() => string|null} options.evaluate        why `$evaluate` is refused now (`not_allowed`), or null: it runs scripts
+   * @param {((script: string, args: object, context: object) => unknown)|null} [options.evaluator]
+   *   runs an `$evaluate` script instead of this process (a sandbox), or null
    * @param {number} options.maxInFlight               the host's requests and events run at once (SPEC 7.11, 7.13)
    * @param {(action: string, payload: any, context: {action: string, topic: string|null, signal: AbortSignal}) => Promise<unknown>|null} options.onEvent
    *   runs the listeners of an event; returns a promise (never rejecting) while some still run, else null
@@ -144,6 +150,7 @@ export class Link {
     this.isFull = options.isFull ?? (() => false);
     this.handlers = options.handlers;
     this.evaluate = options.evaluate;
+    this.evaluator = options.evaluator ?? null;
     this.maxInFlight = options.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT;
     this.onEvent = options.onEvent;
     this.onSession = options.onSession;
@@ -458,7 +465,7 @@ export class Link {
     } else if (action === '$evaluate') {
       const refusal = this.evaluate();
       run = refusal === null
-        ? () => evaluateScript(request.payload)
+        ? () => evaluateScript(request.payload, this.evaluator, context)
         : async () => { throw new BridgeError('not_allowed', refusal); };
     } else {
       const handler = this.handlers.get(action);

@@ -176,7 +176,9 @@ export class Peer {
     }
     if (key !== '') this.#key = parseKey(key);
     this.name = peerName(options.name, file, launched);
-    this.evaluate = evaluate === true;
+    // true runs scripts in this process; a function runs them where it chooses (a sandbox: see the README).
+    this.evaluator = typeof evaluate === 'function' ? evaluate : null;
+    this.evaluate = evaluate === true || this.evaluator !== null;
     this.requestedHeartbeatMs = heartbeatMs;
     this.heartbeatMs = heartbeatMs;
     this.timeout = timeout;
@@ -230,6 +232,7 @@ export class Peer {
       isFull: () => this.dealer.queuedBytes + this.#unsentBytes >= this.dealer.sendBufferBytes,
       handlers: this.handlers,
       evaluate: () => (this.evaluate ? this.#evaluateWithdrawn : 'this peer does not evaluate scripts (connect with evaluate: true to allow it)'),
+      evaluator: this.evaluator,
       maxInFlight,
       onEvent: (action, payload, context) => this.dispatchEvent(action, payload, context),
       onSession: (body) => this.onSessionMessage(body),

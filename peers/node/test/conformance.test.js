@@ -160,6 +160,21 @@ for (const transport of ['tcp', 'ipc']) {
         (e) => expectCode('handler_error')(e) && /script failed/.test(e.message));
     });
 
+    test('$evaluate goes to the evaluator the peer was given (a sandbox), with its arguments and the request signal', async (t) => {
+      const host = await getHost();
+      const seen = [];
+      const evaluate = async (script, args, context) => {
+        seen.push({ script, args, signal: context.signal instanceof AbortSignal });
+        return { ranElsewhere: true };
+      };
+      const peer = await connect(host.endpoint, { name: `node-evaluator-${transport}`, evaluate, log: () => {} });
+      t.after(() => peer.close());
+      assert.deepEqual(await peer.call('evaluate', { script: 'return a', arguments: { a: 1 } }), { ranElsewhere: true });
+      assert.deepEqual(seen, [{ script: 'return a', args: { a: 1 }, signal: true }]);
+      await assert.rejects(peer.call('evaluate', { script: 'return 1', arguments: { 'not a name': 1 } }), expectCode('invalid_payload'));
+      assert.equal(seen.length, 1, 'a payload $evaluate refuses never reaches the evaluator');
+    });
+
     test('emit sends an event to our on() listener before its result', async () => {
       const peer = await getPeer();
       const received = [];
