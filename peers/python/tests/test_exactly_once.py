@@ -68,7 +68,7 @@ def test_fresh_connections_are_answered_once_while_named_peers_leave_mid_stream(
             request = {"v": 1, "type": "request", "id": f"e{number}", "action": "echo", "payload": number}
             socket.send_multipart([b"", json.dumps(request).encode()])
             answers = []
-            if (answer := _receive(socket, 30_000)) is not None:  # a real hang, not a slow machine, reaches this
+            if (answer := _receive(socket, 15_000)) is not None:  # only a lost request, not a slow machine, reaches this
                 answers.append(answer)
                 if (again := _receive(socket, 0)) is not None:
                     answers.append(again)
