@@ -318,6 +318,73 @@ def event_flood(host: Host, context: zmq.Context) -> tuple[dict[str, Any], bool]
     return figures, refused == 100_000 - IN_FLIGHT and extra is None and idle_cpu < 0.3
 
 
+def connection_churn(connections: int = 10_000, named_streamers: int = 4, callers: int = 8):
+    def scenario(host: Host, context: zmq.Context) -> tuple[dict[str, Any], bool]:
+        """Churn: `connections` anonymous connections come and go (each sends one `echo` and waits for its answer)
+        beside named peers that each start a `count` stream with progress, read a little of it, send a few
+        messages more and leave mid-stream without `bye`, over and over. Every echo is answered exactly once
+        (SPEC 7.1): a connection closing must never end a newer connection's session (file descriptors and
+        connections are reused while the closed one's last messages are still being read)."""
+        watch = Watch(host)
+        stop = threading.Event()
+        left = [0]
+
+        def streamer(index: int) -> None:
+            round_ = 0
+            while not stop.is_set():
+                round_ += 1
+                socket = dealer(context, host.endpoint)
+                send(socket, {"v": 1, "type": "hello", "peer": f"streamer-{index}-{round_}", "heartbeat_ms": 500})
+                receive(socket, 5000)  # welcome
+                send(socket, {"v": 1, "type": "request", "id": "c", "action": "count",
+                              "payload": {"n": 100_000, "delay_ms": 1}, "progress": True})
+                for _ in range(5):
+                    receive(socket, 2000)
+                for extra in range(3):  # still being read when the connection is gone
+                    send(socket, {"v": 1, "type": "event", "action": "echo", "payload": extra})
+                socket.close()
+                left[0] += 1
+
+        unanswered, duplicates, served = [0], [0], [0]
+        lock = threading.Lock()
+        remaining = [connections]
+
+        def caller(index: int) -> None:
+            while True:
+                with lock:
+                    if remaining[0] == 0:
+                        return
+                    remaining[0] -= 1
+                    number = remaining[0]
+                socket = dealer(context, host.endpoint)
+                send(socket, {"v": 1, "type": "request", "id": f"e{number}", "action": "echo", "payload": number})
+                answer = receive(socket, 10_000)
+                again = receive(socket, 0) if answer is not None else None
+                socket.close()
+                with lock:
+                    if answer is None or answer.get("id") != f"e{number}" or answer.get("result") != number:
+                        unanswered[0] += 1
+                    if again is not None:
+                        duplicates[0] += 1
+                    served[0] += 1
+
+        streamers = [threading.Thread(target=streamer, args=(i,)) for i in range(named_streamers)]
+        callers_ = [threading.Thread(target=caller, args=(i,)) for i in range(callers)]
+        started = time.monotonic()
+        for thread in streamers + callers_:
+            thread.start()
+        for thread in callers_:
+            thread.join()
+        stop.set()
+        for thread in streamers:
+            thread.join()
+        figures = watch.stop() | {"connections": served[0], "echo_unanswered": unanswered[0],
+                                  "echo_duplicates": duplicates[0], "named_left_mid_stream": left[0],
+                                  "seconds": round(time.monotonic() - started, 1)}
+        return figures, served[0] == connections and unanswered[0] == 0 and duplicates[0] == 0
+    return scenario
+
+
 def partition(binary: Path) -> tuple[dict[str, Any], bool | None]:
     """The network-partition tests of the Python suite (they start their own hosts, in two namespaces)."""
     if os.geteuid() != 0:
@@ -338,6 +405,7 @@ SCENARIOS: dict[str, Callable[[Host, zmq.Context], tuple[dict[str, Any], bool]]]
     "orphaned-sleeps-107k": orphaned_sleeps,
     "sleeps-at-once-102k": sleeps_at_once,
     "events-100k": event_flood,
+    "churn-10k": connection_churn(),
 }
 
 

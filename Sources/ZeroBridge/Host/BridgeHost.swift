@@ -363,15 +363,20 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
     /// On the thread: one copy of the encoded event to each named session that qualifies.
     private func deliver(_ body: [[UInt8]], action: String, topic: String?) -> BroadcastReport {
         var report = BroadcastReport(delivered: [], skipped: [])
+        let bytes = body.reduce(0) { $0 + $1.count }
         for (name, session) in sessionsByName.sorted(by: { $0.key < $1.key }) where !session.link.isClosed {
             if let topic, !session.topics.contains(topic) { continue }
-            guard session.link.outbox.queuedBytes <= Outbox.maxQueuedBytes else {
+            guard session.link.outbox.queuedBytes <= Outbox.maxQueuedBytes, session.link.broadcasts.hasRoom else {
                 configuration.logger.warning("broadcast skipped a peer whose queue is full",
-                                             metadata: ["peer": "\(name)", "action": "\(action)", "topic": "\(topic ?? "-")"])
+                                             metadata: ["peer": "\(name)", "action": "\(action)", "topic": "\(topic ?? "-")",
+                                                        "unconfirmed_bytes": "\(session.link.broadcasts.unconfirmedBytes)"])
                 report.skipped.append(name)
                 continue
             }
             session.link.send(body)
+            session.link.broadcasts.sent(bytes)
+            // The pong to a ping sent after the copy shows the peer read it (SPEC 7.15).
+            if !session.link.broadcasts.awaitsPong { session.link.sendPing() }
             report.delivered.append(name)
         }
         return report
@@ -409,9 +414,13 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
 
     private func received(_ frames: [Frame]) {
         let routingID = frames[0].bytes
-        if frames.count > 1, let fd = frames[1].sourceFileDescriptor,
-           let closed = connections.message(over: fd, from: routingID) {
-            connectionClosed(closed)
+        if frames.count > 1, let fd = frames[1].sourceFileDescriptor {
+            // A new connection's first message: the disconnects of earlier connections over its descriptor were
+            // reported before the descriptor was free, so reading the pending events now attributes them correctly.
+            if connections.isNew(routingID, over: fd), let monitor {
+                while let event = try? monitor.nextAvailable() { connectionEvent(event) }
+            }
+            if let closed = connections.message(over: fd, from: routingID) { connectionClosed(closed) }
         }
         if keyed != nil, !acceptSignature(frames, from: routingID) { return }
         // With CURVE, the ZAP handler made the peer's public key the connection's User-Id.

@@ -4,19 +4,39 @@ import Foundation
 /// messages come over, so a disconnect event can name the session it ends, and which connections are retired
 /// (SPEC 6). Confined to the host's socket thread.
 ///
-/// File descriptors are reused once a connection closes. Monitor events are read before the messages of each round,
-/// but a descriptor can still carry a new peer's message before the old connection's disconnect event is read: then
-/// the old connection is known to be closed at once, and its event, when it comes, is skipped.
+/// A disconnect event names only a file descriptor, and descriptors are reused once a connection closes. libzmq
+/// reports a connection's disconnect before it closes its descriptor, so before a new connection's first message is
+/// counted the host reads the events still pending (``isNew(_:over:)``): every earlier connection over that
+/// descriptor is then known to be closed. Messages of a closed connection can still be read after a newer
+/// connection's (libzmq takes turns among connections): they are recognised as late, and never taken to mean that
+/// the newer connection closed.
 struct Connections {
+    /// Each descriptor's open connection.
     private var routingIDs: [Int32: [UInt8]] = [:]
+    /// The latest connections closed over each descriptor, newest last: their late messages change nothing.
+    private var closedOver: [Int32: [[UInt8]]] = [:]
     /// Disconnect events still to come for connections already known to be closed.
     private var closedAhead: [Int32: Int] = [:]
     private var retired = RetiredConnections()
 
+    /// How many closed connections are remembered per descriptor: a late message of one closed this many connections
+    /// over the same descriptor ago (each closed, accepted and handshaken while it waited) is not recognised.
+    static let closedRemembered = 16
+
+    /// Whether a message from `routingID` over `fd` is the first of a connection not known yet (not the descriptor's
+    /// open connection, nor one closed over it).
+    func isNew(_ routingID: [UInt8], over fd: Int32) -> Bool {
+        routingIDs[fd] != routingID && closedOver[fd]?.contains(routingID) != true
+    }
+
     /// A message from `routingID` came over `fd`; returns the routing id of a connection this shows to be closed.
     mutating func message(over fd: Int32, from routingID: [UInt8]) -> [UInt8]? {
-        guard let previous = routingIDs.updateValue(routingID, forKey: fd), previous != routingID else { return nil }
+        guard isNew(routingID, over: fd) else { return nil }
+        guard let previous = routingIDs.updateValue(routingID, forKey: fd) else { return nil }
+        // The descriptor's previous connection closed and its event has not been read (the caller reads pending
+        // events first, so this is a safeguard): it is known closed now, and its event is skipped when it comes.
         closedAhead[fd, default: 0] += 1
+        remember(previous, closedOver: fd)
         return previous
     }
 
@@ -26,7 +46,16 @@ struct Connections {
             closedAhead[fd] = ahead > 1 ? ahead - 1 : nil
             return nil
         }
-        return routingIDs.removeValue(forKey: fd)
+        guard let closed = routingIDs.removeValue(forKey: fd) else { return nil }
+        remember(closed, closedOver: fd)
+        return closed
+    }
+
+    private mutating func remember(_ routingID: [UInt8], closedOver fd: Int32) {
+        var closed = closedOver[fd] ?? []
+        if closed.count == Self.closedRemembered { closed.removeFirst() }
+        closed.append(routingID)
+        closedOver[fd] = closed
     }
 
     /// What arrives on the connection from now on is answered `bye`, not processed.
@@ -37,7 +66,6 @@ struct Connections {
 
     func isRetired(_ routingID: [UInt8]) -> Bool { retired.contains(routingID) }
 }
-
 /// Routing ids of retired connections (SPEC 6), at most 65,536: the oldest are forgotten first. A forgotten one
 /// can only be a connection silent for that many retirements since; its messages would open a new session.
 struct RetiredConnections {

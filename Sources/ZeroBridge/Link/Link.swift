@@ -35,6 +35,8 @@ final class Link: @unchecked Sendable {
     let outbox = Outbox()
     /// Progress bytes on their way from this conversation's handlers to the thread.
     let progressBudget = ProgressBudget()
+    /// Broadcast bytes sent that the other side has not shown it read (SPEC 7.15). On the thread.
+    var broadcasts = BroadcastWindow()
     /// The handle given to handlers as ``BridgeRequest/peer`` (on a host). It holds the link, so ``close(_:)``
     /// lets go of it.
     var remote: RemotePeer?
@@ -180,7 +182,7 @@ final class Link: @unchecked Sendable {
         case .event(let event): receive(event)
         case .cancel(let id): receiveCancel(id: id)
         case .ping: send(.pong)
-        case .pong: break
+        case .pong: broadcasts.ponged()
         case .hello, .welcome, .bye: break
         }
     }
@@ -211,6 +213,7 @@ final class Link: @unchecked Sendable {
 
     func sendPing() {
         lastPing = .now
+        broadcasts.pinged()
         send(.ping)
     }
 

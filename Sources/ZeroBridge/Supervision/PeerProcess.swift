@@ -1,8 +1,13 @@
+import Foundation
 import Logging
 import Subprocess
+import Synchronization
 
 /// One run of a supervised peer's program (SPEC 10.1), through swift-subprocess: started with its environment, its
 /// output read line by line into the host's log, signalled on command, and waited for until it exits.
+///
+/// Each run is the leader of a process group of its own: what it starts (a shell's children, workers) is in that
+/// group, so every signal goes to the whole group, and whatever of the group outlives the program is stopped too.
 enum PeerProcess {
     /// What the supervisor asks of a running process.
     enum Command: Sendable {
@@ -28,12 +33,18 @@ enum PeerProcess {
                     commands: AsyncStream<Command>, started: @escaping @Sendable (Int32) -> Void) async -> Outcome {
         let executable: Executable = peer.executable.contains("/") ? .path(.init(peer.executable)) : .name(peer.executable)
         let variables = Dictionary(uniqueKeysWithValues: environment.map { (Environment.Key(stringLiteral: $0.key), Optional($0.value)) })
+        var options = PlatformOptions()
+        options.processGroupID = 0  // a new group, led by the program (its pid is the group's id)
+        let leader = Mutex<Int32?>(nil)
+        let outcome: Outcome
         do {
             let result = try await Subprocess.run(
                 executable, arguments: Arguments(peer.arguments), environment: .inherit.updating(variables),
-                workingDirectory: peer.workingDirectory.map { .init($0) }, input: .none, output: .sequence, error: .sequence
+                workingDirectory: peer.workingDirectory.map { .init($0) }, platformOptions: options,
+                input: .none, output: .sequence, error: .sequence
             ) { execution in
                 let pid = execution.processIdentifier.value
+                leader.withLock { $0 = pid }
                 started(pid)
                 // Signals go through the execution (a pidfd on Linux), so a pid the kernel has reused is never hit.
                 let signalling = Task { for await command in commands { await perform(command, on: execution) } }
@@ -48,12 +59,14 @@ enum PeerProcess {
                 await signalling.value
             }
             switch result.terminationStatus {
-            case .exited(let code): return .exited(.code(code))
-            case .signaled(let signal): return .exited(.signal(signal))
+            case .exited(let code): outcome = .exited(.code(code))
+            case .signaled(let signal): outcome = .exited(.signal(signal))
             }
         } catch {
-            return .couldNotStart("\(error)")
+            outcome = .couldNotStart("\(error)")
         }
+        if let pid = leader.withLock({ $0 }) { await stopGroup(pid, grace: peer.stopGrace) }
+        return outcome
     }
 
     /// swift-subprocess 1.0.2 has no public "wait for exit" inside the body (its own monitor is internal), but its
@@ -66,12 +79,40 @@ enum PeerProcess {
     private static func perform(_ command: Command, on execution: Execution<NoInput, SequenceOutput, SequenceOutput>) async {
         switch command {
         case .kill:
-            await execution.teardown(using: [])
+            await execution.teardown(using: [.send(signal: .kill, toProcessGroup: true, allowedDurationToNextStep: .zero)])
         case .stop(let grace, saidBye: true):
+            // The last step's group reaches the final SIGKILL too.
             await execution.teardown(using: [.send(signal: Signal(rawValue: 0), allowedDurationToNextStep: grace),
-                                             .gracefulShutDown(allowedDurationToNextStep: grace)])
+                                             .gracefulShutDown(toProcessGroup: true, allowedDurationToNextStep: grace)])
         case .stop(let grace, saidBye: false):
-            await execution.teardown(using: [.gracefulShutDown(allowedDurationToNextStep: grace)])
+            await execution.teardown(using: [.gracefulShutDown(toProcessGroup: true, allowedDurationToNextStep: grace)])
+        }
+    }
+
+    /// Once the program has exited, whatever is left of its group (children it started, which the program's own
+    /// exit does not end) gets SIGTERM, up to `grace` to exit, then SIGKILL. The group's id stays taken while any
+    /// member lives, so the signals reach no one else.
+    static func stopGroup(_ leader: Int32, grace: Duration) async {
+        guard kill(-leader, SIGTERM) == 0 else { return }  // ESRCH: the group is empty
+        let deadline = ContinuousClock.now + grace
+        while ContinuousClock.now < deadline {
+            guard hasLiveMember(group: leader) else { return }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        kill(-leader, SIGKILL)
+    }
+
+    /// Whether a process of the group still runs. Read from /proc, because `kill(-group, 0)` also counts members
+    /// that have exited and wait to be reaped (by init, once orphaned), which would make every stop wait its grace.
+    static func hasLiveMember(group: Int32) -> Bool {
+        guard let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc") else { return kill(-group, 0) == 0 }
+        return entries.contains { entry in
+            guard entry.first?.isNumber == true,
+                  let stat = try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8),
+                  let nameEnd = stat.lastIndex(of: ")") else { return false }
+            // After the command's name: state, parent, process group.
+            let fields = stat[stat.index(after: nameEnd)...].split(separator: " ", maxSplits: 3)
+            return fields.count > 2 && fields[0] != "Z" && Int32(fields[2]) == group
         }
     }
 

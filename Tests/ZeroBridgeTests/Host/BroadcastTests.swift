@@ -92,6 +92,31 @@ struct BroadcastTests {
         await host.shutdown()
     }
 
+    @Test("a subscriber that never reads costs at most 8 MiB of broadcasts and one event, then is skipped; one that reads gets every one")
+    func silentSubscriberBoundedInBytes() async throws {
+        let host = try startConformanceHost()
+        let silent = try RawPeer(host.boundEndpoint!)  // never reads after its welcome, so never answers a ping
+        #expect(try await silent.hello("silent", heartbeatMs: 600_000)?["type"] == "welcome")
+        let (reader, got) = try await listener(host, "reader")
+        let eventBytes = 512 << 10
+        let chunk = JSONValue.string(String(repeating: "x", count: eventBytes))
+        var deliveredToSilent = 0, skippedSilent = 0
+        for index in 1...48 {
+            let report = try await host.broadcast("notice", ["n": .int(index), "chunk": chunk])
+            deliveredToSilent += report.delivered.contains("silent") ? 1 : 0
+            skippedSilent += report.skipped.contains("silent") ? 1 : 0
+            #expect(report.delivered.contains("reader"), "a reader that keeps up is never skipped (broadcast \(index))")
+            // The reader takes each event before the next broadcast, as a peer that keeps up does.
+            #expect(try await eventually { got.all.count == index })
+        }
+        // Libzmq alone would have taken all 48 (24 MiB): its queue counts messages, not bytes.
+        #expect(deliveredToSilent * eventBytes <= Outbox.maxQueuedBytes + eventBytes)
+        #expect(deliveredToSilent >= 8, "the bound is 8 MiB, not less")
+        #expect(skippedSilent == 48 - deliveredToSilent)
+        await reader.close()
+        await host.shutdown()
+    }
+
     @Test("welcome.info is what the host's configuration says; a payload JSON cannot carry is refused before any copy goes")
     func infoAndRefusals() async throws {
         let host = try startConformanceHost { $0.info = ["version": "2.1", "features": ["search"]] }

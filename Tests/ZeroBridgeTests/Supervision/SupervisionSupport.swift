@@ -85,6 +85,13 @@ enum SupervisionSupport {
     /// Whether a process with this pid exists (the host reaps its children, so an exited one does not).
     static func isRunning(_ pid: Int32) -> Bool { kill(pid, 0) == 0 }
 
+    /// Whether a process with this pid runs: it exists and is not a zombie (an orphan that exited and waits for init).
+    static func isLive(_ pid: Int32) -> Bool {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+              let nameEnd = stat.lastIndex(of: ")") else { return false }
+        return stat[stat.index(after: nameEnd)...].split(separator: " ").first != "Z"
+    }
+
     /// A process's command line, its arguments joined by spaces.
     static func commandLine(of pid: Int32) throws -> String {
         let bytes = try Data(contentsOf: URL(fileURLWithPath: "/proc/\(pid)/cmdline"))

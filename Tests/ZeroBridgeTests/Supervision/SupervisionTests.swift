@@ -219,6 +219,29 @@ struct SupervisionTests {
         #expect(lines.filter { $0.contains(rest) }.count == 1)
     }
 
+    @Test("a supervised peer runs in a process group of its own, and shutdown stops the whole group: a child it started does not outlive the host")
+    func childrenEndWithTheHost() async throws {
+        let childFile = NSTemporaryDirectory() + "zerobridge-child-\(UUID().uuidString.prefix(8)).pid"
+        defer { try? FileManager.default.removeItem(atPath: childFile) }
+        let (host, spawner, pid) = try await Support.upPythonPeer("spawner", peer: { peer in
+            // The child ignores SIGTERM, as a careless worker might: only SIGKILL to the group ends it.
+            let python = peer.executable, script = peer.arguments[0]
+            peer = Support.shell(name: "spawner", "trap '' TERM; sleep 1000 & echo $! > \(childFile); exec \(python) \(script)")
+            peer.readyTimeout = patience
+            peer.stopGrace = .milliseconds(500)
+        })
+        #expect(getpgid(pid) == pid, "the peer leads a process group of its own")
+        let child = try #require(Int32(try String(contentsOfFile: childFile, encoding: .utf8)
+            .trimmingCharacters(in: .whitespacesAndNewlines)))
+        #expect(getpgid(child) == pid, "its child is in that group")
+        #expect(Support.isLive(child))
+
+        await host.shutdown()
+        #expect(spawner.state == .stopped)
+        #expect(!Support.isLive(pid))
+        #expect(!Support.isLive(child), "the peer's child was stopped with it")
+    }
+
     @Test("stop() stops one peer and leaves the host serving; supervising the same name again is allowed then")
     func stopOne() async throws {
         let host = try startConformanceHost(transport: "tcp")

@@ -318,7 +318,9 @@ describe('peer: serving the host', () => {
   test('cancel aborts the handler\'s signal and answers cancelled exactly once', async (t) => {
     let aborted;
     let started;
+    let returned;
     const running = new Promise((resolve) => { started = resolve; });
+    const lateResultReturned = new Promise((resolve) => { returned = resolve; });
     const { host } = await setup(t, {
       peer: {
         actions: {
@@ -326,7 +328,7 @@ describe('peer: serving the host', () => {
             started(); // a cancel read before the handler starts means it never starts (SPEC 7.3): this one is running
             ctx.signal.addEventListener('abort', () => {
               aborted = ctx.signal.reason;
-              setTimeout(() => resolve('finished anyway'), 20); // a late result: must be discarded
+              setTimeout(() => { resolve('finished anyway'); returned(); }, 20); // a late result: must be discarded
             });
           }),
         },
@@ -338,7 +340,10 @@ describe('peer: serving the host', () => {
     assert.equal((await responseTo(host, 'c1')).body.error.code, 'cancelled');
     host.send({ v: 1, type: 'cancel', id: 'c1' }); // finished: ignored
     host.send({ v: 1, type: 'cancel', id: 'never-seen' }); // unknown: ignored
-    await new Promise((resolve) => setTimeout(resolve, 100)); // let the handler return its late result
+    // The handler has returned its late result (a fixed pause could end first on a loaded machine, and the ping
+    // below would then pass before any second response could be sent); the peer handles the result next.
+    await within(lateResultReturned, 10_000, 'the handler to return its late result');
+    await new Promise((resolve) => setImmediate(resolve));
     host.send({ v: 1, type: 'ping' });
     const next = await host.next((b) => b?.type === 'response' || b?.type === 'pong');
     assert.equal(next.body.type, 'pong', 'no second response for c1 and no answer to the cancels');
