@@ -4,6 +4,8 @@
 //
 //   node fuzz/node/fuzz-zmtp.mjs [--seconds 60] [--seed N] [--artifacts DIR] [--new DIR] CORPUS...
 //   node fuzz/node/fuzz-zmtp.mjs --replay CORPUS...      (each input once: the regression run of node --test)
+//   node fuzz/node/fuzz-zmtp.mjs --minimize OUT SEEDS CORPUS... (the seeds, and the smallest other inputs that show a
+//                                                          behaviour the seeds do not, into OUT)
 //
 // Each input is what the other side of a connection sends, fed to a DEALER (and, when it offers CURVE, to a CURVE
 // client) in one to three chunks: the way a connection accepted by zmtp-router.js is driven, through a Duplex. A
@@ -152,7 +154,7 @@ function readCorpus(folders) {
 const sha1 = (data) => createHash('sha1').update(data).digest('hex');
 
 async function main(argv) {
-  const options = { seconds: 60, seed: Date.now() % 1_000_000_007, artifacts: '.', newDir: null, replay: false, folders: [] };
+  const options = { seconds: 60, seed: Date.now() % 1_000_000_007, artifacts: '.', newDir: null, replay: false, minimize: null, folders: [] };
   for (let i = 0; i < argv.length; i += 1) {
     const arg = argv[i];
     if (arg === '--seconds') options.seconds = Number(argv[++i]);
@@ -160,6 +162,7 @@ async function main(argv) {
     else if (arg === '--artifacts') options.artifacts = argv[++i];
     else if (arg === '--new') options.newDir = argv[++i];
     else if (arg === '--replay') options.replay = true;
+    else if (arg === '--minimize') options.minimize = argv[++i];
     else options.folders.push(arg);
   }
   const corpus = readCorpus(options.folders);
@@ -171,6 +174,10 @@ async function main(argv) {
     console.error(`==ERROR: ${error.message}\nTest unit written to ${file}`);
     process.exitCode = 1;
   };
+  if (options.minimize) {
+    minimize(readCorpus(options.folders.slice(0, 1)), readCorpus(options.folders.slice(1)), options.minimize);
+    return;
+  }
   const signatures = new Set();
   for (const input of corpus) {
     try {
@@ -221,6 +228,30 @@ async function main(argv) {
   console.log(`stat::new_units_added:          ${added}`);
   console.log(`stat::behaviours:               ${signatures.size}`);
   console.log(`stat::peak_rss_mb:              ${Math.round(process.resourceUsage().maxRSS / 1024)}`);
+}
+
+/**
+ * Keeps the seeds (the protocol's shapes, which the mutations start from), and of the other inputs, smallest first,
+ * each one that shows a behaviour nothing kept before it did.
+ */
+function minimize(seeds, others, folder) {
+  const seen = new Set();
+  let kept = 0;
+  mkdirSync(folder, { recursive: true });
+  for (const seed of seeds) {
+    for (const signature of runInput(seed)) seen.add(signature);
+    writeFileSync(path.join(folder, sha1(seed)), seed);
+    kept += 1;
+  }
+  const corpus = [...seeds, ...others];
+  for (const input of others.sort((a, b) => a.length - b.length || Buffer.compare(a, b))) {
+    const fresh = runInput(input).filter((signature) => !seen.has(signature));
+    if (fresh.length === 0) continue;
+    for (const signature of fresh) seen.add(signature);
+    writeFileSync(path.join(folder, sha1(input)), input);
+    kept += 1;
+  }
+  console.log(`kept ${kept} of ${corpus.length} inputs (${seen.size} behaviours) in ${folder}`);
 }
 
 if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {

@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """atheris (libFuzzer for Python) target for the Python peer's decoder, zerobridge.wire.decode.
 
 Run by `make fuzz` (fuzz/run.py), or by hand with libFuzzer's flags::
