@@ -2,7 +2,8 @@
 same inputs and must agree byte for byte (canonical JSON) or verdict for verdict (schemas).
 
     python fuzz/differential/reference.py canonical [--seed 1] [--count 3000]
-        one JSON line per value: {"text": the value as JSON text, "canonical": RFC 8785's form, by PyPI's rfc8785}
+        one JSON line per value: {"text": the value as JSON text, "canonical": RFC 8785's form, by PyPI's rfc8785,
+        "equivalent_names": whether an object in it has two names that differ only in Unicode normalization}
     python fuzz/differential/reference.py schemas [--seed 1] [--count 3000]
         one JSON line per pair: {"schema": ..., "instance": ..., "valid": the verdict of PyPI's jsonschema (2020-12)}
 
@@ -23,6 +24,7 @@ import copy
 import json
 import random
 import sys
+import unicodedata
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -77,11 +79,23 @@ def random_value(rng: random.Random, depth: int = 0) -> Any:
     return {random_string(rng): random_value(rng, depth + 1) for _ in range(rng.randrange(6))}
 
 
-def canonical_cases(seed: int, count: int) -> Iterator[dict[str, str]]:
+def has_equivalent_names(value: Any) -> bool:
+    """Whether an object in `value` has two names that are canonically equivalent (equal once NFC-normalized)."""
+    if isinstance(value, dict):
+        if len({unicodedata.normalize("NFC", name) for name in value}) < len(value):
+            return True
+        return any(has_equivalent_names(item) for item in value.values())
+    if isinstance(value, list):
+        return any(has_equivalent_names(item) for item in value)
+    return False
+
+
+def canonical_cases(seed: int, count: int) -> Iterator[dict[str, Any]]:
     rng = random.Random(seed)
     for _ in range(count):
         value = random_value(rng)
-        yield {"text": json.dumps(value, ensure_ascii=rng.random() < 0.5), "canonical": rfc8785.dumps(value).decode()}
+        yield {"text": json.dumps(value, ensure_ascii=rng.random() < 0.5), "canonical": rfc8785.dumps(value).decode(),
+               "equivalent_names": has_equivalent_names(value)}
 
 
 # --- schemas --------------------------------------------------------------------------------------------------------
