@@ -30,12 +30,11 @@ deps-system:
 
 deps-python: $(VENV)/.installed
 
+# rfc8785 is the reference of the differential tests, atheris the Python fuzzer (fuzz/).
 $(VENV)/.installed: peers/python/pyproject.toml Makefile
 	@[ -x $(PY) ] || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q pyzmq pytest pytest-timeout jsonschema tqdm mypy
-	# References for the differential tests (rfc8785) and the Python fuzzer (atheris): fuzz/.
-	$(PY) -m pip install -q rfc8785 atheris
+	$(PY) -m pip install -q pyzmq pytest pytest-timeout jsonschema tqdm mypy rfc8785 atheris
 	$(PY) -m pip install -q -e peers/python
 	@touch $@
 
