@@ -8,7 +8,7 @@ SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 SWIFT_BIN := .build/debug
 export ZEROBRIDGE_BIN := $(CURDIR)/$(SWIFT_BIN)/zerobridge
 
-.PHONY: deps deps-system deps-python build test test-swift test-protocol test-python test-node test-examples demo bench soak bench-security clean
+.PHONY: deps deps-system deps-python build test test-swift test-protocol test-python test-node test-examples demo bench soak fuzz fuzz-corpus bench-security clean
 
 # --- installing what is missing -------------------------------------------------------------
 deps: deps-system deps-python
@@ -22,6 +22,7 @@ deps-system:
 	command -v python3 >/dev/null || missing="$$missing python3 python3-venv"; \
 	command -v ip >/dev/null || missing="$$missing iproute2"; \
 	command -v tcpdump >/dev/null || missing="$$missing tcpdump"; \
+	[ -f /usr/share/nodejs/tweetnacl/package.json ] || missing="$$missing node-tweetnacl"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
@@ -29,10 +30,11 @@ deps-system:
 
 deps-python: $(VENV)/.installed
 
+# rfc8785 is the reference of the differential tests, atheris the Python fuzzer (fuzz/).
 $(VENV)/.installed: peers/python/pyproject.toml Makefile
 	@[ -x $(PY) ] || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q pyzmq pytest pytest-timeout jsonschema tqdm mypy
+	$(PY) -m pip install -q pyzmq pytest pytest-timeout jsonschema tqdm mypy rfc8785 atheris
 	$(PY) -m pip install -q -e peers/python
 	@touch $@
 
@@ -84,10 +86,33 @@ bench:
 	$(PY) bench/run.py --started $$started
 
 # Hostile and unlucky clients against a release conformance host (bench/soak.py, about 3 minutes after the build):
-# its peak memory, and whether another peer was served within 1 s throughout. Not part of test.
+# its peak memory, and whether another peer was served within 1 s throughout; then `make fuzz` (4 fuzzers, FUZZ_SECONDS
+# each). Not part of test.
 soak: deps
 	swift build -c release --product zerobridge
 	$(PY) bench/soak.py
+	@$(MAKE) --no-print-directory fuzz
+
+# Fuzzing (fuzz/run.py): each fuzzer of fuzz/ for FUZZ_SECONDS from its committed corpus, fuzz/corpus/NAME; a finding
+# fails the target. The Swift targets are compiled by swiftc straight from the Protocol sources, under libFuzzer and
+# AddressSanitizer, into .build-fuzz: the package and its builds are untouched. `make fuzz-corpus` re-minimizes the
+# corpora from fuzz/seed.py's seeds (the protocol fixtures) and what fuzzing added.
+FUZZ_SECONDS ?= 60
+FUZZ_BUILD := .build-fuzz
+PROTOCOL_SOURCES := $(wildcard Sources/ZeroBridge/Protocol/*.swift)
+
+$(FUZZ_BUILD)/swift-json: fuzz/swift/FuzzJSONParser.swift $(PROTOCOL_SOURCES)
+$(FUZZ_BUILD)/swift-message: fuzz/swift/FuzzMessageDecoder.swift $(PROTOCOL_SOURCES)
+$(FUZZ_BUILD)/swift-json $(FUZZ_BUILD)/swift-message:
+	@mkdir -p $(FUZZ_BUILD)
+	swiftc -swift-version 6 -O -sanitize=fuzzer,address -parse-as-library -use-ld=lld -module-name ZeroBridgeFuzz \
+	  $(PROTOCOL_SOURCES) $(filter fuzz/swift/%,$^) -o $@
+
+fuzz: deps $(FUZZ_BUILD)/swift-json $(FUZZ_BUILD)/swift-message
+	$(PY) fuzz/run.py --seconds $(FUZZ_SECONDS)
+
+fuzz-corpus: deps $(FUZZ_BUILD)/swift-json $(FUZZ_BUILD)/swift-message
+	$(PY) fuzz/run.py --minimize
 
 # What signing and CURVE cost (bench/security.py): Python peer to the release host, plain, keyed, CURVE.
 bench-security: deps
@@ -95,4 +120,4 @@ bench-security: deps
 	$(PY) bench/security.py
 
 clean:
-	rm -rf .build $(VENV) .demo .bench
+	rm -rf .build $(FUZZ_BUILD) $(VENV) .demo .bench
