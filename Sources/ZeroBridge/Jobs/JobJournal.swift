@@ -36,6 +36,8 @@ final class JobJournal: Sendable {
             self.lock = lock
             do {
                 writer = try DatabasePool(path: path, configuration: configuration)
+            } catch let error as DatabaseError where Self.isDamage(error) {
+                throw JournalError(description: "\(name) is damaged (\(error)): move it aside, or restore it")
             } catch {
                 throw JournalError(description: "\(name) cannot be opened: \(error)")
             }
@@ -45,6 +47,8 @@ final class JobJournal: Sendable {
             try Self.checkIntact(writer)
         } catch let error as JournalError {
             throw JournalError(description: "\(name) is damaged (\(error.description)): move it aside, or restore it")
+        } catch let error as DatabaseError where Self.isDamage(error) {
+            throw JournalError(description: "\(name) is damaged (\(error)): move it aside, or restore it")
         } catch {
             throw JournalError(description: "\(name) cannot be read: \(error)")
         }
@@ -54,6 +58,10 @@ final class JobJournal: Sendable {
         } catch {
             throw JournalError(description: "\(name) cannot be prepared: \(error)")
         }
+    }
+
+    private static func isDamage(_ error: DatabaseError) -> Bool {
+        [.SQLITE_CORRUPT, .SQLITE_NOTADB].contains(error.resultCode)
     }
 
     /// `PRAGMA quick_check`: a damaged page is refused at start, not found by a job later.
@@ -116,15 +124,14 @@ final class JobJournal: Sendable {
         return migrator
     }
 
-    /// After a graceful shutdown: another host (in this process too) may open the journal. The database is closed
-    /// before the lock's descriptor: closing any descriptor of the file drops the process's POSIX locks on it,
-    /// SQLite's own among them.
+    /// After a graceful shutdown: another host (in this process too) may open the journal. The lock is dropped, but
+    /// its descriptor is closed only with the journal: closing any descriptor of the file would drop the process's
+    /// POSIX locks on it, SQLite's own among them, while a straggling handler may still write.
     func release() {
-        do { try writer.close() } catch {}
-        lock?.release()
+        // A journal stopped cleanly is one file: what the WAL holds is written back first.
+        _ = try? writer.writeWithoutTransaction { db in try db.checkpoint(.truncate) }
+        lock?.unlock()
     }
-
-    deinit { release() }
 
     /// Writes through GRDB's writer, saying what went wrong in the journal's own words: a full disk is
     /// `journal_full`, anything else names the file.
@@ -291,6 +298,13 @@ final class JobJournal: Sendable {
         let sql = "SELECT * FROM job \(whereClause) ORDER BY createdMs DESC, rowid DESC LIMIT ?"
         return try await read { db in
             try Row.fetchAll(db, sql: sql, arguments: arguments).map(JobRecord.init(row:))
+        }
+    }
+
+    /// The database's pages, and those on its free list (for tests of retention).
+    func pageCounts() async throws -> (total: Int, free: Int) {
+        try await read { db in
+            (try Int.fetchOne(db, sql: "PRAGMA page_count") ?? 0, try Int.fetchOne(db, sql: "PRAGMA freelist_count") ?? 0)
         }
     }
 
@@ -538,6 +552,11 @@ final class JournalLock: Sendable {
     }
 
     /// Lets another host take the journal (this one has shut down).
+    func unlock() {
+        if let descriptor = held.withLock({ $0 }) { flock(descriptor, LOCK_UN) }
+    }
+
+    /// Closes the descriptor (which drops the lock too).
     func release() {
         if let descriptor = held.withLock({ held in defer { held = nil }; return held }), descriptor >= 0 { close(descriptor) }
     }

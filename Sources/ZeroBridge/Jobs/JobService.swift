@@ -120,7 +120,9 @@ final class JobService: Sendable {
             do {
                 // In a task of its own: the handler's task may be cancelled, and GRDB gives up on a cancelled task.
                 let journal = journal
-                _ = try await Task { try await journal.finish(job: id, outcome, nowMs: nowMs) }.value
+                let recorded = try await Task { try await journal.finish(job: id, outcome, nowMs: nowMs) }.value
+                // Its attached callers get it even if retention forgets the job before they read it.
+                if recorded { running.withLock { $0[id] }?.outcome = outcome }
             } catch {
                 logger.error("the job's outcome could not be journaled", metadata: ["job": "\(id)", "error": "\(error)"])
                 let why = (error as? BridgeError)?.code == .journalFull
@@ -184,7 +186,7 @@ final class JobService: Sendable {
                 await live.waitForChange(after: sink == nil ? .max : cursor)
                 continue
             }
-            guard let outcome = try await journal.outcome(job: id) else {
+            guard let outcome = try await journal.outcome(job: id) ?? live?.outcome else {
                 if let ended = unjournaled.withLock({ $0[id] }) { return try ended.outcome.get() }
                 // Journaled as running but not running here: the shutdown is suspending it (SPEC 7.16).
                 if stopping.load(ordering: .acquiring) { throw JobRecord.suspension }
@@ -320,6 +322,7 @@ final class LiveJob: @unchecked Sendable {
 
     private let state: Mutex<State>
     private let taskBox = Mutex<Task<Void, Never>?>(nil)
+    private let outcomeBox = Mutex<Result<JSONValue, BridgeError>?>(nil)
 
     init(lastSeq: Int) { state = Mutex(State(lastSeq: lastSeq)) }
 
@@ -329,6 +332,12 @@ final class LiveJob: @unchecked Sendable {
     }
 
     var isFinished: Bool { state.withLock { $0.finished } }
+
+    /// The outcome its handler journaled, once it has.
+    var outcome: Result<JSONValue, BridgeError>? {
+        get { outcomeBox.withLock { $0 } }
+        set { outcomeBox.withLock { $0 = newValue } }
+    }
 
     /// Progress up to `seq` is journaled: readers waiting for it go on.
     func advance(to seq: Int) {
