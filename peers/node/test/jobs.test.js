@@ -287,7 +287,7 @@ describe('jobs against a scripted host', () => {
       await assert.rejects(peer.attachJob({ job: 'j1' }, { afterSeq }).result, expectTypeError(/afterSeq must be an integer >= 0/), String(afterSeq));
     }
     const filters = [
-      ['countJob', /takes \{ action\?, state\?, job\?, limit\? \}/], [{ state: 'sleeping' }, /state must be one of running, succeeded/],
+      ['countJob', /takes \{ action\?, state\?, job\?, limit\? \}/], [{ state: 'sleeping' }, /state must be one of running, suspended, succeeded/],
       [{ limit: 0 }, /limit must be an integer in 1\.\.1000/], [{ limit: 1001 }, /limit/], [{ limit: 2.5 }, /limit/], [{ action: '' }, /action/],
     ];
     for (const [filter, why] of filters) await assert.rejects(peer.listJobs(filter), expectTypeError(why), JSON.stringify(filter));
