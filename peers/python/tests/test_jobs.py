@@ -17,7 +17,17 @@ from typing import Any
 import pytest
 
 import zerobridge
-from zerobridge import BridgeCancelled, BridgeError, Interrupted, InvalidPayload, JobRecord, PeerLost, UnknownJob, wire
+from zerobridge import (
+    BridgeCancelled,
+    BridgeError,
+    Interrupted,
+    InvalidPayload,
+    JobRecord,
+    PeerLost,
+    Suspended,
+    UnknownJob,
+    wire,
+)
 from zerobridge.errors import ERROR_CLASSES, ERROR_CODES
 
 from conftest import JournaledHost
@@ -684,3 +694,51 @@ async def test_a_host_killed_at_random_moments_never_loses_a_result_nor_runs_a_j
                 assert all(payload == {"i": seq, "n": tracked.n} for seq, payload in tracked.seen.items())
         results_seen = sum(t.result is not None for t in jobs)
         assert results_seen >= KILL_RUNS // 2, f"only {results_seen} results arrived before kills: nothing to judge"
+
+
+async def test_a_graceful_stop_tells_a_checkpointed_jobs_caller_suspended_and_the_next_start_resumes_it(
+    journaled_host: Callable[..., JournaledHost],
+) -> None:
+    """SPEC 7.16 (1.6): `interrupted` only for a job that will not run again; a checkpointed one cut by SIGTERM is
+    `suspended`, and its next start resumes it."""
+    host = journaled_host()
+    async with zerobridge.connect(host.endpoint, name="suspend-client") as peer:
+        resumable = peer.stream("countJob", {"n": 1000, "delay_ms": 50, "checkpoint": True}, idempotency_key="resumable")
+        plain = peer.stream("countJob", {"n": 1000, "delay_ms": 50}, idempotency_key="plain")
+        async with resumable as checkpointed, plain as unchecked:
+            await take(checkpointed, 1)
+            await take(unchecked, 1)
+            stopping = asyncio.create_task(asyncio.to_thread(host.stop))  # SIGTERM: a graceful shutdown
+            with pytest.raises(Suspended):
+                await checkpointed.result
+            with pytest.raises(Interrupted):
+                await unchecked.result
+            await stopping
+    host.start()
+    async with zerobridge.connect(host.endpoint, name="suspend-client") as peer:
+        records = {record.key: record for record in await peer.list_jobs(action="countJob")}
+        assert records["resumable"].state == "running" and records["resumable"].runs == 2, records["resumable"]
+        assert records["plain"].state == "interrupted" and records["plain"].runs == 1, records["plain"]
+        await peer.cancel_job(records["resumable"])
+
+
+async def test_a_job_is_its_starters_another_peer_neither_lists_nor_reaches_it_by_key(
+    journaled_host: Callable[..., JournaledHost],
+) -> None:
+    """SPEC 7.16 (1.6): keys are per owner and $job.list lists the caller's own jobs; the id proves ownership."""
+    host = journaled_host()
+    async with (
+        zerobridge.connect(host.endpoint, name="owner-alice") as alice,
+        zerobridge.connect(host.endpoint, name="owner-bob") as bob,
+    ):
+        started = await alice.start_job("countJob", {"n": 100000, "delay_ms": 20}, key="mine")
+        assert await bob.list_jobs() == []
+        with pytest.raises(UnknownJob):
+            await bob.cancel_job(action="countJob", key="mine")
+        with pytest.raises(UnknownJob):
+            async with bob.attach_job(action="countJob", key="mine") as call:
+                await call.result
+        own = await bob.start_job("countJob", {"n": 1}, key="mine")
+        assert own.created and own.job != started.job
+        assert [record.job for record in await alice.list_jobs()] == [started.job]
+        assert (await alice.cancel_job(action="countJob", key="mine")).state == "cancelled"
