@@ -227,6 +227,13 @@ final class JobJournal: Sendable {
         }
     }
 
+    /// Whether the job saved a checkpoint (a running one is resumed from it by the next start).
+    func hasCheckpoint(job id: String) async throws -> Bool {
+        try await read { db in
+            try Bool.fetchOne(db, sql: "SELECT checkpoint IS NOT NULL FROM job WHERE id = ?", arguments: [id]) ?? false
+        }
+    }
+
     /// Progress of a job after `seq`, oldest first, at most `limit`.
     func progress(job id: String, after seq: Int, limit: Int) async throws -> [(seq: Int, payload: JSONValue)] {
         try await read { db in

@@ -188,8 +188,9 @@ final class JobService: Sendable {
             }
             guard let outcome = try await journal.outcome(job: id) ?? live?.outcome else {
                 if let ended = unjournaled.withLock({ $0[id] }) { return try ended.outcome.get() }
-                // Journaled as running but not running here: the shutdown is suspending it (SPEC 7.16).
-                if stopping.load(ordering: .acquiring) { throw JobRecord.suspension }
+                // Journaled as running but not running here: the shutdown is suspending it (SPEC 7.16), if it has
+                // a checkpoint to resume from (the journal may have refused to say so: its disk full).
+                if stopping.load(ordering: .acquiring), try await journal.hasCheckpoint(job: id) { throw JobRecord.suspension }
                 throw BridgeError(.interrupted, "the job '\(id)' is not running in this host process")
             }
             return try outcome.get()
