@@ -90,8 +90,8 @@ struct JobJournalTests {
         let journal = Self.journalPath()
         let first = try Self.host(journal: journal)
         let peer = try await connectPeer(first)
-        for index in 0..<20 {
-            #expect(try await peer.stream("countJob", ["n": 50], idempotencyKey: "fill-\(index)").result == ["n": 50])
+        for index in 0..<4 {
+            #expect(try await peer.stream("countJob", ["n": 100], idempotencyKey: "fill-\(index)").result == ["n": 100])
         }
         await peer.close()
         await first.shutdown()
@@ -112,10 +112,10 @@ struct JobJournalTests {
         let journal = try JobJournal(.file(Self.journalPath()), durability: .normal, maxProgressPerJob: 100_000)
         defer { journal.release() }
         let filler = JSONValue.string(String(repeating: "x", count: 2000))
-        for index in 0..<20 {
+        for index in 0..<10 {
             let id = "job-\(index)"
             _ = try await journal.insert(id: id, action: "fill", key: nil, owner: "", payload: nil, nowMs: 1)
-            for _ in 0..<50 { _ = try await journal.appendProgress(job: id, payload: filler, checkpoint: nil) }
+            for _ in 0..<20 { _ = try await journal.appendProgress(job: id, payload: filler, checkpoint: nil) }
             try await journal.finish(job: id, .success(nil), nowMs: 2)
         }
         let pages = { try await journal.pageCounts() }
