@@ -152,7 +152,9 @@ try {
 } catch (error) {
   if (error.code !== 'cancelled') {
     view.close();
-    console.error(`import.mjs: the import failed: ${error.code}: ${error.message}`);
+    console.error(error.code === 'suspended'
+      ? `import.mjs: the import host stopped; the import resumes when it starts again (attach to job ${job}): ${error.message}`
+      : `import.mjs: the import failed: ${error.code}: ${error.message}`);
     await peer.close();
     process.exit(1);
   }

@@ -276,6 +276,11 @@ async def main(args: argparse.Namespace) -> int:
         state = JobState(pathlib.Path(args.state_file), folder)
         try:
             status, result, view = await follow_import(peer, folder, options, state, args.json, say)
+        except zerobridge.Suspended as error:
+            # A checkpointed job cut by the host's graceful stop (SPEC 7.16): it goes on at the host's next start, and
+            # the state file still names it, so running this again then re-attaches to it.
+            print(f"import.py: the import host stopped; the import resumes when it starts again: {error}", file=sys.stderr)
+            return 1
         except zerobridge.BridgeError as error:
             print(f"import.py: the import failed: {error.code}: {error}", file=sys.stderr)
             return 1

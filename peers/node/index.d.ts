@@ -68,7 +68,9 @@ export interface Catalogue {
  * `error.code`: the protocol's error codes (SPEC 8). Hosts may send codes this version does not know, and handlers
  * codes of their own, so any string is accepted. From jobs (SPEC 7.16, since 1.4): `unknown_job`, the host does not
  * have the job named (never started, or finished longer ago than the host keeps jobs); `interrupted`, the job's host
- * stopped while it ran and the job had no checkpoint to resume from, so it will not run again.
+ * stopped while it ran and the job had no checkpoint to resume from, so it will not run again. Since 1.6:
+ * `suspended`, the host stopped gracefully while a checkpointed job ran, which resumes at its next start (attach again
+ * then); `journal_full`, the job failed because the host's journal disk is full.
  */
 export type BridgeErrorCode =
   | 'bad_message'
@@ -88,6 +90,8 @@ export type BridgeErrorCode =
   | 'unknown_job'
   | 'interrupted'
   | 'name_taken'
+  | 'suspended'
+  | 'journal_full'
   | (string & {});
 
 /**
@@ -229,8 +233,11 @@ export interface StreamingCall<Progress = any, Result = any> {
   readonly lastSeq: number;
 }
 
-/** `job.state` (SPEC 7.16): `running`, then one of the four final states. */
-export type JobState = 'running' | 'succeeded' | 'failed' | 'cancelled' | 'interrupted';
+/**
+ * `job.state` (SPEC 7.16): `running` (or `suspended`, since 1.6: a graceful stop cut it and the host's next start
+ * resumes it from its checkpoint), then one of the four final states.
+ */
+export type JobState = 'running' | 'suspended' | 'succeeded' | 'failed' | 'cancelled' | 'interrupted';
 
 /**
  * A job record (`schema/job.schema.json`), as {@link Peer.startJob}, {@link Peer.cancelJob} and {@link Peer.listJobs}
@@ -535,7 +542,8 @@ export class Peer {
   cancelJob(selector: JobSelector, options?: RequestOptions): Promise<JobRecord>;
 
   /**
-   * `$job.list` (SPEC 7.16): the host's jobs that match `filter`, newest first, at most `limit` (default 100). A
+   * `$job.list` (SPEC 7.16): the caller's own jobs that match `filter` (a job belongs to its starter's CURVE key, else
+   * its peer name: an anonymous peer lists none), newest first, at most `limit` (default 100). A
    * filter the host would refuse (a state not in {@link JobState}, a limit outside 1..1000) rejects with a TypeError.
    */
   listJobs(filter?: JobFilter, options?: RequestOptions): Promise<JobRecord[]>;

@@ -12,7 +12,7 @@ import Synchronization
 /// ```
 public enum Conformance {
     /// The conformance host's `welcome.info` (SPEC 11): give it to the host's configuration.
-    public static let info: [String: JSONValue] = ["protocol_revision": "1.5"]
+    public static let info: [String: JSONValue] = ["protocol_revision": "1.6"]
 
     public static func install(on host: BridgeHost) throws {
         try host.handle("echo", describedAs: .init(Echo.self)) { payload, _ in payload }

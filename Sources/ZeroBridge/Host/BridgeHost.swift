@@ -540,6 +540,7 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
                               handlers: handlers, limits: .init(maxInFlight: configuration.maxInFlight, hostWide: inFlightTotal),
                               logger: configuration.logger, defaultTimeout: configuration.defaultTimeout, sign: sign)
         session.peerKey = peerKey
+        session.remote.update { $0.curveKey = peerKey }
         sessions[routingID] = session
         sessionsByID[id] = session
         // The socket says the peer is not there: its connection closed (SPEC 7.6).

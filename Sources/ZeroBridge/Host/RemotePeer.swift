@@ -22,6 +22,8 @@ public final class RemotePeer: BridgeCaller, @unchecked Sendable {
         public var catalogue: String? = nil
         /// The broadcast topics it subscribed to (SPEC 7.15).
         public var topics: Set<String> = []
+        /// Its CURVE public key (Z85), when the host requires CURVE (SPEC 2.1): what its jobs belong to (SPEC 7.16).
+        public var curveKey: String? = nil
     }
 
     private let state: Mutex<Info>

@@ -59,8 +59,9 @@ extension BridgeHost {
         var description = description
         description.isJob = true
         try handlers.add(action, replacing: replacing, describedAs: description) { [service] payload, request in
-            let (record, _) = try await service.start(action, payload: payload, key: request.idempotencyKey)
-            return try await service.attach(record.id, afterSeq: 0, request: request)
+            let (record, created) = try await service.start(action, payload: payload, key: request.idempotencyKey,
+                                                            owner: JobService.owner(of: request.peer))
+            return try await service.attach(record.id, afterSeq: 0, request: request, startedIt: created)
         }
         service.register(action, body)
     }
@@ -89,26 +90,29 @@ extension BridgeHost {
 
     /// `$job.start`, `$job.attach`, `$job.cancel` and `$job.list` (SPEC 7.16), with their payloads checked.
     private func serveJobActions(_ service: JobService) throws {
-        try handlers.add("$job.start", replacing: true) { payload, _ in
+        try handlers.add("$job.start", replacing: true) { payload, request in
             let fields = try JobPayload(payload, "$job.start", allowed: ["action", "payload", "key"])
             guard let action = try fields.name("action") else { throw fields.missing("action") }
             let (record, created) = try await service.start(action, payload: fields.object["payload"] ?? .null,
-                                                            key: try fields.name("key"))
+                                                            key: try fields.name("key"), owner: JobService.owner(of: request.peer))
             guard case .object(var json) = record.json else { return record.json }
             json["created"] = .bool(created)
             return .object(json)
         }
         try handlers.add("$job.attach", replacing: true) { payload, request in
             let fields = try JobPayload(payload, "$job.attach", allowed: ["job", "action", "key", "after_seq"])
-            let id = try await service.resolve(id: try fields.name("job"), action: try fields.name("action"), key: try fields.name("key"))
+            let id = try await service.resolve(id: try fields.name("job"), action: try fields.name("action"),
+                                               key: try fields.name("key"), owner: JobService.owner(of: request.peer))
             return try await service.attach(id, afterSeq: try fields.count("after_seq") ?? 0, request: request)
         }
-        try handlers.add("$job.cancel", replacing: true) { payload, _ in
+        try handlers.add("$job.cancel", replacing: true) { payload, request in
             let fields = try JobPayload(payload, "$job.cancel", allowed: ["job", "action", "key"])
-            let id = try await service.resolve(id: try fields.name("job"), action: try fields.name("action"), key: try fields.name("key"))
-            return try await service.cancel(id).json
+            let owner = JobService.owner(of: request.peer)
+            let id = try await service.resolve(id: try fields.name("job"), action: try fields.name("action"),
+                                               key: try fields.name("key"), owner: owner)
+            return try await service.cancel(id, owner: owner).json
         }
-        try handlers.add("$job.list", replacing: true) { payload, _ in
+        try handlers.add("$job.list", replacing: true) { payload, request in
             let fields = try JobPayload(payload == .null ? [:] : payload, "$job.list", allowed: ["action", "state", "job", "limit"])
             var state: JobRecord.State?
             if let name = try fields.name("state") {
@@ -120,8 +124,10 @@ extension BridgeHost {
             }
             let limit = try fields.count("limit") ?? 100
             guard (1...1000).contains(limit) else { throw BridgeError(.invalidPayload, "$job.list: 'limit' is 1 to 1000") }
-            let records = try await service.list(.init(action: try fields.name("action"), state: state,
-                                                       job: try fields.name("job"), limit: limit))
+            let filter = JobJournal.Filter(action: try fields.name("action"), state: state, job: try fields.name("job"),
+                                           owner: JobService.owner(of: request.peer), limit: limit)
+            // A peer lists its own jobs; an anonymous one has no identity to own any by (SPEC 7.16).
+            let records = filter.owner == "" ? [] : try await service.list(filter)
             return ["jobs": .array(records.map(\.json))]
         }
     }

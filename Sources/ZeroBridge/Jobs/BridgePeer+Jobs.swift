@@ -36,7 +36,9 @@ extension BridgePeer {
     }
 
     /// Attaches to a job: its progress after `afterSeq`, in order and each once, then live, then its result (or its
-    /// error: the handler's, `cancelled`, `interrupted`). Ending the call detaches; the job runs on.
+    /// error: the handler's, `cancelled`, `interrupted`, `journal_full`; `suspended` when the host stopped gracefully
+    /// and resumes the job at its next start). Ending the call detaches; the job runs on. Another owner's job, named
+    /// by its key, is `unknown_job`: keys are per owner (SPEC 7.16).
     public func attachJob(_ id: String, afterSeq: Int = 0, timeout: Duration = BridgePeer.defaultAttachTimeout)
         -> BridgeCall<JobProgress, JSONValue> {
         jobCall("$job.attach", ["job": .string(id), "after_seq": .int(afterSeq)], timeout: timeout, idempotencyKey: nil)
@@ -54,7 +56,8 @@ extension BridgePeer {
         try JobRecord(json: try await call("$job.cancel", ["job": .string(id)], timeout: timeout))
     }
 
-    /// The host's jobs, newest first.
+    /// This peer's own jobs, newest first: the ones started with its CURVE key, or else under its name (an anonymous
+    /// peer has none; SPEC 7.16).
     public func jobs(action: String? = nil, state: JobRecord.State? = nil, limit: Int = 100,
                      timeout: Duration? = nil) async throws -> [JobRecord] {
         var filter: [String: JSONValue] = ["limit": .int(limit)]

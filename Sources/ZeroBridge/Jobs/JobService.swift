@@ -17,6 +17,9 @@ final class JobService: Sendable {
     /// Set by ``stop()``: a handler cancelled by the shutdown does not record itself as cancelled.
     private let stopping = Atomic<Bool>(false)
     private let purger = Mutex<Task<Void, Never>?>(nil)
+    /// Outcomes the journal could not take (its disk full): callers are answered from here, and the record shows
+    /// them, until a later write succeeds (``journalUnjournaled()``).
+    private let unjournaled = Mutex<[String: (outcome: Result<JSONValue, BridgeError>, finishedMs: Int)]>([:])
 
     /// Progress messages read from the journal and handed to the link at once, per attached request.
     static let batch = 64
@@ -40,13 +43,21 @@ final class JobService: Sendable {
 
     // MARK: Starting
 
-    /// Starts a job of `action`, or finds the one `key` names (SPEC 7.16).
-    func start(_ action: String, payload: JSONValue, key: String?) async throws -> (record: JobRecord, created: Bool) {
+    /// Who a request's sender is, as jobs are owned (SPEC 7.16): its CURVE key when the host requires CURVE, else
+    /// its peer name; empty for an anonymous peer.
+    static func owner(of peer: RemotePeer?) -> String {
+        guard let info = peer?.info else { return "" }
+        if let key = info.curveKey { return "curve:" + key }
+        return info.name.map { "name:" + $0 } ?? ""
+    }
+
+    /// Starts a job of `action` for `owner`, or finds the one `key` names among the owner's (SPEC 7.16).
+    func start(_ action: String, payload: JSONValue, key: String?, owner: String) async throws -> (record: JobRecord, created: Bool) {
         guard let handler = handlers.withLock({ $0[action] }) else {
             throw BridgeError(.invalidPayload, "'\(action)' is not served as a job")
         }
-        if let key, let existing = try await journal.job(action: action, key: key), !isExpired(existing) {
-            return (existing, false)
+        if let key, let existing = try await journal.job(action: action, key: key, owner: owner), !isExpired(existing) {
+            return (withUnjournaled(existing), false)
         }
         try payload.checkCarriable(as: "payload", .invalidPayload)
         let id = Self.newID()
@@ -61,7 +72,8 @@ final class JobService: Sendable {
         let insertion: JobJournal.Insertion
         do {
             if key != nil { try await purgeExpired() }  // an expired job's key may start a new one
-            insertion = try await journal.insert(id: id, action: action, key: key, payload: payload, nowMs: WallClock.milliseconds)
+            insertion = try await journal.insert(id: id, action: action, key: key, owner: owner, payload: payload,
+                                                 nowMs: WallClock.milliseconds)
         } catch {
             _ = running.withLock { $0.removeValue(forKey: id) }
             throw error
@@ -69,7 +81,7 @@ final class JobService: Sendable {
         switch insertion {
         case .existing(let record):
             _ = running.withLock { $0.removeValue(forKey: id) }
-            return (record, false)
+            return (withUnjournaled(record), false)
         case .created(let record):
             run(record, live: live, payload: payload, resumedFrom: nil, handler: handler)
             return (record, true)
@@ -98,29 +110,60 @@ final class JobService: Sendable {
         }
     }
 
-    /// Journals a job's outcome (unless a cancel or the shutdown already did), then wakes its readers.
+    /// Journals a job's outcome (unless a cancel or the shutdown already did), then wakes its readers. An outcome
+    /// the journal cannot take (its disk full) fails the job `journal_full` at once, in memory, rather than leaving
+    /// it `running` until a restart: what a caller is told must be what it can be told again.
     private func finish(_ id: String, _ outcome: Result<JSONValue, BridgeError>) async {
         let cancelledByShutdown = stopping.load(ordering: .acquiring) && outcome.failureCode == .cancelled
         if !cancelledByShutdown {
+            let nowMs = WallClock.milliseconds
             do {
                 // In a task of its own: the handler's task may be cancelled, and GRDB gives up on a cancelled task.
                 let journal = journal
-                _ = try await Task { try await journal.finish(job: id, outcome, nowMs: WallClock.milliseconds) }.value
+                let recorded = try await Task { try await journal.finish(job: id, outcome, nowMs: nowMs) }.value
+                // Its attached callers get it even if retention forgets the job before they read it.
+                if recorded { running.withLock { $0[id] }?.outcome = outcome }
             } catch {
                 logger.error("the job's outcome could not be journaled", metadata: ["job": "\(id)", "error": "\(error)"])
+                let why = (error as? BridgeError)?.code == .journalFull
+                    ? BridgeError(.journalFull, "the job failed: its outcome could not be journaled, \(journal.name)'s disk is full")
+                    : BridgeError(.handlerError, "the job failed: its outcome could not be journaled (\(error))")
+                unjournaled.withLock { $0[id] = (.failure(why), nowMs) }
             }
         }
         running.withLock { $0.removeValue(forKey: id) }?.markFinished()
     }
 
+    /// Tries again to journal the outcomes the journal could not take; those it takes are answered from it again.
+    private func journalUnjournaled() async {
+        for (id, ended) in unjournaled.withLock({ $0 }) {
+            guard (try? await journal.finish(job: id, ended.outcome, nowMs: ended.finishedMs)) != nil else { continue }
+            _ = unjournaled.withLock { $0.removeValue(forKey: id) }
+        }
+    }
+
+    /// The record as callers must see it: with an outcome the journal could not take yet.
+    private func withUnjournaled(_ record: JobRecord) -> JobRecord {
+        guard record.state == .running, let ended = unjournaled.withLock({ $0[record.id] }),
+              case .failure(let error) = ended.outcome else { return record }
+        var record = record
+        record.state = .failed
+        record.error = error
+        record.finishedMs = ended.finishedMs
+        return record
+    }
+
     // MARK: Attaching
 
     /// Feeds `request` the job's progress after `afterSeq` (when it asked for progress), then answers with the
-    /// job's outcome. Ending the request ends only this; the job runs on.
-    func attach(_ id: String, afterSeq: Int, request: BridgeRequest) async throws -> JSONValue {
-        guard let record = try await journal.job(id: id), !isExpired(record) else {
+    /// job's outcome. Ending the request ends only this; the job runs on. The request that started the job is
+    /// answered with its outcome however short the retention (`startedIt`); any other is `unknown_job` once the job
+    /// is forgotten, or when the job is not the caller's to see (``checkAccess(_:owner:)``).
+    func attach(_ id: String, afterSeq: Int, request: BridgeRequest, startedIt: Bool = false) async throws -> JSONValue {
+        guard let record = try await journal.job(id: id), startedIt || !isExpired(record) else {
             throw BridgeError(.unknownJob, "no job '\(id)'")
         }
+        try checkAccess(record, owner: Self.owner(of: request.peer))
         let live = running.withLock { $0[id] }
         let sink = request.wantsProgress ? request.sink : nil
         var cursor = afterSeq
@@ -143,19 +186,22 @@ final class JobService: Sendable {
                 await live.waitForChange(after: sink == nil ? .max : cursor)
                 continue
             }
-            guard let outcome = try await journal.outcome(job: id) else {
-                // Journaled as running but not running here: only a job being resumed by recover() can be so.
+            guard let outcome = try await journal.outcome(job: id) ?? live?.outcome else {
+                if let ended = unjournaled.withLock({ $0[id] }) { return try ended.outcome.get() }
+                // Journaled as running but not running here: the shutdown is suspending it (SPEC 7.16), if it has
+                // a checkpoint to resume from (the journal may have refused to say so: its disk full).
+                if stopping.load(ordering: .acquiring), try await journal.hasCheckpoint(job: id) { throw JobRecord.suspension }
                 throw BridgeError(.interrupted, "the job '\(id)' is not running in this host process")
             }
             return try outcome.get()
         }
     }
 
-    /// The job `id`, or the one of `action` with `key`.
-    func resolve(id: String?, action: String?, key: String?) async throws -> String {
+    /// The job `id`, or the one of `action` that `owner` started with `key`.
+    func resolve(id: String?, action: String?, key: String?, owner: String) async throws -> String {
         if let id { return id }
         guard let action, let key else { throw BridgeError(.invalidPayload, "name a job: {\"job\": id} or {\"action\": name, \"key\": string}") }
-        guard let record = try await journal.job(action: action, key: key), !isExpired(record) else {
+        guard let record = try await journal.job(action: action, key: key, owner: owner), !isExpired(record) else {
             throw BridgeError(.unknownJob, "no job of '\(action)' with key '\(key)'")
         }
         return record.id
@@ -163,10 +209,19 @@ final class JobService: Sendable {
 
     // MARK: Cancelling and listing
 
-    func cancel(_ id: String) async throws -> JobRecord {
-        guard let record = try await journal.job(id: id), !isExpired(record) else {
+    /// A job started by a CURVE key is that key's alone; any other is reached by whoever names its id, which only
+    /// its starter and its owner's listing are told (SPEC 7.16). Another owner hears of no such job.
+    private func checkAccess(_ record: JobRecord, owner: String) throws {
+        guard !record.owner.hasPrefix("curve:") || record.owner == owner else {
+            throw BridgeError(.unknownJob, "no job '\(record.id)'")
+        }
+    }
+
+    func cancel(_ id: String, owner: String) async throws -> JobRecord {
+        guard let record = try await journal.job(id: id).map(withUnjournaled), !isExpired(record) else {
             throw BridgeError(.unknownJob, "no job '\(id)'")
         }
+        try checkAccess(record, owner: owner)
         guard record.state == .running else { return record }
         try await journal.finish(job: id, .failure(BridgeError(.cancelled, "the job was cancelled ($job.cancel)")),
                                  nowMs: WallClock.milliseconds)
@@ -177,8 +232,10 @@ final class JobService: Sendable {
         return try await journal.job(id: id) ?? record
     }
 
+    /// The jobs that match; a filter with an owner lists only that owner's (an anonymous caller's `$job.list`
+    /// lists none: SPEC 7.16).
     func list(_ filter: JobJournal.Filter) async throws -> [JobRecord] {
-        try await journal.list(filter).filter { !isExpired($0) }
+        try await journal.list(filter).map(withUnjournaled).filter { !isExpired($0) }
     }
 
     // MARK: Restarts, retention, shutdown
@@ -207,15 +264,16 @@ final class JobService: Sendable {
         }
     }
 
-    /// On a graceful shutdown: jobs without a checkpoint end `interrupted`, checkpointed ones stay running for the
-    /// next start; every handler is cancelled, and waited for up to `grace`.
+    /// On a graceful shutdown: jobs without a checkpoint end `interrupted`, checkpointed ones are `suspended` until
+    /// the next start (their callers are told so); every handler is cancelled, and waited for up to `grace`.
     func stop(grace: Duration) async {
         stopping.store(true, ordering: .releasing)
         purger.withLock { $0?.cancel() }
+        await journalUnjournaled()
         do {
-            try await journal.interruptUncheckpointed(nowMs: WallClock.milliseconds)
+            try await journal.suspendOrInterruptRunning(nowMs: WallClock.milliseconds)
         } catch {
-            logger.error("running jobs could not be marked interrupted", metadata: ["error": "\(error)"])
+            logger.error("running jobs could not be marked suspended or interrupted", metadata: ["error": "\(error)"])
         }
         let jobs = running.withLock { Array($0.values) }
         for job in jobs {
@@ -230,6 +288,7 @@ final class JobService: Sendable {
     }
 
     private func purgeExpired() async throws {
+        await journalUnjournaled()
         try await journal.purge(finishedBefore: WallClock.milliseconds - Self.milliseconds(configuration.retention))
     }
 
@@ -264,6 +323,7 @@ final class LiveJob: @unchecked Sendable {
 
     private let state: Mutex<State>
     private let taskBox = Mutex<Task<Void, Never>?>(nil)
+    private let outcomeBox = Mutex<Result<JSONValue, BridgeError>?>(nil)
 
     init(lastSeq: Int) { state = Mutex(State(lastSeq: lastSeq)) }
 
@@ -273,6 +333,12 @@ final class LiveJob: @unchecked Sendable {
     }
 
     var isFinished: Bool { state.withLock { $0.finished } }
+
+    /// The outcome its handler journaled, once it has.
+    var outcome: Result<JSONValue, BridgeError>? {
+        get { outcomeBox.withLock { $0 } }
+        set { outcomeBox.withLock { $0 = newValue } }
+    }
 
     /// Progress up to `seq` is journaled: readers waiting for it go on.
     func advance(to seq: Int) {

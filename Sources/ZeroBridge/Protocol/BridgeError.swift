@@ -54,6 +54,11 @@ public struct BridgeError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let unknownJob: Code = "unknown_job"
         /// The job's host stopped while it ran, and it had no checkpoint to resume from (SPEC 7.16).
         public static let interrupted: Code = "interrupted"
+        /// The job's host stopped gracefully while it ran; it resumes from its checkpoint when the host starts again
+        /// on its journal: attach again then (SPEC 7.16).
+        public static let suspended: Code = "suspended"
+        /// The job failed because its host's journal could not be written: the disk is full (SPEC 7.16).
+        public static let journalFull: Code = "journal_full"
     }
 
     public var code: Code

@@ -7,7 +7,9 @@ import { BridgeError } from './errors.js';
 import { checkName } from './link.js';
 import { has, isName, isNonNegativeInteger, isObject, isPositiveInteger } from './wire.js';
 
-export const JOB_STATES = Object.freeze(['running', 'succeeded', 'failed', 'cancelled', 'interrupted']);
+export const JOB_STATES = Object.freeze(['running', 'suspended', 'succeeded', 'failed', 'cancelled', 'interrupted']);
+// Not final: `suspended` (since 1.6) resumes from its checkpoint at the host's next start.
+const UNFINISHED = new Set(['running', 'suspended']);
 const FINAL_WITH_ERROR = new Set(['failed', 'cancelled', 'interrupted']);
 const LIST_LIMIT_MAX = 1000;
 export const DEFAULT_LIST_LIMIT = 100;
@@ -81,8 +83,8 @@ export function recordProblem(value) {
   }
   if (has(value, 'created') && typeof value.created !== 'boolean') return 'created must be a boolean';
   // What each state carries: an error and an end in failed, cancelled and interrupted; an end without an error once
-  // succeeded; neither while running.
-  const final = value.state !== 'running';
+  // succeeded; neither while running or suspended.
+  const final = !UNFINISHED.has(value.state);
   if (final !== has(value, 'finished_ms')) return `a ${value.state} job ${final ? 'needs' : 'has no'} finished_ms`;
   if (FINAL_WITH_ERROR.has(value.state) !== has(value, 'error')) return `a ${value.state} job ${FINAL_WITH_ERROR.has(value.state) ? 'needs' : 'has no'} error`;
   return null;

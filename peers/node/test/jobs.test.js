@@ -287,7 +287,7 @@ describe('jobs against a scripted host', () => {
       await assert.rejects(peer.attachJob({ job: 'j1' }, { afterSeq }).result, expectTypeError(/afterSeq must be an integer >= 0/), String(afterSeq));
     }
     const filters = [
-      ['countJob', /takes \{ action\?, state\?, job\?, limit\? \}/], [{ state: 'sleeping' }, /state must be one of running, succeeded/],
+      ['countJob', /takes \{ action\?, state\?, job\?, limit\? \}/], [{ state: 'sleeping' }, /state must be one of running, suspended, succeeded/],
       [{ limit: 0 }, /limit must be an integer in 1\.\.1000/], [{ limit: 1001 }, /limit/], [{ limit: 2.5 }, /limit/], [{ action: '' }, /action/],
     ];
     for (const [filter, why] of filters) await assert.rejects(peer.listJobs(filter), expectTypeError(why), JSON.stringify(filter));
@@ -519,5 +519,40 @@ describe('jobs on the conformance host', () => {
     note(taken);
     assert.deepEqual(result, { n });
     assert.deepEqual(seen, Array.from({ length: n }, (_, k) => k + 1));
+  });
+  test('a graceful stop (SIGTERM) tells a checkpointed job\'s caller suspended, an unchecked one\'s interrupted; the next start resumes the first', async (t) => {
+    const holder = await hostOnJournal(t);
+    const peer = await peerOf(t, holder.host.endpoint, 'job-suspend');
+    const { job: resumable } = await peer.startJob('countJob', { n: 1000, delay_ms: 50, checkpoint: true });
+    const { job: plain } = await peer.startJob('countJob', { n: 1000, delay_ms: 50 });
+    const attached = [peer.attachJob({ job: resumable }), peer.attachJob({ job: plain })];
+    for (const call of attached) await take(call, 1);
+    const stopping = holder.host.stop();
+    await assert.rejects(within(attached[0].result, 20_000, 'the suspended job\'s answer'), expectCode('suspended'));
+    await assert.rejects(within(attached[1].result, 20_000, 'the interrupted job\'s answer'), expectCode('interrupted'));
+    await stopping;
+
+    holder.host = await ConformanceHost.start(holder.host.endpoint, holder.host.extraArgs);
+    const again = await peerOf(t, holder.host.endpoint, 'job-suspend-again');
+    // The id proves ownership (SPEC 7.16); cancelling the running job answers with its record.
+    const record = await again.cancelJob({ job: resumable });
+    assert.equal(record.runs, 2, 'resumed from its checkpoint by the next start');
+    assert.equal(record.state, 'cancelled');
+    assert.equal((await again.cancelJob({ job: plain })).state, 'interrupted', 'a finished job is left as it is');
+  });
+
+  test('a job is its starter\'s: another peer neither lists it nor reaches it by its key; the same key starts its own', async (t) => {
+    const { endpoint } = await sharedHost();
+    const alice = await peerOf(t, endpoint, 'owner-alice');
+    const bob = await peerOf(t, endpoint, 'owner-bob');
+    const key = unique('owned');
+    const started = await alice.startJob('countJob', { n: 100000, delay_ms: 20 }, { key });
+    assert.deepEqual(await bob.listJobs(), []);
+    await assert.rejects(bob.cancelJob({ action: 'countJob', key }), expectCode('unknown_job'));
+    await assert.rejects(bob.attachJob({ action: 'countJob', key }).result, expectCode('unknown_job'));
+    const own = await bob.startJob('countJob', { n: 1 }, { key });
+    assert.ok(own.created && own.job !== started.job);
+    assert.deepEqual((await alice.listJobs()).map((record) => record.job), [started.job]);
+    assert.equal((await alice.cancelJob({ action: 'countJob', key })).state, 'cancelled');
   });
 });

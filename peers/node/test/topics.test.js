@@ -290,9 +290,9 @@ describe('broadcast on the conformance host', () => {
     return { peer, received };
   }
 
-  test('welcome.info is {protocol_revision: "1.5"}', async () => {
+  test('welcome.info is {protocol_revision: "1.6"}', async () => {
     const { peer } = await subscriber('info-reader');
-    assert.deepEqual(peer.hostInfo, { protocol_revision: '1.5' });
+    assert.deepEqual(peer.hostInfo, { protocol_revision: '1.6' });
   });
 
   test('to every named peer, and on a topic to its subscribers only; delivered counts them', async () => {

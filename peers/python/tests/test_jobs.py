@@ -17,7 +17,17 @@ from typing import Any
 import pytest
 
 import zerobridge
-from zerobridge import BridgeCancelled, BridgeError, Interrupted, InvalidPayload, JobRecord, PeerLost, UnknownJob, wire
+from zerobridge import (
+    BridgeCancelled,
+    BridgeError,
+    Interrupted,
+    InvalidPayload,
+    JobRecord,
+    PeerLost,
+    Suspended,
+    UnknownJob,
+    wire,
+)
 from zerobridge.errors import ERROR_CLASSES, ERROR_CODES
 
 from conftest import JournaledHost
@@ -512,7 +522,11 @@ async def test_attaching_after_each_of_100_disconnects_delivers_every_progress_e
     seen: list[tuple[int, Any]] = []
     endings = {"left the block": 0, "closed the peer": 0, "vanished": 0}
     for cycle in range(REATTACH_CYCLES):
-        peer = await zerobridge.connect(host.endpoint, name=f"reattach-{cycle}")  # a fresh session every time
+        # A fresh session every time. Keys are per owner (SPEC 7.16): the cycles that attach by the job's key are the
+        # starter started again under its name (and never vanish, which would hold the name for a heartbeat's worth);
+        # the others prove ownership by the job's id under names of their own.
+        by_key = cycle % 3 == 2
+        peer = await zerobridge.connect(host.endpoint, name="reattach-starter" if by_key else f"reattach-{cycle}")
         after = seen[-1][0] if seen else 0
         # By id, by record, or by action and key: all name the one job.
         attach = (
@@ -520,7 +534,7 @@ async def test_attaching_after_each_of_100_disconnects_delivers_every_progress_e
             peer.attach_job(record, after_seq=after),
             peer.attach_job(action="countJob", key="reattach-100", after_seq=after),
         )[cycle % 3]
-        ending = rng.choice(list(endings))
+        ending = rng.choice([name for name in endings if not (by_key and name == "vanished")])
         async with attach as call:
             taken = await take(call, rng.randint(1, 6))
             assert call.last_seq == taken[-1][0]
@@ -538,7 +552,9 @@ async def test_attaching_after_each_of_100_disconnects_delivers_every_progress_e
             seen += await take(call)
             assert await call.result == {"n": REATTACH_N}
             assert call.skipped == 0
-        (listed,) = await peer.list_jobs(job=record)
+        # Its record, through the id that proves ownership (another owner's list_jobs would not show it): cancelling
+        # a finished job changes nothing and answers with its record.
+        listed = await peer.cancel_job(record)
     assert listed.state == "succeeded" and listed.runs == 1 and listed.last_seq == REATTACH_N
     # Every payload exactly once, in order, each with its own seq, across 100 sessions that ended three ways.
     assert [payload["i"] for _, payload in seen] == list(range(1, REATTACH_N + 1))
@@ -623,7 +639,8 @@ async def test_a_host_killed_at_random_moments_never_loses_a_result_nor_runs_a_j
     for run in range(KILL_RUNS):
         if run > 0:
             host.start()  # on the same journal: running jobs are interrupted, or resumed from their checkpoint
-        peer = await zerobridge.connect(host.endpoint, name=f"kill-run-{run}")
+        # One front-end started again after each kill, under its name: its jobs and keys are its own (SPEC 7.16).
+        peer = await zerobridge.connect(host.endpoint, name="kill-client")
         tasks = await run_until_killed(peer, run, rng, jobs)
         await asyncio.sleep(rng.uniform(0.0, 0.25))  # the deliberate random moment of the kill
         host.kill()
@@ -632,7 +649,7 @@ async def test_a_host_killed_at_random_moments_never_loses_a_result_nor_runs_a_j
             if isinstance(outcome, BaseException) and not isinstance(outcome, (PeerLost, BridgeCancelled)):
                 raise outcome  # any other failure (a wrong assertion in follow(), an unexpected error) is the test's
     host.start()
-    async with zerobridge.connect(host.endpoint, name="kill-verify") as peer:
+    async with zerobridge.connect(host.endpoint, name="kill-client") as peer:
         records = {r.key: r for r in await peer.list_jobs(action="countJob", limit=1000)}
         assert len(records) <= 4 * KILL_RUNS
         for tracked in jobs:
@@ -677,3 +694,51 @@ async def test_a_host_killed_at_random_moments_never_loses_a_result_nor_runs_a_j
                 assert all(payload == {"i": seq, "n": tracked.n} for seq, payload in tracked.seen.items())
         results_seen = sum(t.result is not None for t in jobs)
         assert results_seen >= KILL_RUNS // 2, f"only {results_seen} results arrived before kills: nothing to judge"
+
+
+async def test_a_graceful_stop_tells_a_checkpointed_jobs_caller_suspended_and_the_next_start_resumes_it(
+    journaled_host: Callable[..., JournaledHost],
+) -> None:
+    """SPEC 7.16 (1.6): `interrupted` only for a job that will not run again; a checkpointed one cut by SIGTERM is
+    `suspended`, and its next start resumes it."""
+    host = journaled_host()
+    async with zerobridge.connect(host.endpoint, name="suspend-client") as peer:
+        resumable = peer.stream("countJob", {"n": 1000, "delay_ms": 50, "checkpoint": True}, idempotency_key="resumable")
+        plain = peer.stream("countJob", {"n": 1000, "delay_ms": 50}, idempotency_key="plain")
+        async with resumable as checkpointed, plain as unchecked:
+            await take(checkpointed, 1)
+            await take(unchecked, 1)
+            stopping = asyncio.create_task(asyncio.to_thread(host.stop))  # SIGTERM: a graceful shutdown
+            with pytest.raises(Suspended):
+                await checkpointed.result
+            with pytest.raises(Interrupted):
+                await unchecked.result
+            await stopping
+    host.start()
+    async with zerobridge.connect(host.endpoint, name="suspend-client") as peer:
+        records = {record.key: record for record in await peer.list_jobs(action="countJob")}
+        assert records["resumable"].state == "running" and records["resumable"].runs == 2, records["resumable"]
+        assert records["plain"].state == "interrupted" and records["plain"].runs == 1, records["plain"]
+        await peer.cancel_job(records["resumable"])
+
+
+async def test_a_job_is_its_starters_another_peer_neither_lists_nor_reaches_it_by_key(
+    journaled_host: Callable[..., JournaledHost],
+) -> None:
+    """SPEC 7.16 (1.6): keys are per owner and $job.list lists the caller's own jobs; the id proves ownership."""
+    host = journaled_host()
+    async with (
+        zerobridge.connect(host.endpoint, name="owner-alice") as alice,
+        zerobridge.connect(host.endpoint, name="owner-bob") as bob,
+    ):
+        started = await alice.start_job("countJob", {"n": 100000, "delay_ms": 20}, key="mine")
+        assert await bob.list_jobs() == []
+        with pytest.raises(UnknownJob):
+            await bob.cancel_job(action="countJob", key="mine")
+        with pytest.raises(UnknownJob):
+            async with bob.attach_job(action="countJob", key="mine") as call:
+                await call.result
+        own = await bob.start_job("countJob", {"n": 1}, key="mine")
+        assert own.created and own.job != started.job
+        assert [record.job for record in await alice.list_jobs()] == [started.job]
+        assert (await alice.cancel_job(action="countJob", key="mine")).state == "cancelled"

@@ -433,9 +433,9 @@ async def test_broadcast_refuses_payloads_that_are_not_its_own(host: Any) -> Non
 
 async def test_the_conformance_hosts_welcome_info(host: Any) -> None:
     async with zerobridge.connect(host.endpoint, name="py-info") as peer:
-        assert peer.host_info == {"protocol_revision": "1.5"}
+        assert peer.host_info == {"protocol_revision": "1.6"}
     with zerobridge.connect_sync(host.endpoint, name="py-info-sync") as twin:
-        assert twin.host_info == {"protocol_revision": "1.5"}
+        assert twin.host_info == {"protocol_revision": "1.6"}
 
 
 def test_the_blocking_twin_gets_broadcasts_on_its_topics(start_host: Callable[..., Any]) -> None:

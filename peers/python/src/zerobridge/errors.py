@@ -31,6 +31,8 @@ UNAUTHORIZED = "unauthorized"
 NAME_TAKEN = "name_taken"
 UNKNOWN_JOB = "unknown_job"  # since 1.4 (SPEC 7.16)
 INTERRUPTED = "interrupted"  # since 1.4 (SPEC 7.16)
+SUSPENDED = "suspended"  # since 1.6 (SPEC 7.16)
+JOURNAL_FULL = "journal_full"  # since 1.6 (SPEC 7.16)
 
 ERROR_CODES = frozenset(
     {
@@ -51,6 +53,8 @@ ERROR_CODES = frozenset(
         NAME_TAKEN,
         UNKNOWN_JOB,
         INTERRUPTED,
+        SUSPENDED,
+        JOURNAL_FULL,
     }
 )
 
@@ -154,6 +158,20 @@ class Interrupted(_FixedCodeError):
     fixed_code = INTERRUPTED
 
 
+class Suspended(_FixedCodeError):
+    """``suspended``: the job's host stopped gracefully while it ran; it resumes from its checkpoint when the host starts
+    again on its journal: attach again then (SPEC 7.16, since 1.6)."""
+
+    fixed_code = SUSPENDED
+
+
+class JournalFull(_FixedCodeError):
+    """``journal_full``: the job failed because its host's journal could not be written: the disk is full (SPEC 7.16,
+    since 1.6)."""
+
+    fixed_code = JOURNAL_FULL
+
+
 ERROR_CLASSES: dict[str, type[_FixedCodeError]] = {
     cls.fixed_code: cls
     for cls in (
@@ -167,6 +185,8 @@ ERROR_CLASSES: dict[str, type[_FixedCodeError]] = {
         NameTaken,
         UnknownJob,
         Interrupted,
+        Suspended,
+        JournalFull,
     )
 }
 

@@ -16,10 +16,11 @@ from . import wire
 from .errors import BridgeError, error_from_code
 from .link import check_name
 
-JobState = Literal["running", "succeeded", "failed", "cancelled", "interrupted"]
+JobState = Literal["running", "suspended", "succeeded", "failed", "cancelled", "interrupted"]
 JOB_STATES: frozenset[str] = frozenset(get_args(JobState))
-# The states that carry an error (and, like succeeded, a finished_ms).
+# The states that carry an error (and, like succeeded, a finished_ms); the others are not final.
 _FAILED_STATES = frozenset({"failed", "cancelled", "interrupted"})
+_UNFINISHED_STATES = frozenset({"running", "suspended"})
 
 START = "$job.start"
 ATTACH = "$job.attach"
@@ -42,7 +43,8 @@ class JobRecord:
 
     - ``job``: its id, chosen by the host, never reused. ``action``: the action it runs. ``key``: its idempotency key,
       when it was started with one.
-    - ``state``: ``running``, or one of the final ``succeeded``, ``failed``, ``cancelled``, ``interrupted``.
+    - ``state``: ``running``, ``suspended`` (a graceful stop cut it; it resumes from its checkpoint at the host's next
+      start), or one of the final ``succeeded``, ``failed``, ``cancelled``, ``interrupted``.
     - ``last_seq``: the ``seq`` of its latest progress (0: none yet). ``runs``: how many times its handler was
       started (more than 1 only for a job resumed from a checkpoint after a host restart).
     - ``created_ms``, ``finished_ms`` (final states only): Unix time in milliseconds.
@@ -66,7 +68,7 @@ class JobRecord:
     @property
     def finished(self) -> bool:
         """Whether the job is in a final state (it will not run again)."""
-        return self.state != "running"
+        return self.state not in _UNFINISHED_STATES
 
     @classmethod
     def from_json(cls, value: Any) -> JobRecord:
@@ -78,8 +80,8 @@ class JobRecord:
         if state not in JOB_STATES:
             raise ValueError(f'"state" must be one of {", ".join(sorted(JOB_STATES))}, not {_short(state)}')
         finished_ms = _optional(value, "finished_ms", _is_count, "an integer >= 0")
-        if (state == "running") != (finished_ms is None):
-            raise ValueError(f'a {state} job {"must not have" if state == "running" else "needs"} "finished_ms"')
+        if (state in _UNFINISHED_STATES) != (finished_ms is None):
+            raise ValueError(f'a {state} job {"must not have" if state in _UNFINISHED_STATES else "needs"} "finished_ms"')
         if (state in _FAILED_STATES) != ("error" in value):
             raise ValueError(f'a {state} job {"needs" if state in _FAILED_STATES else "must not have"} "error"')
         return cls(

@@ -622,7 +622,8 @@ class Peer:
 
         ``call.progress`` yields the job's progress with ``seq`` above ``after_seq``, each once and in order: first what
         its journal kept, then live; ``await call.result`` is the job's outcome (its result, or its error: the handler's
-        code, BridgeCancelled, Interrupted), at once for a finished job. ``call.last_seq`` is where to attach again
+        code, BridgeCancelled, Interrupted, JournalFull; Suspended when the host stopped gracefully and will resume the
+        job at its next start: attach again then), at once for a finished job. ``call.last_seq`` is where to attach again
         after a disconnect. UnknownJob when the host has no such job (never started, or no longer kept).
 
         ``timeout`` is **None by default** (unlike :meth:`call`'s 30 s), since a job may run for hours: the attach
@@ -655,7 +656,9 @@ class Peer:
         limit: int = jobs.DEFAULT_LIST_LIMIT,
         timeout: float | None = DEFAULT_TIMEOUT,
     ) -> list[JobRecord]:
-        """The host's jobs (``$job.list``) that match every filter given, newest first, at most ``limit`` (1..1000)."""
+        """The caller's own jobs (``$job.list``) that match every filter given, newest first, at most ``limit``
+        (1..1000). A job belongs to its starter's CURVE key, else its peer name: an anonymous peer lists none (SPEC
+        7.16)."""
         result = await self.call(jobs.LIST, jobs.list_payload(action, state, job, limit), timeout=timeout)
         try:
             return jobs.records_of_list(result)
