@@ -41,7 +41,8 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
         /// How long a named session whose connection closed keeps its name and memory, waiting to be resumed (SPEC 6):
         /// this, or 3 heartbeats if shorter, whatever heartbeat its peer asked for.
         public var sessionGrace: Duration = .seconds(30)
-        /// Connections kept open at once (SPEC 7.17); nil: the open-file limit less 64. One accepted past it is shed.
+        /// Connections kept open at once (SPEC 7.17); nil: the open-file limit less an eighth of it (at least 64). One
+        /// accepted past it is shed.
         public var maxConnections: Int?
         /// How long a graceful shutdown waits for requests in flight before cancelling them.
         public var drainTimeout: Duration = .seconds(5)
@@ -526,7 +527,7 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
         case .accepted:
             guard descriptors?.accepted(value) == false else { return }
             warnAtMostEverySecond("connection shed: the host keeps its most connections (SPEC 7.17)",
-                                  ["connections": "\(descriptors?.connectionCount ?? 0)", "shed_so_far": "\(descriptors?.shedCount ?? 0)"])
+                                  ["connections": "\(descriptors?.connectionCount ?? 0)", "bound": "\(descriptors?.bound ?? 0)", "shed_so_far": "\(descriptors?.shedCount ?? 0)"])
         case .disconnected:
             descriptors?.disconnected(value)
             if let closed = connections.disconnected(value) { connectionClosed(closed) }

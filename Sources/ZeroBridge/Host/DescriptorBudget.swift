@@ -8,14 +8,21 @@ import Foundation
 /// instead: it keeps a few spare descriptors, and past its connection bound, or once a failed accept made it give
 /// up its spares, it shuts down each newly accepted connection at once (libzmq then closes it). Connected peers are
 /// never the ones shed.
+///
+/// The bound is what keeps the process from running out at all, and it matters beyond libzmq: libdispatch (under
+/// Swift concurrency) aborts the process when it cannot open a file it monitors its threads with. So running out is
+/// treated as the bound being too high: it is lowered to the connections open then, less the spares.
 struct DescriptorBudget {
     /// Descriptors held open (on /dev/null) to be given up when libzmq cannot accept.
     static let spareCount = 8
-    /// Descriptors left for everything but peer connections (files, sockets, the spares) under the default bound.
-    static let reserve = 64
+    /// Descriptors left for everything but peer connections (files, sockets, the spares, connections accepted before
+    /// the host sheds them) under the default bound: an eighth of the limit, at least 64.
+    static func reserve(forLimit limit: Int) -> Int { max(64, limit / 8) }
 
     /// Connections kept at once (by default the open-file limit less ``reserve``); a newly accepted one past it is shed.
     let maxConnections: Int
+    /// Lowered when descriptors ran out below ``maxConnections``.
+    private var ceiling = Int.max
     private var open: Set<Int32> = []
     private var spares: [Int32] = []
     /// Connections shed since the host started.
@@ -24,17 +31,21 @@ struct DescriptorBudget {
     init(maxConnections: Int?) {
         var limit = rlimit()
         getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
-        let fromLimit = limit.rlim_cur >= rlim_t(Int.max) ? Int.max : max(Int(limit.rlim_cur) - Self.reserve, 1)
+        let fromLimit = limit.rlim_cur >= rlim_t(Int.max) ? Int.max
+            : max(Int(limit.rlim_cur) - Self.reserve(forLimit: Int(limit.rlim_cur)), 1)
         self.maxConnections = maxConnections ?? fromLimit
         takeSpares()
     }
+
+    /// Connections kept at most now.
+    var bound: Int { min(maxConnections, ceiling) }
 
     /// Connections open now.
     var connectionCount: Int { open.count }
 
     /// libzmq accepted a connection over `fd`: whether it is kept (otherwise it was shed).
     mutating func accepted(_ fd: Int32) -> Bool {
-        guard open.count < maxConnections, spares.count == Self.spareCount else {
+        guard open.count < bound, spares.count == Self.spareCount else {
             endConnection(fd)
             shedCount += 1
             return false
@@ -52,6 +63,7 @@ struct DescriptorBudget {
     /// An accept failed for want of descriptors: the spares are given up, so libzmq's next accept succeeds (and that
     /// connection is shed) instead of spinning. Returns whether there were spares to give.
     mutating func exhausted() -> Bool {
+        ceiling = min(ceiling, max(open.count - Self.spareCount, 1))
         guard !spares.isEmpty else { return false }
         for fd in spares { close(fd) }
         spares.removeAll()
