@@ -405,7 +405,7 @@ def descriptors_past_limit(binary: Path) -> tuple[dict[str, Any], bool | None]:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 8192)), hard))  # 2 descriptors per DEALER here
     context = zmq.Context()
-    context.setsockopt(zmq.MAX_SOCKETS, 4096)
+    context.set(zmq.MAX_SOCKETS, 4096)
     try:
         watch = Watch(host)
         crowd = [dealer(context, host.endpoint) for _ in range(1224)]
@@ -423,9 +423,10 @@ def descriptors_past_limit(binary: Path) -> tuple[dict[str, Any], bool | None]:
 
 
 def forged_openings(binary: Path) -> tuple[dict[str, Any], bool | None]:
-    """Openings of 16 MiB signed with a wrong key, one after another for 10 s, at a keyed host taking 16 MiB
+    """Openings of 16 MiB signed with a wrong key, 10 a second (160 MiB/s) for 10 s, at a keyed host taking 16 MiB
     messages: each is refused by its size before any MAC (SPEC 3.1), so the host's CPU per opening is what reading
-    it costs, and the probe's echoes stay within 100 ms."""
+    it costs (verifying the MAC first took 129 ms each: more than a core at this rate), and the probe's echoes stay
+    within 100 ms."""
     host = Host(binary, "--max-message-bytes", str(16 << 20), keyed=True)
     context = zmq.Context()
     try:
@@ -436,12 +437,13 @@ def forged_openings(binary: Path) -> tuple[dict[str, Any], bool | None]:
         cpu_before, sent, refused = host.cpu_seconds(), 0, 0
         until = time.monotonic() + 10.0
         socket = dealer(context, host.endpoint)
-        while time.monotonic() < until:
+        while (started := time.monotonic()) < until:
             signature = f"h.{secrets.token_hex(16)}.{int(time.time() * 1000)}.{secrets.token_hex(32)}".encode()
             socket.send_multipart([signature, memoryview(body)], copy=False)
             sent += 1
             answer = receive(socket, 10_000) or {}
             refused += answer.get("error", {}).get("code") == "unauthorized"
+            time.sleep(max(0.0, 0.1 - (time.monotonic() - started)))
         cpu_ms = (host.cpu_seconds() - cpu_before) * 1000
         socket.close()
         figures = watch.stop() | {"openings": sent, "refused_unauthorized": refused,
