@@ -46,7 +46,7 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "How long a named session whose connection closed waits to be resumed, in milliseconds (at most; 3 heartbeats if shorter).")
     var sessionGraceMs = 30_000
 
-    @Option(help: "Connections kept open at once (newly accepted ones past it are shed); by default the open-file limit less 64.")
+    @Option(help: "Connections kept open at once (newly accepted ones past it are shed); by default the open-file limit less a quarter (at least 64).")
     var maxConnections: Int?
 
     @Option(help: "Journal jobs (SPEC 7.16) in this SQLite file, created when missing, so that they survive a restart; without it, in memory.")

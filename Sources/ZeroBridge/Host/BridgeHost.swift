@@ -41,7 +41,7 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
         /// How long a named session whose connection closed keeps its name and memory, waiting to be resumed (SPEC 6):
         /// this, or 3 heartbeats if shorter, whatever heartbeat its peer asked for.
         public var sessionGrace: Duration = .seconds(30)
-        /// Connections kept open at once (SPEC 7.17); nil: the open-file limit less an eighth of it (at least 64). One
+        /// Connections kept open at once (SPEC 7.17); nil: the open-file limit less a quarter of it (at least 64). One
         /// accepted past it is shed.
         public var maxConnections: Int?
         /// How long a graceful shutdown waits for requests in flight before cancelling them.

@@ -11,13 +11,16 @@ import Foundation
 ///
 /// The bound is what keeps the process from running out at all, and it matters beyond libzmq: libdispatch (under
 /// Swift concurrency) aborts the process when it cannot open a file it monitors its threads with. So running out is
-/// treated as the bound being too high: it is lowered to the connections open then, less the spares.
+/// treated as the bound being too high: it is lowered to the connections open then, less the spares. (On ipc, libzmq
+/// 4.3.4 itself aborts on EMFILE: there the bound is the only defence.)
 struct DescriptorBudget {
     /// Descriptors held open (on /dev/null) to be given up when libzmq cannot accept.
     static let spareCount = 8
-    /// Descriptors left for everything but peer connections (files, sockets, the spares, connections accepted before
-    /// the host sheds them) under the default bound: an eighth of the limit, at least 64.
-    static func reserve(forLimit limit: Int) -> Int { max(64, limit / 8) }
+    /// Descriptors left for everything but peer connections (files, sockets, the spares, and the connections libzmq
+    /// accepts before the host sheds them: peers shed reconnect, so a crowd keeps arriving) under the default bound: a
+    /// quarter of the limit, at least 64. It must not run out: libzmq 4.3.4 aborts the process when an ipc accept
+    /// fails with EMFILE (an assertion, ipc_listener.cpp:325), where a tcp accept is only retried.
+    static func reserve(forLimit limit: Int) -> Int { max(64, limit / 4) }
 
     /// Connections kept at once (by default the open-file limit less ``reserve``); a newly accepted one past it is shed.
     let maxConnections: Int
