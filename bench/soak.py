@@ -452,7 +452,8 @@ def forged_openings(binary: Path) -> tuple[dict[str, Any], bool | None]:
             time.sleep(max(0.0, 0.1 - (time.monotonic() - started)))
         cpu_ms = (host.cpu_seconds() - cpu_before) * 1000
         socket.close()
-        figures = watch.stop() | {"openings": sent, "refused_unauthorized": refused,
+        over = sum(p["ms"] is not None and p["ms"] >= 100 for p in host.probes if p["at"] >= watch.started)
+        figures = watch.stop() | {"openings": sent, "refused_unauthorized": refused, "probe_echoes_over_100ms": over,
                                   "host_cpu_ms_per_opening": round(cpu_ms / max(sent, 1), 1)}
         ok = (refused == sent and figures["probe_slowest_ms"] is not None and figures["probe_slowest_ms"] < 100
               and figures.get("probe_sessions") == 1)
