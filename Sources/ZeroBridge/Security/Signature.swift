@@ -35,6 +35,10 @@ enum Signature {
         case hostToPeer = "h2p"
     }
 
+    /// The longest frame 0 the rules allow (an opening: 2 + 32 + 1 + 19 + 1 + 64 bytes), rounded up: a longer one
+    /// is refused unread.
+    static let maxFrameBytes = 128
+
     enum Parsed: Equatable {
         case opening(nonce: String, ms: Int64, mac: String)
         case message(counter: Int64, mac: String)

@@ -58,7 +58,7 @@ struct SessionBoundsTests {
 struct KeyedOpeningBoundsTests {
     typealias SigningPeer = KeyedConnectionTests.SigningPeer
 
-    @Test("an opening over 128 KiB is refused by its size before its MAC is computed")
+    @Test("an opening over 128 KiB is refused by its size before its MAC is computed, a frame 0 over 128 bytes unread")
     func bigOpening() async throws {
         let (host, _) = try KeyedConnectionTests.keyedHost()
         let forger = try SigningPeer(host.boundEndpoint!, key: .generate())
@@ -67,6 +67,10 @@ struct KeyedOpeningBoundsTests {
         let answer = try #require(try await forger.receive())
         #expect(!answer.signed && answer.body.errorCode == "unauthorized")
         #expect(answer.body["error"]?["message"]?.stringValue?.contains("at most 131072 are verified") == true, "\(answer.body)")
+        // A frame 0 longer than any signature is refused unread.
+        try forger.sendFrames([Array(repeating: UInt8(ascii: "h"), count: 1 << 20), hello.serialized()])
+        let unread = try #require(try await forger.receive())
+        #expect(unread.body["error"]?["message"]?.stringValue?.contains("frame 0 has 1048576 bytes") == true, "\(unread.body)")
         await host.shutdown()
     }
 
