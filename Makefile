@@ -85,7 +85,7 @@ bench:
 	swift build -c release --product import-host && \
 	$(PY) bench/run.py --started $$started
 
-# Hostile and unlucky clients against a release conformance host (bench/soak.py, about 3 minutes after the build):
+# Hostile and unlucky clients against a release conformance host (bench/soak.py, about 5 minutes after the build):
 # its peak memory, and whether another peer was served within 1 s throughout; then `make fuzz` (4 fuzzers, FUZZ_SECONDS
 # each). Not part of test.
 soak: deps

@@ -40,6 +40,15 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Heartbeat interval offered to peers, in milliseconds.")
     var heartbeatMs = 5000
 
+    @Option(help: "Sessions kept at once; a new connection's first message past it is answered overloaded.")
+    var maxSessions = 10_000
+
+    @Option(help: "How long a named session whose connection closed waits to be resumed, in milliseconds (at most; 3 heartbeats if shorter).")
+    var sessionGraceMs = 30_000
+
+    @Option(help: "Connections kept open at once (newly accepted ones past it are shed); by default the open-file limit less a quarter (at least 64).")
+    var maxConnections: Int?
+
     @Option(help: "Journal jobs (SPEC 7.16) in this SQLite file, created when missing, so that they survive a restart; without it, in memory.")
     var journal: String?
 
@@ -71,6 +80,9 @@ struct Serve: AsyncParsableCommand {
         guard maxMessageBytes > 0, maxInFlight > 0, maxInFlightTotal > 0, heartbeatMs >= 50 else {
             throw ValidationError("--max-message-bytes, --max-in-flight and --max-in-flight-total must be positive, --heartbeat-ms at least 50")
         }
+        guard maxSessions > 0, sessionGraceMs >= 0, (maxConnections ?? 1) > 0 else {
+            throw ValidationError("--max-sessions and --max-connections must be positive, --session-grace-ms not negative")
+        }
         _ = try supervisedPeers()
     }
 
@@ -95,6 +107,9 @@ struct Serve: AsyncParsableCommand {
         configuration.maxInFlightTotal = maxInFlightTotal
         configuration.info = Conformance.info
         configuration.heartbeat = .milliseconds(heartbeatMs)
+        configuration.maxSessions = maxSessions
+        configuration.sessionGrace = .milliseconds(sessionGraceMs)
+        configuration.maxConnections = maxConnections
         configuration.connectionFile = connectionFile
         configuration.logger = logger
         if let journal { configuration.jobs.journal = .file(journal) }

@@ -74,7 +74,7 @@ struct ServeCommandTests {
         #expect(refused.errors.contains("peers.txt:1: not a CURVE public key"), "\(refused.errors)")
     }
 
-    @Test("out of file descriptors, serve says so in its log instead of spinning, and accepts again once some are free")
+    @Test("past what its open-file limit allows, serve sheds new connections and says so in its log, without spinning, and accepts again once some are free")
     func outOfDescriptors() async throws {
         let folder = try temporaryFolder()
         let serve = try ZerobridgeProcess(["serve", "--conformance", "--endpoint", "tcp://127.0.0.1:*"], in: folder,
@@ -90,7 +90,8 @@ struct ServeCommandTests {
             try dealer.send([[], Array(#"{"v":1,"type":"ping"}"#.utf8)])
             dealers.append(dealer)
         }
-        #expect(try await eventually { serve.errors.contains("out of file descriptors") }, "stderr: \(serve.errors)")
+        // A limit of 64 leaves the host its reserve of 64 and 1 connection (SPEC 7.17): the rest are shed.
+        #expect(try await eventually { serve.errors.contains("connection shed") }, "stderr: \(serve.errors)")
 
         // Not spinning: over two seconds of wall time, the host uses far less than two seconds of CPU (a core spun by
         // libzmq's failing accept would use all of it), even on a loaded machine.

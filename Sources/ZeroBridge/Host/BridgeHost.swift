@@ -35,6 +35,15 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
         /// Requests and events all sessions together may have running at once (more are answered `overloaded`):
         /// what bounds the memory of work in flight (a few KB each) whatever the number of connections.
         public var maxInFlightTotal: Int = 16_384
+        /// Sessions the host keeps at once (SPEC 6, Bounds): a new connection's first message past it is answered
+        /// `overloaded` and opens none.
+        public var maxSessions: Int = 10_000
+        /// How long a named session whose connection closed keeps its name and memory, waiting to be resumed (SPEC 6):
+        /// this, or 3 heartbeats if shorter, whatever heartbeat its peer asked for.
+        public var sessionGrace: Duration = .seconds(30)
+        /// Connections kept open at once (SPEC 7.17); nil: the open-file limit less a quarter of it (at least 64). One
+        /// accepted past it is shed.
+        public var maxConnections: Int?
         /// How long a graceful shutdown waits for requests in flight before cancelling them.
         public var drainTimeout: Duration = .seconds(5)
         /// Where to write a connection file (mode 0600) for peers, if anywhere.
@@ -114,10 +123,17 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
     private var sessionCounter = 0
     /// Which connection each peer's messages come over, which have closed, and which are retired.
     private var connections = Connections()
-    /// The endpoint bound, for listening again after running out of descriptors. On the thread.
+    /// The endpoint bound, released on shutdown. On the thread.
     private var listeningEndpoint: String?
-    /// Set while not accepting connections for want of file descriptors: when to listen again.
-    private var listenAgainAt: ContinuousClock.Instant?
+    /// Connections against the open-file limit (SPEC 7.17). On the thread.
+    private var descriptors: DescriptorBudget?
+    /// Where answers to connections without a session go (refused openings, a full host): one bounded queue.
+    private let strangers = Outbox()
+    /// Whether sessions ended since the heap was last trimmed, and when that was (see ``tick(_:)``).
+    private var sessionsEndedSinceTrim = false
+    private var lastTrim = ContinuousClock.now
+    /// When a flood-prone condition (shedding, running out of descriptors) was last logged at warning level.
+    private var lastSheddingWarning = ContinuousClock.now - .seconds(60)
     /// The socket's connection events; read on the thread's loop, and by ``releaseEndpoint()`` once it has ended.
     private var monitor: SocketMonitor?
     /// Channels of keyed connections (SPEC 3.1); nil when the host runs without a key.
@@ -174,7 +190,7 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
             }
             // Disconnects end sessions, anonymous ones with work in flight included (SPEC 7.6); failed accepts
             // are how running out of file descriptors shows; `closed` tells when shutting down freed the endpoint.
-            let monitor = try SocketMonitor(watching: router, events: [.disconnected, .acceptFailed, .closed])
+            let monitor = try SocketMonitor(watching: router, events: [.accepted, .disconnected, .acceptFailed, .closed])
             let key: ConnectionKey? = switch configuration.signing {
             case .automatic: configuration.connectionFile == nil ? nil : .generate()
             case .none: nil
@@ -187,7 +203,11 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
             }
             // Jobs a killed host left running are resumed or interrupted before anything is served (SPEC 7.16).
             try jobs.withLock { $0 }?.recoverNow()
-            keyed = key.map(KeyedConnections.init(key:))
+            // A key given to the host may have served an earlier run, whose history of openings is gone: openings
+            // signed before this start are refused (SPEC 3.1). A generated key is new to this run.
+            let notBefore: Int64 = if case .key = configuration.signing { Int64(WallClock.milliseconds) } else { .min }
+            keyed = key.map { KeyedConnections(key: $0, notBefore: notBefore) }
+            descriptors = DescriptorBudget(maxConnections: configuration.maxConnections)
             keyInUse.withLock { $0 = key }
             let thread = try SocketThread(socket: router)
             started = Started(thread: thread, endpoint: endpoint, context: context, zap: zap)
@@ -249,7 +269,8 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
         sessions.removeAll()
         sessionsByID.removeAll()
         sessionsByName.removeAll()
-        keyed = keyed.map { KeyedConnections(key: $0.key) }
+        keyed = keyed?.withoutChannels()
+        descriptors?.release()
         // Finished outside the lock: finishing a stream runs its termination handler, which takes the lock.
         let (waiters, watchers) = directory.withLock { directory in
             defer { directory.waiters.removeAll(); directory.watchers.removeAll() }
@@ -265,7 +286,7 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
     /// Unbinding also ends the connections accepted there (lingering to deliver what was sent): hence only once the
     /// last `bye` is handed to libzmq.
     private func releaseEndpoint() {
-        guard let endpoint = listeningEndpoint, let monitor, listenAgainAt == nil,
+        guard let endpoint = listeningEndpoint, let monitor,
               endpoint.hasPrefix("tcp://") || endpoint.hasPrefix("ipc://") else { return }
         do {
             try socketThread?.socket.unbind(endpoint)
@@ -423,9 +444,7 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
             if let closed = connections.message(over: fd, from: routingID) { connectionClosed(closed) }
         }
         if keyed != nil, !acceptSignature(frames, from: routingID) { return }
-        // With CURVE, the ZAP handler made the peer's public key the connection's User-Id.
-        let session = sessions[routingID]
-            ?? openSession(routingID, peerKey: configuration.curve == nil || frames.count < 2 ? nil : frames[1].metadata("User-Id"))
+        guard let session = sessions[routingID] ?? openSessionWithinBound(routingID, frames) else { return }
         // After the routing id, the frames as the peer sent them.
         guard let message = session.link.read(frames.dropFirst(), maxBytes: configuration.maxMessageBytes) else { return }
         if connections.isRetired(routingID) {
@@ -456,15 +475,57 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
         }
     }
 
-    /// SPEC 3.1: whether a message on a keyed connection is signed for it. One that is not is not processed: it is
-    /// counted, logged, and answered with an unsigned `unauthorized`.
+    /// The connection's new session, unless the host keeps its most (SPEC 6, Bounds): then the message is answered
+    /// `overloaded` and nothing is kept for the connection.
+    private func openSessionWithinBound(_ routingID: [UInt8], _ frames: [Frame]) -> Session? {
+        guard sessions.count < configuration.maxSessions else {
+            warnAtMostEverySecond("session refused: the host keeps its most", ["sessions": "\(sessions.count)"])
+            answerWithoutSession(routingID, BridgeError(.overloaded, "the host keeps at most \(configuration.maxSessions) sessions: try again later"))
+            keyed?.close(routingID)
+            return nil
+        }
+        // With CURVE, the ZAP handler made the peer's public key the connection's User-Id.
+        return openSession(routingID, peerKey: configuration.curve == nil || frames.count < 2 ? nil : frames[1].metadata("User-Id"))
+    }
+
+    /// An answer with `"id": null` to a connection that has no session, signed when it has a channel (SPEC 3.1) and
+    /// `unsigned` is not asked for. Such answers share one queue; past 1 MiB (connections that do not read them) they
+    /// are logged, not queued.
+    private func answerWithoutSession(_ routingID: [UInt8], _ error: BridgeError, unsigned: Bool = false) {
+        guard strangers.queuedBytes < 1 << 20 else {
+            return configuration.logger.debug("answer not queued: 1 MiB of answers to connections without a session wait",
+                                              metadata: ["code": "\(error.code.rawValue)"])
+        }
+        let frames = Message.response(.init(id: nil, outcome: .failure(error))).frames()
+        socketThread!.send(frames, after: [routingID, unsigned ? [] : keyed?.sign(for: routingID, frames) ?? []],
+                           via: strangers)
+    }
+
+    private func warnAtMostEverySecond(_ message: Logger.Message, _ metadata: Logger.Metadata) {
+        let now = ContinuousClock.now
+        let level: Logger.Level = now - lastSheddingWarning >= .seconds(1) ? .warning : .debug
+        if level == .warning { lastSheddingWarning = now }
+        configuration.logger.log(level: level, message, metadata: metadata)
+    }
+
+    /// SPEC 3.1: whether a message on a keyed connection is signed for it, checked by its size first. One that is
+    /// not is not processed: it is counted, logged, and answered with an unsigned `unauthorized`.
     private func acceptSignature(_ frames: [Frame], from routingID: [UInt8]) -> Bool {
-        let body = frames.dropFirst(2).map(\.bytes)
+        let body = frames.dropFirst(2)
         let verdict: KeyedConnections.Verdict = body.isEmpty
             ? .refused("a message on a keyed connection is a signature and a body")
-            : keyed!.receive(on: routingID, frame0: frames[1].bytes, frames: body, now: Int64(WallClock.milliseconds)) {
-                (try? JSONValue.parse(body[0]))?["type"] == "hello"
+            : frames[1].count > Signature.maxFrameBytes
+            ? .refused("not a signature: frame 0 has \(frames[1].count) bytes")  // not copied, not parsed
+            : keyed!.receive(on: routingID, frame0: frames[1].bytes, size: body.reduce(0) { $0 + $1.count },
+                             maxMessageBytes: configuration.maxMessageBytes, frames: { body.map(\.bytes) },
+                             now: Int64(WallClock.milliseconds)) {
+                (try? JSONValue.parse(body.first!.bytes))?["type"] == "hello"
             }
+        if case .tooLarge(let reason) = verdict {
+            let error = BridgeError(.tooLarge, reason)
+            if let session = sessions[routingID] { session.link.answer(nil, error) } else { answerWithoutSession(routingID, error) }
+            return false
+        }
         guard case .refused(let reason, let clockSkewMs) = verdict else { return true }
         refusedCount.add(1, ordering: .relaxed)
         let now = ContinuousClock.now
@@ -472,60 +533,51 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
         if level == .warning { lastRefusalWarning = now }
         configuration.logger.log(level: level, "message refused: \(reason)",
                                  metadata: ["connection": "\(Signature.hex(routingID))", "refused_so_far": "\(refusedMessages)"])
-        let session = sessions[routingID] ?? openSession(routingID, peerKey: nil)
+        // Unsigned, and without opening a session: a connection that never opens a channel holds nothing.
         let data: JSONValue? = clockSkewMs.map { ["clock_skew_ms": .int(Int($0)), "window_ms": .int(Int(ClockSkew.windowMs))] }
-        let answer = Message.response(.init(id: nil, outcome: .failure(BridgeError(.unauthorized, reason, data: data))))
-        socketThread!.send(answer.frames(), after: [routingID, []], via: session.link.outbox)
+        answerWithoutSession(routingID, BridgeError(.unauthorized, reason, data: data), unsigned: true)
         return false
     }
 
     /// A connection closed, or could not be accepted. Events are read before the messages that came after them, so
     /// a file descriptor reused by a new connection is not mistaken for the closed one.
     private func connectionEvent(_ event: SocketMonitor.Event) {
-        if event.kind == .disconnected {
-            if let closed = connections.disconnected(Int32(bitPattern: event.value)) { connectionClosed(closed) }
-        } else if event.kind == .acceptFailed, [EMFILE, ENFILE].contains(Int32(bitPattern: event.value)) {
-            pauseListening()
+        let value = Int32(bitPattern: event.value)
+        switch event.kind {
+        case .accepted:
+            guard descriptors?.accepted(value) == false else { return }
+            warnAtMostEverySecond("connection shed: the host keeps its most connections (SPEC 7.17)",
+                                  ["connections": "\(descriptors?.connectionCount ?? 0)", "bound": "\(descriptors?.bound ?? 0)", "shed_so_far": "\(descriptors?.shedCount ?? 0)"])
+        case .disconnected:
+            descriptors?.disconnected(value)
+            if let closed = connections.disconnected(value) { connectionClosed(closed) }
+        case .acceptFailed where [EMFILE, ENFILE].contains(value):
+            // The listener stays bound (unbinding would close every connection accepted there): giving up the spare
+            // descriptors lets libzmq's next accept through, and new connections are shed until they are back.
+            let released = descriptors?.exhausted() ?? false
+            var limit = rlimit()
+            getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+            warnAtMostEverySecond("out of file descriptors: shedding new connections; connected peers are kept",
+                                  ["open_file_limit": "\(limit.rlim_cur)", "sessions": "\(sessions.count)",
+                                   "spares_released": "\(released)"])
+        default:
+            break
         }
     }
 
     /// An anonymous session ends with its connection, and its work with it (SPEC 7.6). A named one waits for its
     /// peer to resume it over a new connection, or is lost by heartbeat (7.7): a reconnect closes the old connection.
     private func connectionClosed(_ routingID: [UInt8]) {
-        guard let session = sessions[routingID], session.name == nil else { return }
+        guard let session = sessions[routingID] else { return }
+        guard session.name == nil else {
+            // Kept for its peer to resume, for the host's grace at most (SPEC 6): see tick.
+            if session.connectionClosedAt == nil { session.connectionClosedAt = .now }
+            return
+        }
         connections.retire(routingID)  // what it sent and was not read yet is not processed
         forget(session)
         end(session, BridgeError(.peerLost, "the peer's connection closed"))
         discardQueued(for: session)
-    }
-
-    /// Out of file descriptors: libzmq's listener would retry the failing accept at once, for ever, and spin a core.
-    /// The host says so and stops listening for a second; peers already connected are served meanwhile, and
-    /// connecting ones retry (libzmq reconnects).
-    private func pauseListening() {
-        guard listenAgainAt == nil, let thread = socketThread, let endpoint = listeningEndpoint else { return }
-        var limit = rlimit()
-        getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
-        configuration.logger.error("out of file descriptors: not accepting connections for 1 s",
-                                   metadata: ["open_file_limit": "\(limit.rlim_cur)", "sessions": "\(sessions.count)",
-                                              "endpoint": "\(endpoint)"])
-        try? thread.socket.unbind(endpoint)
-        let at = ContinuousClock.now + .seconds(1)
-        listenAgainAt = at
-        _ = thread.timers.schedule(at: at) { [weak self] in self?.listenAgain(endpoint) }
-    }
-
-    private func listenAgain(_ endpoint: String) {
-        guard let thread = socketThread else { return }
-        do {
-            try Self.bindPrivately(thread.socket, endpoint)
-            listenAgainAt = nil
-            configuration.logger.info("accepting connections again", metadata: ["endpoint": "\(endpoint)"])
-        } catch {
-            let at = ContinuousClock.now + .seconds(1)
-            listenAgainAt = at
-            _ = thread.timers.schedule(at: at) { [weak self] in self?.listenAgain(endpoint) }
-        }
     }
 
     private func openSession(_ routingID: [UInt8], peerKey: String?) -> Session {
@@ -553,6 +605,11 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
 
     private func greet(_ session: Session, _ hello: Message.Hello) {
         var session = session
+        // What a session keeps of its hello is bounded (SPEC 6, Bounds); an over-long one changes nothing.
+        let declared = [hello.actions, hello.features, hello.topics].joined().reduce(0) { $0 + $1.utf8.count }
+        guard declared <= Session.maxDeclaredBytes else {
+            return session.link.answer(nil, BridgeError(.tooLarge, "the hello declares \(declared) bytes of actions, features and topics; at most \(Session.maxDeclaredBytes)"))
+        }
         // Resuming: the peer reconnected (a new routing id) and names its earlier session with that session's token;
         // the session, with its calls in flight, continues over the new connection.
         if let wanted = hello.session, wanted != session.id, let earlier = sessionsByID[wanted],
@@ -565,6 +622,7 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
             connections.retire(earlier.routingID)
             socketThread!.discard(earlier.link.outbox)  // queued for the old connection: it is gone
             earlier.routingID = session.routingID
+            earlier.connectionClosedAt = nil
             sessions[earlier.routingID] = earlier
             session = earlier
         } else if let holder = sessionsByName[hello.peer], holder !== session {
@@ -605,6 +663,7 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
         if sessions[session.routingID] === session { sessions[session.routingID] = nil }
         if sessionsByID[session.id] === session { sessionsByID[session.id] = nil }
         if let name = session.name, sessionsByName[name] === session { sessionsByName[name] = nil }
+        sessionsEndedSinceTrim = true
     }
 
     private func end(_ session: Session, _ reason: BridgeError) {
@@ -621,6 +680,13 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
             let silence = now - session.link.lastHeard
             if session.name != nil {
                 shortest = min(shortest, session.heartbeat)
+                if let closedAt = session.connectionClosedAt, now - closedAt >= configuration.sessionGrace {
+                    forget(session)
+                    connections.retire(session.routingID)
+                    end(session, BridgeError(.peerLost, "its connection closed \(now - closedAt) ago and it was not resumed"))
+                    discardQueued(for: session)
+                    continue
+                }
                 switch session.link.liveness(at: now, interval: session.heartbeat) {
                 case .alive: break
                 case .ping: session.link.sendPing()
@@ -634,6 +700,14 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
                 forget(session)
                 session.link.close(BridgeError(.peerLost, "an idle anonymous session expired"))
             }
+        }
+        // Memory that ended sessions held goes back to the system, not only to malloc: glibc keeps freed small
+        // blocks (the names of 300 sessions' hellos: 30 MB) for the process otherwise (SPEC 6, Bounds). At most once a
+        // second, and only after sessions ended.
+        if sessionsEndedSinceTrim, now - lastTrim >= .seconds(1) {
+            sessionsEndedSinceTrim = false
+            lastTrim = now
+            Self.trimHeap?(0)
         }
         return now + max(shortest / 4, .milliseconds(10))
     }
@@ -697,6 +771,12 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
         }
     }
 
+    /// glibc's `malloc_trim`, which Swift's Glibc module does not declare; nil on other C libraries.
+    private static let trimHeap: (@convention(c) (Int) -> Int32)? = {
+        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "malloc_trim") else { return nil }
+        return unsafeBitCast(symbol, to: (@convention(c) (Int) -> Int32).self)
+    }()
+
     /// Nothing queued for a lost peer is sent later (SPEC 7.3).
     private func discardQueued(for session: Session) {
         socketThread?.discard(session.link.outbox)
@@ -737,6 +817,10 @@ final class Session: @unchecked Sendable {
     /// The broadcast topics its peer subscribed to (SPEC 7.15), from its latest `hello`.
     var topics: Set<String> = []
     var heartbeat: Duration
+    /// When its connection was seen to close, for a named session waiting to be resumed (SPEC 6).
+    var connectionClosedAt: ContinuousClock.Instant?
+    /// The bytes of `actions`, `features` and `topics` names one `hello` may declare (SPEC 6, Bounds).
+    static let maxDeclaredBytes = 65_536
     let link: Link
     let remote: RemotePeer
 

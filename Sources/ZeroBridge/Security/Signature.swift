@@ -35,6 +35,10 @@ enum Signature {
         case hostToPeer = "h2p"
     }
 
+    /// The longest frame 0 the rules allow (an opening: 2 + 32 + 1 + 19 + 1 + 64 bytes), rounded up: a longer one
+    /// is refused unread.
+    static let maxFrameBytes = 128
+
     enum Parsed: Equatable {
         case opening(nonce: String, ms: Int64, mac: String)
         case message(counter: Int64, mac: String)
@@ -157,39 +161,48 @@ struct KeyedChannel {
     }
 }
 
-/// The host's memory of accepted openings (SPEC 3.1): nonces for 10 minutes, at most 65,536 of them; forgetting one
-/// early raises a floor that refuses every opening not later than it, so no nonce is ever accepted twice.
+/// The host's memory of accepted openings (SPEC 3.1): each nonce for 10 minutes after it was accepted (an opening's
+/// clock is within 5 minutes of the host's, so one is refused by its clock before its nonce is forgotten), at most
+/// `capacity` of them. A full history refuses new openings rather than forgetting a nonce early: nothing an opening
+/// claims about its clock can raise a floor that locks others out. The host's opening rates (``OpeningRates``) keep it
+/// from filling: 10 minutes of the most they let through is under its capacity.
 struct OpeningHistory {
     static let clockBound: Int64 = 300_000
     static let remembered: Int64 = 600_000
     let capacity: Int
-    private var nonces: [String: Int64] = [:]
-    private var order: [(nonce: String, ms: Int64)] = []
+    /// Openings signed before this (the host's start, for a key that may have served an earlier run) are refused:
+    /// an earlier run's history is not kept, so its openings could otherwise be played again.
+    let notBefore: Int64
+    private var nonces: Set<String> = []
+    /// Accepted nonces in the order they were accepted, with when (the host's clock).
+    private var order: [(nonce: String, at: Int64)] = []
     private var head = 0
-    private var floor = Int64.min
 
-    init(capacity: Int = 65_536) { self.capacity = capacity }
-
-    /// Whether an opening with this nonce and clock may be accepted now (its MAC checked already); remembers it if so.
-    mutating func accept(nonce: String, ms: Int64, now: Int64) -> Bool {
-        forget(before: now - Self.remembered)
-        guard abs(ms - now) <= Self.clockBound, ms > floor, nonces[nonce] == nil else { return false }
-        nonces[nonce] = ms
-        order.append((nonce, ms))
-        while nonces.count > capacity {
-            let oldest = order[head]
-            head += 1
-            nonces[oldest.nonce] = nil
-            floor = max(floor, oldest.ms)
-        }
-        if head > capacity { order.removeFirst(head); head = 0 }
-        return true
+    init(capacity: Int = 65_536, notBefore: Int64 = .min) {
+        self.capacity = capacity
+        self.notBefore = notBefore
     }
 
-    /// Openings older than the clock bound are refused by it anyway: their nonces need not be kept.
+    /// Why an opening with this nonce and clock may not be accepted now (its MAC checked already); nil: it is
+    /// accepted, and remembered.
+    mutating func refusal(nonce: String, ms: Int64, now: Int64) -> String? {
+        forget(before: now - Self.remembered)
+        if abs(ms - now) > Self.clockBound {
+            return "the opening's clock is \((ms - now) / 1000) s from the host's; at most 300 s are accepted (check the clocks)"
+        }
+        if ms < notBefore { return "an opening signed before this host started (replayed from an earlier run with this key)" }
+        if nonces.contains(nonce) { return "an opening replayed (its nonce was accepted before)" }
+        if nonces.count >= capacity {
+            return "the host accepted \(capacity) openings in the last 10 minutes, its most: try again later"
+        }
+        nonces.insert(nonce)
+        order.append((nonce, now))
+        return nil
+    }
+
     private mutating func forget(before cutoff: Int64) {
-        while head < order.count, order[head].ms < cutoff {
-            nonces[order[head].nonce] = nil
+        while head < order.count, order[head].at < cutoff {
+            nonces.remove(order[head].nonce)
             head += 1
         }
         if head > 1024, head * 2 > order.count { order.removeFirst(head); head = 0 }
@@ -201,30 +214,50 @@ struct OpeningHistory {
 /// The host's side of keyed connections (SPEC 3.1): one channel per connection (routing id), opened by a signed
 /// `hello`, and the history that keeps an opening from being replayed. Confined to the host's socket thread.
 struct KeyedConnections {
+    /// The largest opening (frames 1..n of a keyed connection's first message) whose MAC is computed (SPEC 3.1): a
+    /// larger one is refused by its size alone, so a forged opening costs the host what reading it costs.
+    static let maxOpeningBytes = 131_072
+
     let key: ConnectionKey
-    private var history = OpeningHistory()
+    let notBefore: Int64
+    private var history: OpeningHistory
+    private var rates = OpeningRates()
     private var channels: [[UInt8]: KeyedChannel] = [:]
 
-    init(key: ConnectionKey) { self.key = key }
+    /// `notBefore`: openings signed earlier are refused (the host's start, for a key given to it).
+    init(key: ConnectionKey, notBefore: Int64 = .min) {
+        self.key = key
+        self.notBefore = notBefore
+        history = OpeningHistory(notBefore: notBefore)
+    }
 
     enum Verdict: Equatable {
         case accepted
         /// Why it is not processed; for an opening refused only for its clock, how far it is from the host's
         /// (its ms minus the host's clock), which the refusal carries so the peer can name the real cause.
         case refused(String, clockSkewMs: Int64? = nil)
+        /// On an open channel, over `max_message_bytes`: not verified, answered `too_large` (SPEC 7.10).
+        case tooLarge(String)
     }
 
-    /// Checks a message that arrived on `connection`. `isHello` tells whether its body is a `hello` (asked only for
-    /// an opening); `now` is the host's wall clock in milliseconds.
-    mutating func receive(on connection: [UInt8], frame0: [UInt8], frames: [[UInt8]], now: Int64,
-                          isHello: () -> Bool) -> Verdict {
+    /// Checks a message that arrived on `connection`, by its size (frames 1..n) before its signature. `frames` gives
+    /// its frames 1..n; `isHello` tells whether its body is a `hello` (asked only for an opening); `now` is the
+    /// host's wall clock in milliseconds.
+    mutating func receive(on connection: [UInt8], frame0: [UInt8], size: Int, maxMessageBytes: Int,
+                          frames: () -> [[UInt8]], now: Int64, isHello: () -> Bool) -> Verdict {
         if channels[connection] != nil {
-            return channels[connection]!.accept(frame0, frames) ? .accepted : .refused(Self.reason(frame0, opened: true))
+            guard size <= maxMessageBytes else {
+                return .tooLarge("the message has \(size) bytes; the limit is \(maxMessageBytes) (not verified)")
+            }
+            return channels[connection]!.accept(frame0, frames()) ? .accepted : .refused(Self.reason(frame0, opened: true))
         }
         guard case .opening(let nonce, let ms, let mac)? = Signature.parse(frame0) else {
             return .refused(frame0.isEmpty ? "no signature" : "the first message on a keyed connection must be a signed hello")
         }
-        guard Signature.equal(mac, Signature.mac(key, .hello, channel: nonce, stamp: ms, frames: frames)) else {
+        guard size <= Self.maxOpeningBytes else {
+            return .refused("an opening of \(size) bytes; at most \(Self.maxOpeningBytes) are verified")
+        }
+        guard Signature.equal(mac, Signature.mac(key, .hello, channel: nonce, stamp: ms, frames: frames())) else {
             return .refused("wrong signature")
         }
         guard isHello() else { return .refused("an opening signature on a message that is not hello") }
@@ -233,8 +266,9 @@ struct KeyedConnections {
             return .refused("the opening hello's clock is \(ClockSkew.describe(skew)) the host's, more than the "
                             + "\(OpeningHistory.clockBound / 1000) s window: are both clocks set right?", clockSkewMs: skew)
         }
-        guard history.accept(nonce: nonce, ms: ms, now: now) else {
-            return .refused("an opening replayed")
+        // Counted only once its MAC is right: one without the key cannot spend the key holders' openings.
+        if let refusal = rates.refusal(on: connection, now: now) ?? history.refusal(nonce: nonce, ms: ms, now: now) {
+            return .refused(refusal)
         }
         channels[connection] = .host(key, nonce: nonce)
         return .accepted
@@ -247,6 +281,9 @@ struct KeyedConnections {
 
     /// The connection's channel is over (its session ended or moved): what still arrives on it is refused.
     mutating func close(_ connection: [UInt8]) { channels[connection] = nil }
+
+    /// The same key and start, without channels (the host stopped).
+    func withoutChannels() -> KeyedConnections { KeyedConnections(key: key, notBefore: notBefore) }
 
     private static func reason(_ frame0: [UInt8], opened: Bool) -> String {
         switch Signature.parse(frame0) {

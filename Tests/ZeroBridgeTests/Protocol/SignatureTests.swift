@@ -60,7 +60,8 @@ struct SignatureTests {
                 let accepted: Bool
                 if item["side"] == "host" {
                     let connection = Array((message["connection"]?.stringValue ?? "a").utf8)
-                    let verdict = host.receive(on: connection, frame0: frame0, frames: frames,
+                    let verdict = host.receive(on: connection, frame0: frame0, size: frames.reduce(0) { $0 + $1.count },
+                                               maxMessageBytes: 1 << 20, frames: { frames },
                                                now: Int64(item["now_ms"]!.intValue!)) {
                         (try? JSONValue.parse(frames[0]))?["type"] == "hello"
                     }
@@ -75,24 +76,42 @@ struct SignatureTests {
         }
     }
 
-    @Test("the opening history forgets old nonces, and when full refuses openings not later than the one it forgot")
+    @Test("a full opening history refuses new openings instead of raising a floor: openings stamped 299 s ahead lock no one out once forgotten")
     func openingHistoryBound() {
         var history = OpeningHistory(capacity: 3)
         let now: Int64 = 1_800_000_000_000
-        var accepted: [Bool] = []
-        for (index, nonce) in ["a", "b", "c", "d"].enumerated() {
-            accepted.append(history.accept(nonce: nonce, ms: now + Int64(index), now: now))
-        }
-        #expect(accepted == [true, true, true, true])
-        #expect(history.count == 3)
-        let replay = history.accept(nonce: "a", ms: now, now: now)
-        #expect(!replay, "forgotten early: refused by the floor")
-        let early = history.accept(nonce: "e", ms: now, now: now)
-        #expect(!early, "not later than the forgotten one")
-        let later = history.accept(nonce: "e", ms: now + 10, now: now)
-        #expect(later)
-        let muchLater = history.accept(nonce: "f", ms: now + 700_000, now: now + 700_000)
-        #expect(muchLater, "ten minutes on, the old ones are gone")
+        // A key holder fills the history with openings stamped as far ahead as the clock bound allows.
+        for nonce in ["a", "b", "c"] { #expect(history.refusal(nonce: nonce, ms: now + 299_000, now: now) == nil) }
+        #expect(history.refusal(nonce: "d", ms: now, now: now)?.contains("its most") == true, "full: refused, nothing forgotten")
+        #expect(history.refusal(nonce: "a", ms: now + 299_000, now: now + 1000)?.contains("replayed") == true)
+        // Ten minutes after they were accepted, they are forgotten, and an opening of the present is accepted: no floor.
+        let later = now + 600_001
+        #expect(history.refusal(nonce: "e", ms: later, now: later) == nil)
         #expect(history.count == 1)
+        #expect(history.refusal(nonce: "f", ms: later - 400_000, now: later)?.contains("-400 s from the host's") == true,
+                "a clock off by more than the bound is named as such")
+    }
+
+    @Test("a history started at a moment refuses openings signed before it (a restart with the same key)")
+    func openingHistoryNotBefore() {
+        let start: Int64 = 1_800_000_000_000
+        var history = OpeningHistory(notBefore: start)
+        #expect(history.refusal(nonce: "a", ms: start - 1, now: start + 5)?.contains("before this host started") == true)
+        #expect(history.refusal(nonce: "b", ms: start + 1, now: start + 5) == nil)
+    }
+
+    @Test("openings are limited per connection (8, then 1 a second) and per key (1024, then 32 a second)")
+    func openingRates() {
+        var rates = OpeningRates()
+        let now: Int64 = 1_800_000_000_000
+        let one = Array("one".utf8)
+        for _ in 0..<8 { #expect(rates.refusal(on: one, now: now) == nil) }
+        #expect(rates.refusal(on: one, now: now)?.contains("on this connection") == true)
+        #expect(rates.refusal(on: one, now: now + 1000) == nil, "a second later, one more")
+        var index = 0  // one opening per connection: only the key's bucket runs out
+        while index < 2000, rates.refusal(on: Array("c\(index)".utf8), now: now + 1000) == nil { index += 1 }
+        #expect(index == 1023, "the key's burst of 1024, less the one just above")
+        #expect(rates.refusal(on: Array("fresh".utf8), now: now + 1000)?.contains("on this host's key") == true)
+        #expect(rates.refusal(on: Array("fresh".utf8), now: now + 1100) == nil, "32 a second: one per 31.25 ms")
     }
 }
