@@ -29,6 +29,9 @@ export type JsonValue =
  */
 export type JsonSchema = boolean | { [keyword: string]: unknown };
 
+/** The version of this package (semantic versioning), the same as the Swift package's and the Python peer's. */
+export declare const version: string;
+
 /** How an action is described in the catalogue (SPEC 7.8): the options of {@link Peer.handle}. */
 export interface ActionOptions {
   /** One line for people (no line breaks); default `""`. */
