@@ -8,7 +8,7 @@ SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 SWIFT_BIN := .build/debug
 export ZEROBRIDGE_BIN := $(CURDIR)/$(SWIFT_BIN)/zerobridge
 
-.PHONY: deps deps-system deps-python build test test-swift test-protocol test-python test-node test-examples demo bench soak bench-security clean
+.PHONY: deps deps-system deps-python build test test-swift test-protocol test-python test-node test-examples test-install install demo bench soak bench-security clean
 
 # --- installing what is missing -------------------------------------------------------------
 deps: deps-system deps-python
@@ -29,10 +29,11 @@ deps-system:
 
 deps-python: $(VENV)/.installed
 
+# setuptools 77 reads pyproject's SPDX license; test-install builds the wheel with this environment's, offline.
 $(VENV)/.installed: peers/python/pyproject.toml Makefile
 	@[ -x $(PY) ] || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q pyzmq pytest pytest-timeout jsonschema tqdm mypy
+	$(PY) -m pip install -q pyzmq pytest pytest-timeout jsonschema tqdm mypy 'setuptools>=77'
 	$(PY) -m pip install -q -e peers/python
 	@touch $@
 
@@ -42,7 +43,7 @@ build: deps-system
 
 # --- tests: every suite the repo has; any failure fails the target -------------------------
 test: deps build
-	@$(MAKE) --no-print-directory test-swift test-protocol test-python test-node test-examples
+	@$(MAKE) --no-print-directory test-swift test-protocol test-python test-node test-examples test-install
 
 # Every suite has a time limit (3 minutes a test); this bounds the whole run too, so a hang fails instead of waiting.
 test-swift:
@@ -65,6 +66,21 @@ test-node:
 test-examples:
 	$(PYTEST) examples/tests
 	node --test examples/etl-peer/test/ examples/tests-node/
+
+# The install story as a user follows it (README, Install), outside the repository: the wheel and the npm tarball
+# installed into scratch Python and Node projects, and a Swift package depending on this checkout by path, each
+# running its tests against the built host (examples/adopt/run.sh); and every place that repeats VERSION agrees.
+test-install:
+	$(PYTEST) examples/adopt/test_versions.py
+	PYTHON=$(CURDIR)/$(PY) timeout 1500 bash examples/adopt/run.sh
+
+# --- installing the CLI: a release build of zerobridge copied to $(PREFIX)/bin ---------------
+PREFIX ?= /usr/local
+install: deps-system
+	swift build -c release --product zerobridge
+	install -d "$(DESTDIR)$(PREFIX)/bin"
+	install -m 0755 "$$(swift build -c release --show-bin-path)/zerobridge" "$(DESTDIR)$(PREFIX)/bin/zerobridge"
+	@echo "installed $(DESTDIR)$(PREFIX)/bin/zerobridge"
 
 # --- the main job ---------------------------------------------------------------------------
 # Builds only what the demo runs, so a fresh clone gets there sooner than with the whole test build.
