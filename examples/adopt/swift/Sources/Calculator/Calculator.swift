@@ -27,7 +27,7 @@ public func makeCalculatorHost(endpoint: String) throws -> BridgeHost {
     let host = BridgeHost(configuration: .init(endpoint: endpoint, name: "calculator"))
     try host.handle(Add.self) { payload, _ in payload.a + payload.b }
     try host.handle(CountTo.self) { payload, request in
-        for i in stride(from: 1, through: payload.n, by: 1) { try await request.progress(.init(i: i)) }
+        for i in stride(from: 1, through: payload.n, by: 1) { try await request.progress(CountTo.Progress(i: i)) }
         return payload.n
     }
     return host
