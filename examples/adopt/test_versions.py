@@ -51,6 +51,7 @@ def test_changelog_and_readme_name_it():
     assert f'from: "{VERSION}"' in readme
     assert f"zerobridge-{VERSION}-py3-none-any.whl" in readme
     assert f"zerobridge-{VERSION}.tgz" in readme
+    assert f"zerobridge-{VERSION}.tgz" in (ROOT / "peers/node/README.md").read_text()
 
 
 def test_each_package_ships_the_license():
