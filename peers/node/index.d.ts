@@ -447,6 +447,12 @@ export class Peer {
    */
   readonly hostInfo: { [key: string]: any } | null;
   /**
+   * `welcome.library_version`: the version of the ZeroBridge library the host runs (SPEC 5, decision 36), the same
+   * string as this package's {@link version} when both are of one release; informative only. Null before a welcome,
+   * and from hosts that do not send it.
+   */
+  readonly hostLibraryVersion: string | null;
+  /**
    * `hello.topics`: the broadcast topics this peer subscribes to (SPEC 7.15), sorted (by UTF-16 code units), as its
    * next `hello` sends them. A copy: change the set with {@link Peer.subscribe} and {@link Peer.unsubscribe}.
    */
