@@ -32,6 +32,7 @@ test('a peer from the installed package calls the host and streams progress', as
   const peer = await connect(endpoint, { name: 'adopter' });
   try {
     assert.equal(await peer.call('add', { a: 2, b: 3 }), 5);
+    assert.equal(peer.hostLibraryVersion, version);   // one version for host and peer
     const call = peer.stream('count', { n: 3 });
     const seen = [];
     for await (const progress of call.progress) seen.push(progress.i);

@@ -40,6 +40,7 @@ def test_the_installed_package_is_the_wheel_not_the_checkout():
 def test_the_blocking_peer_calls_the_host(endpoint):
     with zerobridge.connect_sync(endpoint, name="adopter-sync", connect_timeout=30) as peer:
         assert peer.call("add", {"a": 2, "b": 3}) == 5
+        assert peer.host_library_version == zerobridge.__version__  # one version for host and peer
 
 
 def test_the_async_peer_streams_progress(endpoint):
