@@ -447,7 +447,7 @@ export class Peer {
    */
   readonly hostInfo: { [key: string]: any } | null;
   /**
-   * `welcome.library_version`: the version of the ZeroBridge library the host runs (SPEC 5, decision 36), the same
+   * `welcome.library_version`: the version of the ZeroBridge library the host runs (SPEC 5, decision 43), the same
    * string as this package's {@link version} when both are of one release; informative only. Null before a welcome,
    * and from hosts that do not send it.
    */

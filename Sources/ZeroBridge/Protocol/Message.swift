@@ -52,7 +52,7 @@ enum Message: Sendable, Equatable {
         var catalogue: String? = nil
         /// Context the host gives every peer (an object).
         var info: JSONValue? = nil
-        /// The version of the ZeroBridge library the host runs (SPEC 5, decision 36; absent from earlier hosts).
+        /// The version of the ZeroBridge library the host runs (SPEC 5, decision 43; absent from earlier hosts).
         var libraryVersion: String? = nil
     }
 

@@ -687,7 +687,7 @@ export class Peer {
         this.hostActions = body.actions;
         this.hostCatalogue = body.catalogue ?? null;
         this.hostInfo = body.info ?? null; // SPEC 5 (1.3): opaque context from the host's configuration
-        this.hostLibraryVersion = body.library_version ?? null; // decision 36: the host's ZeroBridge version
+        this.hostLibraryVersion = body.library_version ?? null; // decision 43: the host's ZeroBridge version
         this.limits = body.limits;
         if (body.heartbeat_ms !== this.heartbeatMs) {
           this.heartbeatMs = body.heartbeat_ms;

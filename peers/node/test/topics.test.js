@@ -295,7 +295,7 @@ describe('broadcast on the conformance host', () => {
     assert.deepEqual(peer.hostInfo, { protocol_revision: '1.5' });
   });
 
-  test('welcome.library_version is this package\'s version (decision 36)', async () => {
+  test('welcome.library_version is this package\'s version (decision 43)', async () => {
     const { peer } = await subscriber('version-reader');
     assert.equal(peer.hostLibraryVersion, version);
   });

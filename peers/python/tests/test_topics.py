@@ -434,11 +434,8 @@ async def test_broadcast_refuses_payloads_that_are_not_its_own(host: Any) -> Non
 async def test_the_conformance_hosts_welcome_info(host: Any) -> None:
     async with zerobridge.connect(host.endpoint, name="py-info") as peer:
         assert peer.host_info == {"protocol_revision": "1.5"}
-        # SPEC 5, decision 36: one version for the host's library and this package.
-        assert peer.host_library_version == zerobridge.__version__
     with zerobridge.connect_sync(host.endpoint, name="py-info-sync") as twin:
         assert twin.host_info == {"protocol_revision": "1.5"}
-        assert twin.host_library_version == zerobridge.__version__
 
 
 def test_the_blocking_twin_gets_broadcasts_on_its_topics(start_host: Callable[..., Any]) -> None:
@@ -459,3 +456,11 @@ def test_the_blocking_twin_gets_broadcasts_on_its_topics(start_host: Callable[..
         assert peer.call("broadcast", {"action": "theme", "payload": "all"}) == {"delivered": 1, "skipped": 0}
         assert arrived.wait(LONG)
         assert got == [("dark", "ui"), ("all", None)]
+
+
+async def test_the_conformance_hosts_library_version(host: Any) -> None:
+    # SPEC 5, decision 43: the host's welcome names its ZeroBridge version, the same as this package's.
+    async with zerobridge.connect(host.endpoint, name="py-library-version") as peer:
+        assert peer.host_library_version == zerobridge.__version__
+    with zerobridge.connect_sync(host.endpoint, name="py-library-version-sync") as twin:
+        assert twin.host_library_version == zerobridge.__version__

@@ -416,7 +416,7 @@ class Peer:
         self.limits: wire.Limits | None = None
         self.host_catalogue: str | None = None  # welcome.catalogue: the hash of the host's catalogue (None before 1.3)
         self.host_info: dict[str, Any] | None = None  # welcome.info: what the host tells every peer (None before 1.3)
-        # welcome.library_version: the ZeroBridge version the host runs (decision 36; None from earlier hosts)
+        # welcome.library_version: the ZeroBridge version the host runs (decision 43; None from earlier hosts)
         self.host_library_version: str | None = None
 
     # --- lifecycle -----------------------------------------------------------------------

@@ -120,7 +120,7 @@ class Welcome:
     resume_token: str | None = field(default=None, repr=False)  # absent from a 1.0/1.1 host
     catalogue: str | None = None  # the hash of the host's catalogue (SPEC 7.8); absent from a host before 1.3
     info: dict[str, Any] | None = None  # context the host gives every peer, opaque (SPEC 5, since 1.3)
-    library_version: str | None = None  # the version of the host's library (SPEC 5, decision 36), informative only
+    library_version: str | None = None  # the version of the host's library (SPEC 5, decision 43), informative only
 
 
 @dataclass(frozen=True, slots=True)
