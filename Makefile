@@ -8,7 +8,7 @@ SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 SWIFT_BIN := .build/debug
 export ZEROBRIDGE_BIN := $(CURDIR)/$(SWIFT_BIN)/zerobridge
 
-.PHONY: deps deps-system deps-python build test test-swift test-protocol test-python test-node test-examples test-install install demo bench soak bench-security clean
+.PHONY: deps deps-system deps-python build test test-swift test-protocol test-python test-node test-examples demo bench soak bench-security clean
 
 # --- installing what is missing -------------------------------------------------------------
 deps: deps-system deps-python
@@ -27,14 +27,15 @@ deps-system:
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
 	fi
 
+# setuptools 77 reads pyproject's SPDX license; test-install builds the wheel with this environment's, offline.
 deps-python: $(VENV)/.installed
 
-# setuptools 77 reads pyproject's SPDX license; test-install builds the wheel with this environment's, offline.
 $(VENV)/.installed: peers/python/pyproject.toml Makefile
 	@[ -x $(PY) ] || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q pyzmq pytest pytest-timeout jsonschema tqdm mypy 'setuptools>=77'
+	$(PY) -m pip install -q pyzmq pytest pytest-timeout jsonschema tqdm mypy
 	$(PY) -m pip install -q -e peers/python
+	$(PY) -m pip install -q 'setuptools>=77'
 	@touch $@
 
 # --- building -------------------------------------------------------------------------------
@@ -70,6 +71,7 @@ test-examples:
 # The install story as a user follows it (README, Install), outside the repository: the wheel and the npm tarball
 # installed into scratch Python and Node projects, and a Swift package depending on this checkout by path, each
 # running its tests against the built host (examples/adopt/run.sh); and every place that repeats VERSION agrees.
+.PHONY: test-install install
 test-install:
 	$(PYTEST) examples/adopt/test_versions.py
 	PYTHON=$(CURDIR)/$(PY) timeout 1500 bash examples/adopt/run.sh
