@@ -28,6 +28,7 @@ deps-system:
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
 	fi
 
+# setuptools 77 reads pyproject's SPDX license; test-install builds the wheel with this environment's, offline.
 deps-python: $(VENV)/.installed
 
 # rfc8785 is the reference of the differential tests, atheris the Python fuzzer (fuzz/).
@@ -36,6 +37,7 @@ $(VENV)/.installed: peers/python/pyproject.toml Makefile
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q pyzmq pytest pytest-timeout jsonschema tqdm mypy rfc8785 atheris
 	$(PY) -m pip install -q -e peers/python
+	$(PY) -m pip install -q 'setuptools>=77'
 	@touch $@
 
 # --- building -------------------------------------------------------------------------------
@@ -44,7 +46,7 @@ build: deps-system
 
 # --- tests: every suite the repo has; any failure fails the target -------------------------
 test: deps build
-	@$(MAKE) --no-print-directory test-swift test-protocol test-python test-node test-examples
+	@$(MAKE) --no-print-directory test-swift test-protocol test-python test-node test-examples test-install
 
 # Every suite has a time limit (3 minutes a test); this bounds the whole run too, so a hang fails instead of waiting.
 test-swift:
@@ -67,6 +69,22 @@ test-node:
 test-examples:
 	$(PYTEST) examples/tests
 	node --test examples/etl-peer/test/ examples/tests-node/
+
+# The install story as a user follows it (README, Install), outside the repository: the wheel and the npm tarball
+# installed into scratch Python and Node projects, and a Swift package depending on this checkout by path, each
+# running its tests against the built host (examples/adopt/run.sh); and every place that repeats VERSION agrees.
+.PHONY: test-install install
+test-install:
+	$(PYTEST) examples/adopt/test_versions.py
+	PYTHON=$(CURDIR)/$(PY) timeout 1500 bash examples/adopt/run.sh
+
+# --- installing the CLI: a release build of zerobridge copied to $(PREFIX)/bin ---------------
+PREFIX ?= /usr/local
+install: deps-system
+	swift build -c release --product zerobridge
+	install -d "$(DESTDIR)$(PREFIX)/bin"
+	install -m 0755 "$$(swift build -c release --show-bin-path)/zerobridge" "$(DESTDIR)$(PREFIX)/bin/zerobridge"
+	@echo "installed $(DESTDIR)$(PREFIX)/bin/zerobridge"
 
 # --- the main job ---------------------------------------------------------------------------
 # Builds only what the demo runs, so a fresh clone gets there sooner than with the whole test build.

@@ -3,6 +3,8 @@ import PackageDescription
 
 let package = Package(
     name: "ZeroBridge",
+    // Linux is where it is built and tested; on macOS (untested here) swift-subprocess needs 13.
+    platforms: [.macOS(.v13)],
     products: [
         .library(name: "ZeroMQ", targets: ["ZeroMQ"]),
         .library(name: "ZeroBridge", targets: ["ZeroBridge"]),

@@ -9,6 +9,7 @@ struct ZeroBridgeCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "zerobridge",
         abstract: "Run and poke ZeroBridge hosts: a typed JSON message bus over ZeroMQ.",
+        version: zeroBridgeVersion,
         subcommands: [Serve.self, Call.self, Types.self, Replay.self, Record.self])
 }
 

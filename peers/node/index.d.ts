@@ -29,6 +29,9 @@ export type JsonValue =
  */
 export type JsonSchema = boolean | { [keyword: string]: unknown };
 
+/** The version of this package (semantic versioning), the same as the Swift package's and the Python peer's. */
+export declare const version: string;
+
 /** How an action is described in the catalogue (SPEC 7.8): the options of {@link Peer.handle}. */
 export interface ActionOptions {
   /** One line for people (no line breaks); default `""`. */
@@ -450,6 +453,12 @@ export class Peer {
    * had none. The conformance host's is `{ protocol_revision: '1.4' }`.
    */
   readonly hostInfo: { [key: string]: any } | null;
+  /**
+   * `welcome.library_version`: the version of the ZeroBridge library the host runs (SPEC 5, decision 43), the same
+   * string as this package's {@link version} when both are of one release; informative only. Null before a welcome,
+   * and from hosts that do not send it.
+   */
+  readonly hostLibraryVersion: string | null;
   /**
    * `hello.topics`: the broadcast topics this peer subscribes to (SPEC 7.15), sorted (by UTF-16 code units), as its
    * next `hello` sends them. A copy: change the set with {@link Peer.subscribe} and {@link Peer.unsubscribe}.

@@ -5,6 +5,9 @@ export { Peer } from './src/peer.js';
 export { BridgeError } from './src/errors.js';
 export { curveKeyPair } from './src/curve.js';
 
+/** The version of this package and of the other ZeroBridge libraries: the repository's VERSION file says the same. */
+export const version = '2.0.0';
+
 /**
  * Creates a peer, connects it, says hello and resolves once the host has welcomed it. Without an endpoint
  * (`connect()`, `connect(options)`): the connection file ZEROBRIDGE_CONNECTION_FILE names (SPEC 10.1).

@@ -652,7 +652,8 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
             host: configuration.name, session: session.id, resumeToken: session.resumeToken, actions: handlers.actionNames,
             heartbeatMs: Int(session.heartbeat / .milliseconds(1)),
             maxMessageBytes: configuration.maxMessageBytes, maxInFlight: configuration.maxInFlight,
-            catalogue: handlers.catalogue.hash, info: configuration.info.map(JSONValue.object))))
+            catalogue: handlers.catalogue.hash, info: configuration.info.map(JSONValue.object),
+            libraryVersion: zeroBridgeVersion)))
         if !wasNamed { announce(.joined(session.remote)) }
     }
 

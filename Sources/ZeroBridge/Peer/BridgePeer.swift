@@ -72,6 +72,8 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
         public var catalogue: String?
         /// Context the host gives every peer (its version, platform, features), as its configuration says.
         public var info: [String: JSONValue]?
+        /// The version of the ZeroBridge library the host runs (`welcome.library_version`); nil from hosts before 2.1.
+        public var libraryVersion: String?
     }
 
     public let configuration: Configuration
@@ -284,7 +286,7 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
             let welcome = Welcome(host: message.host, sessionID: message.session, actions: message.actions,
                                   heartbeat: .milliseconds(message.heartbeatMs), maxMessageBytes: message.maxMessageBytes,
                                   maxInFlight: message.maxInFlight, catalogue: message.catalogue,
-                                  info: message.info?.objectValue)
+                                  info: message.info?.objectValue, libraryVersion: message.libraryVersion)
             heartbeat = welcome.heartbeat
             lastSessionID = welcome.sessionID
             lastResumeToken = message.resumeToken

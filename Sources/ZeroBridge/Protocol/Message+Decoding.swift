@@ -71,7 +71,7 @@ private struct Envelope {
     enum Field: Int, CaseIterable {
         case v, type, id, action, payload, timeoutMs, progress, ok, result, error, seq, peer, actions, features,
              session, resumeToken, heartbeatMs, host, limits, deadline, skipped, catalogue, topics, info, topic,
-             idempotencyKey
+             idempotencyKey, libraryVersion
 
         var name: String {
             switch self {
@@ -101,6 +101,7 @@ private struct Envelope {
             case .info: "info"
             case .topic: "topic"
             case .idempotencyKey: "idempotency_key"
+            case .libraryVersion: "library_version"
             }
         }
 
@@ -142,7 +143,9 @@ private struct Envelope {
             case 12:
                 if equals("heartbeat_ms") { self = .heartbeatMs; return }
                 if equals("resume_token") { self = .resumeToken; return }
-            case 15: if equals("idempotency_key") { self = .idempotencyKey; return }
+            case 15:
+                if equals("idempotency_key") { self = .idempotencyKey; return }
+                if equals("library_version") { self = .libraryVersion; return }
             default: break
             }
             return nil
@@ -152,7 +155,7 @@ private struct Envelope {
     // Stored one by one rather than in an array: decoding a body then allocates nothing for the envelope.
     private var v, type, id, action, payload, timeoutMs, progress, ok, result, error, seq, peer, actions,
                 features, session, resumeToken, heartbeatMs, host, limits, deadline, skipped, catalogue, topics, info, topic,
-                idempotencyKey: JSONValue?
+                idempotencyKey, libraryVersion: JSONValue?
 
     subscript(field: Field) -> JSONValue? {
         get {
@@ -183,6 +186,7 @@ private struct Envelope {
             case .info: info
             case .topic: topic
             case .idempotencyKey: idempotencyKey
+            case .libraryVersion: libraryVersion
             }
         }
         set {
@@ -213,6 +217,7 @@ private struct Envelope {
             case .info: info = newValue
             case .topic: topic = newValue
             case .idempotencyKey: idempotencyKey = newValue
+            case .libraryVersion: libraryVersion = newValue
             }
         }
     }
@@ -288,7 +293,7 @@ private struct Envelope {
                                   heartbeatMs: try required(.heartbeatMs, "a positive integer", positiveInteger),
                                   maxMessageBytes: try limit("max_message_bytes"),
                                   maxInFlight: try limit("max_in_flight"), catalogue: try catalogueHash(),
-                                  info: try infoObject()))
+                                  info: try infoObject(), libraryVersion: try optionalName(.libraryVersion)))
         case .ping: return .ping
         case .pong: return .pong
         case .bye: return .bye

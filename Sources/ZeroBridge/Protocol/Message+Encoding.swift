@@ -128,6 +128,10 @@ extension Message {
                 JSONWriter.append(#","info":"#, to: &buffer)
                 info.write(to: &buffer, attachments: attachments)
             }
+            if let libraryVersion = welcome.libraryVersion {
+                JSONWriter.append(#","library_version":"#, to: &buffer)
+                JSONWriter.append(string: libraryVersion, to: &buffer)
+            }
         case .ping: JSONWriter.append(#""ping""#, to: &buffer)
         case .pong: JSONWriter.append(#""pong""#, to: &buffer)
         case .bye: JSONWriter.append(#""bye""#, to: &buffer)
@@ -205,6 +209,7 @@ extension Message {
                                  "max_in_flight": .int(welcome.maxInFlight)]
             if let catalogue = welcome.catalogue { members["catalogue"] = .string(catalogue) }
             if let info = welcome.info { members["info"] = info }
+            if let libraryVersion = welcome.libraryVersion { members["library_version"] = .string(libraryVersion) }
         case .ping, .pong, .bye:
             break
         }

@@ -52,6 +52,8 @@ enum Message: Sendable, Equatable {
         var catalogue: String? = nil
         /// Context the host gives every peer (an object).
         var info: JSONValue? = nil
+        /// The version of the ZeroBridge library the host runs (SPEC 5, decision 44; absent from earlier hosts).
+        var libraryVersion: String? = nil
     }
 
     struct Request: Sendable, Equatable {

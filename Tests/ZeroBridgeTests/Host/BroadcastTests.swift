@@ -122,6 +122,7 @@ struct BroadcastTests {
         let host = try startConformanceHost { $0.info = ["version": "2.1", "features": ["search"]] }
         let (peer, _) = try await listener(host, "curious")
         #expect(peer.welcome?.info == ["version": "2.1", "features": ["search"]])
+        #expect(peer.welcome?.libraryVersion == zeroBridgeVersion)   // SPEC 5, decision 44
         let refused = await #expect(throws: BridgeError.self) { try await host.broadcast("notice", ["ratio": .double(.nan)]) }
         #expect(refused?.code == .invalidPayload)
         await #expect(throws: BridgeError.self) { try await host.broadcast("notice", nil, topic: "") }

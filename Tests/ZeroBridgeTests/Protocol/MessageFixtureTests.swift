@@ -71,7 +71,7 @@ struct MessageFixture: Sendable, CustomTestStringConvertible {
         "event": ["action", "payload"],
         "cancel": ["id"],
         "hello": ["peer", "actions", "features", "session", "heartbeat_ms"],
-        "welcome": ["host", "session", "actions", "heartbeat_ms", "limits"],
+        "welcome": ["host", "session", "actions", "heartbeat_ms", "limits", "library_version"],
         "ping": [], "pong": [], "bye": [],
     ]
 

@@ -484,7 +484,7 @@ const FIELDS = {
   event: { action: NO_DEFAULT, payload: null, topic: NO_DEFAULT },
   cancel: { id: NO_DEFAULT },
   hello: { peer: NO_DEFAULT, actions: [], features: [], session: NO_DEFAULT, heartbeat_ms: NO_DEFAULT, topics: [] },
-  welcome: { host: NO_DEFAULT, session: NO_DEFAULT, actions: NO_DEFAULT, heartbeat_ms: NO_DEFAULT, limits: NO_DEFAULT, info: NO_DEFAULT },
+  welcome: { host: NO_DEFAULT, session: NO_DEFAULT, actions: NO_DEFAULT, heartbeat_ms: NO_DEFAULT, limits: NO_DEFAULT, info: NO_DEFAULT, library_version: NO_DEFAULT },
   ping: {},
   pong: {},
   bye: {},

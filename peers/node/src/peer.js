@@ -209,6 +209,7 @@ export class Peer {
     this.hostActions = [];
     this.hostCatalogue = null;
     this.hostInfo = null;
+    this.hostLibraryVersion = null;
     this.limits = null;
     this.helloScheduled = false;
     this.heartbeatTimer = null;
@@ -686,6 +687,7 @@ export class Peer {
         this.hostActions = body.actions;
         this.hostCatalogue = body.catalogue ?? null;
         this.hostInfo = body.info ?? null; // SPEC 5 (1.3): opaque context from the host's configuration
+        this.hostLibraryVersion = body.library_version ?? null; // decision 44: the host's ZeroBridge version
         this.limits = body.limits;
         if (body.heartbeat_ms !== this.heartbeatMs) {
           this.heartbeatMs = body.heartbeat_ms;

@@ -117,6 +117,8 @@ const CHECKS = {
     if (!isPositiveInteger(limits.max_in_flight)) return 'welcome.limits.max_in_flight must be a positive integer';
     // Since 1.3: context the host configures, opaque to the protocol, but an object when present (SPEC 5).
     if (has(body, 'info') && !isObject(body.info)) return 'welcome.info must be an object';
+    // Decision 43: the version of the host's library, informative only.
+    if (has(body, 'library_version') && !isName(body.library_version)) return 'welcome.library_version must be a string of 1..128 characters';
     return null;
   },
   ping: () => null,

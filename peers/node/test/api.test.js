@@ -10,7 +10,8 @@ const declarations = readFileSync(`${packageDir}/index.d.ts`, 'utf8');
 
 test('the package resolves by its name through "exports" and has exactly the declared exports', async () => {
   const zerobridge = await import('zerobridge');
-  assert.deepEqual(Object.keys(zerobridge).sort(), ['BridgeError', 'Peer', 'connect', 'curveKeyPair']);
+  assert.deepEqual(Object.keys(zerobridge).sort(), ['BridgeError', 'Peer', 'connect', 'curveKeyPair', 'version']);
+  assert.match(declarations, /export declare const version: string;/);
   for (const name of ['BridgeError', 'Peer']) assert.match(declarations, new RegExp(`export class ${name}\\b`));
   for (const name of ['connect', 'curveKeyPair']) assert.match(declarations, new RegExp(`export function ${name}\\(`));
   const pkg = JSON.parse(readFileSync(`${packageDir}/package.json`, 'utf8'));
@@ -27,7 +28,7 @@ test('every public Peer member is declared', async () => {
     assert.match(peerDeclaration, new RegExp(`\\n  ${method}(<[^>]*>)?\\(`), `${method} is declared`);
   }
   const peer = new Peer('tcp://127.0.0.1:9', { name: 'api' });
-  for (const field of ['endpoint', 'name', 'session', 'host', 'hostActions', 'hostCatalogue', 'heartbeatMs', 'limits', 'connected', 'closed', 'rejectedMessages', 'curvePublicKey']) {
+  for (const field of ['endpoint', 'name', 'session', 'host', 'hostActions', 'hostCatalogue', 'hostLibraryVersion', 'heartbeatMs', 'limits', 'connected', 'closed', 'rejectedMessages', 'curvePublicKey']) {
     assert.ok(field in peer, `${field} exists`);
     assert.match(peerDeclaration, new RegExp(`readonly ${field}:`), `${field} is declared`);
   }

@@ -5,7 +5,7 @@
 
 import { describe, test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { Peer, BridgeError, connect } from '../index.js';
+import { Peer, BridgeError, connect, version } from '../index.js';
 import { decode, encode, bodies } from '../src/wire.js';
 import { RouterHost, welcomedPeer } from '../test-helpers/router-host.js';
 import { ConformanceHost, transports, within, stopAllProcesses } from '../test-helpers/processes.js';
@@ -293,6 +293,11 @@ describe('broadcast on the conformance host', () => {
   test('welcome.info is {protocol_revision: "1.6"}', async () => {
     const { peer } = await subscriber('info-reader');
     assert.deepEqual(peer.hostInfo, { protocol_revision: '1.6' });
+  });
+
+  test('welcome.library_version is this package\'s version (decision 44)', async () => {
+    const { peer } = await subscriber('version-reader');
+    assert.equal(peer.hostLibraryVersion, version);
   });
 
   test('to every named peer, and on a topic to its subscribers only; delivered counts them', async () => {

@@ -456,3 +456,11 @@ def test_the_blocking_twin_gets_broadcasts_on_its_topics(start_host: Callable[..
         assert peer.call("broadcast", {"action": "theme", "payload": "all"}) == {"delivered": 1, "skipped": 0}
         assert arrived.wait(LONG)
         assert got == [("dark", "ui"), ("all", None)]
+
+
+async def test_the_conformance_hosts_library_version(host: Any) -> None:
+    # SPEC 5, decision 44: the host's welcome names its ZeroBridge version, the same as this package's.
+    async with zerobridge.connect(host.endpoint, name="py-library-version") as peer:
+        assert peer.host_library_version == zerobridge.__version__
+    with zerobridge.connect_sync(host.endpoint, name="py-library-version-sync") as twin:
+        assert twin.host_library_version == zerobridge.__version__

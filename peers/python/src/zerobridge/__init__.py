@@ -59,7 +59,11 @@ from .schema import schema_of
 from .sync import SyncPeer, SyncStream, connect_sync
 from .values import UnsendableValue
 
+# The repository's VERSION file says the same (examples/adopt/test_versions.py checks); pyproject.toml reads it here.
+__version__ = "2.0.0"
+
 __all__ = [
+    "__version__",
     "DEFAULT_TIMEOUT",
     "ERROR_CLASSES",
     "ERROR_CODES",

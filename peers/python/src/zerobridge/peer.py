@@ -416,6 +416,8 @@ class Peer:
         self.limits: wire.Limits | None = None
         self.host_catalogue: str | None = None  # welcome.catalogue: the hash of the host's catalogue (None before 1.3)
         self.host_info: dict[str, Any] | None = None  # welcome.info: what the host tells every peer (None before 1.3)
+        # welcome.library_version: the ZeroBridge version the host runs (decision 44; None from earlier hosts)
+        self.host_library_version: str | None = None
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -919,6 +921,7 @@ class Peer:
         self.host_actions = welcome.actions
         self.host_catalogue = welcome.catalogue
         self.host_info = welcome.info
+        self.host_library_version = welcome.library_version
         if self.validate and (self._fetched_for is UNSET or welcome.catalogue != self._fetched_for):
             self._fetched_for = welcome.catalogue  # a 1.2 host sends none: fetched once
             self._fetch_task = self._spawn(self._fetch_host_catalogue())

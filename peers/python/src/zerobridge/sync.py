@@ -223,6 +223,11 @@ class SyncPeer:
         return self._peer.host_info
 
     @property
+    def host_library_version(self) -> str | None:
+        """The ``library_version`` of the host's latest ``welcome``: the ZeroBridge version it runs (None when absent)."""
+        return self._peer.host_library_version
+
+    @property
     def topics(self) -> tuple[str, ...]:
         """The broadcast topics this peer subscribes to, sorted (SPEC 7.15)."""
         return self._peer.topics

@@ -120,6 +120,7 @@ class Welcome:
     resume_token: str | None = field(default=None, repr=False)  # absent from a 1.0/1.1 host
     catalogue: str | None = None  # the hash of the host's catalogue (SPEC 7.8); absent from a host before 1.3
     info: dict[str, Any] | None = None  # context the host gives every peer, opaque (SPEC 5, since 1.3)
+    library_version: str | None = None  # the version of the host's library (SPEC 5, decision 44), informative only
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,6 +236,8 @@ def _body_of(message: Message, attachments: list[bytes]) -> dict[str, Any]:
                 body["catalogue"] = message.catalogue
             if message.info is not None:
                 body["info"] = _extract_attachments(message.info, attachments)
+            if message.library_version is not None:
+                body["library_version"] = message.library_version
         case Ping() | Pong() | Bye():
             pass
     return body
@@ -473,6 +476,7 @@ def decode(frames: Sequence[bytes]) -> Message:
                     resume_token=_resume_token(body),
                     catalogue=_catalogue(body),
                     info=_info(body),
+                    library_version=_name(body, "library_version") if "library_version" in body else None,
                 )
             case "ping":
                 return Ping()

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The README's Install section, done as a user would, outside the repository: builds the Python wheel and the npm
+# tarball, installs each into a fresh project under a temporary folder and runs that project's tests against the
+# built `zerobridge` host; then builds a Swift package that depends on this checkout with `.package(path:)` and runs
+# its test. `make test-install` (part of `make test`) runs it; so can you: `bash examples/adopt/run.sh`.
+# Environment: PYTHON (a Python with setuptools >= 77, default .venv/bin/python), ZEROBRIDGE_BIN (the built CLI).
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/../.." && pwd)
+python=${PYTHON:-$root/.venv/bin/python}
+export ZEROBRIDGE_BIN=${ZEROBRIDGE_BIN:-$root/.build/debug/zerobridge}
+version=$(cat "$root/VERSION")
+scratch=$(mktemp -d "${TMPDIR:-/tmp}/zerobridge-adopt.XXXXXX")
+trap 'rm -rf "$scratch"' EXIT
+step() { printf '\n== %s (%s)\n' "$1" "$(date +%T)"; }
+
+step "packages: the wheel and the npm tarball"
+# --no-build-isolation: built with this environment's setuptools, so nothing is downloaded.
+"$python" -m pip wheel --quiet --no-deps --no-build-isolation --wheel-dir "$scratch/dist" "$root/peers/python"
+(cd "$root/peers/node" && npm pack --quiet --pack-destination "$scratch/dist" >/dev/null)
+ls "$scratch/dist"
+
+step "Python: a project with its own virtual environment, pip install of the wheel"
+cp -R "$root/examples/adopt/python" "$scratch/python"
+cd "$scratch/python"
+"$python" -m venv .venv
+.venv/bin/python -m pip install --quiet --disable-pip-version-check "$scratch/dist/zerobridge-$version-py3-none-any.whl" pytest
+.venv/bin/python -m pytest -q -p no:cacheprovider test_adopt.py
+
+step "Node: npm init, npm install of the tarball"
+mkdir "$scratch/node"
+cp "$root/examples/adopt/node/"*.mjs "$scratch/node/"
+cd "$scratch/node"
+npm init -y >/dev/null
+# --offline: a local tarball without dependencies needs no registry (and the npm registry is not reachable here).
+npm install --offline --no-audit --no-fund --loglevel=error "$scratch/dist/zerobridge-$version.tgz"
+node --test
+
+step "Swift: a package depending on the checkout by .package(path: \"../zerobridge\")"
+# The folder's name is the dependency's identity, so the checkout is reached through a link named zerobridge.
+ln -s "$root" "$scratch/zerobridge"
+cp -R "$root/examples/adopt/swift" "$scratch/calculator"
+cd "$scratch/calculator"
+swift build --build-tests --scratch-path "$scratch/calculator/.build"
+swift test --skip-build --scratch-path "$scratch/calculator/.build"
+step "done"
