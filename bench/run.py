@@ -487,9 +487,10 @@ def table(results: dict[str, Any]) -> str:
                      f"({journal['files']:,} files, journal in SQLite)")
         lines.append(f"{'import service, importFolder as a request':<44} {best['no_journal']['files_per_second']:>11,.0f} files/s  "
                      f"(no journal): the journal costs {journal['journal_cost']:.1%}")
-    lines.append("")
-    lines.append("ratios                                         " + "   ".join(f"{t:>6}" for t in results["ratios"]))
     names = [("ZeroBridge/limit", "zerobridge_over_limit"), ("ZeroBridge/pyzmq", "zerobridge_over_pyzmq_baseline")]
+    if results["ratios"]:
+        lines.append("")
+        lines.append("ratios                                         " + "   ".join(f"{t:>6}" for t in results["ratios"]))
     for prefix, group in names if results["ratios"] else []:
         first = next(iter(results["ratios"].values()))[group]
         for key in first:

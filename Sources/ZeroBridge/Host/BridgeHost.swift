@@ -445,11 +445,11 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
     /// SPEC 3.1: whether a message on a keyed connection is signed for it. One that is not is not processed: it is
     /// counted, logged, and answered with an unsigned `unauthorized`.
     private func acceptSignature(_ frames: [Frame], from routingID: [UInt8]) -> Bool {
-        let body = frames.dropFirst(2).map(\.bytes)
+        let body = frames.dropFirst(2)  // signed in place, not copied
         let verdict: KeyedConnections.Verdict = body.isEmpty
             ? .refused("a message on a keyed connection is a signature and a body")
             : keyed!.receive(on: routingID, frame0: frames[1].bytes, frames: body, now: Int64(WallClock.milliseconds)) {
-                (try? JSONValue.parse(body[0]))?["type"] == "hello"
+                (try? JSONValue.parse(body[body.startIndex].bytes))?["type"] == "hello"
             }
         guard case .refused(let reason) = verdict else { return true }
         refusedCount.add(1, ordering: .relaxed)

@@ -388,9 +388,9 @@ private final class PeerSigning: @unchecked Sendable {
     /// Whether a message from the host is signed for this channel. An unsigned `unauthorized` answer is logged;
     /// anything else refused is dropped without an answer.
     func accept(_ frames: [Frame], logger: Logger) -> Bool {
-        let body = frames.dropFirst().map(\.bytes)
+        let body = frames.dropFirst()  // signed in place, not copied
         if channel.accept(frames[0].bytes, body) { return true }
-        if frames[0].count == 0, let answer = try? JSONValue.parse(body[0]), answer["type"] == "response",
+        if frames[0].count == 0, let answer = try? JSONValue.parse(body[body.startIndex].bytes), answer["type"] == "response",
            answer["id"] == .null, answer["error"]?["code"] == "unauthorized" {
             return refuse("the host refused a message: \(answer["error"]?["message"]?.stringValue ?? "")", logger)
         }
