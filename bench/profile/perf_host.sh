@@ -40,7 +40,7 @@ echo "$result"
 requests=$(python3 -c 'import json, sys; r = json.loads(sys.argv[1]); print(r["requests"] + r["warmup"])' "$result")
 python3 -c 'import os, sys; t, n = int(sys.argv[1]), int(sys.argv[2]); us = t / os.sysconf("SC_CLK_TCK") * 1e6 / n
 print(f"host cpu {us:.1f} us per request (its warm-up included, perf recording)")' "$((after - before))" "$requests"
-perf report -i "$folder/perf.data" --no-children --sort sym --stdio --percent-limit 0.7 2> /dev/null \
+perf report -i "$folder/perf.data" --no-children --sort sym --stdio -g none --percent-limit 0.7 2> /dev/null \
   | grep '%' | sed 's/ *$//' | swift demangle --simplified | sed 's/  */ /g'
 echo "signing and checking (samples with these on the stack, frame pointers):"
 perf report -i "$folder/perf.data" --children --sort sym --stdio -g none 2> /dev/null | grep '%' | swift demangle --simplified \
