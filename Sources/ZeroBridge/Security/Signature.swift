@@ -56,6 +56,7 @@ enum Signature {
         return hmac.finalize()
     }
 
+    /// The MAC as frame 0 carries it: lowercase hex.
     static func mac<Frames: Sequence>(_ key: ConnectionKey, _ kind: Kind, channel: String, stamp: Int64,
                                       frames: Frames) -> String where Frames.Element: ContiguousBytes {
         hex(authenticationCode(key, kind, channel: channel, stamp: stamp, frames: frames))
