@@ -17,6 +17,7 @@ let package = Package(
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
         .package(url: "https://github.com/swiftlang/swift-subprocess", from: "1.0.2"),
+        .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
     ],
     targets: [
         .systemLibrary(
@@ -35,6 +36,8 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"),
                 // Supervised peers (SPEC 10.1): launching, watching and stopping peer processes.
                 .product(name: "Subprocess", package: "swift-subprocess"),
+                // Signatures of keyed connections (SPEC 3.1) and the catalogue hash: HMAC-SHA256 and SHA-256 (BoringSSL).
+                .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
         .executableTarget(
@@ -76,7 +79,9 @@ let package = Package(
         // starving each other (one gate for the whole test run, so it lives in a module of its own).
         .target(name: "TestSupport", path: "Tests/TestSupport"),
         .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ", "TestSupport"]),
-        .testTarget(name: "ZeroBridgeTests", dependencies: ["ZeroBridge", "ZeroMQ", "TestSupport"]),
+        .testTarget(name: "ZeroBridgeTests", dependencies: [
+            "ZeroBridge", "ZeroMQ", "TestSupport", .product(name: "Crypto", package: "swift-crypto"),
+        ]),
         .testTarget(name: "zerobridgeTests", dependencies: ["zerobridge", "ZeroBridgeFixtures", "TestSupport"]),
         .testTarget(name: "ZeroBridgeFixturesTests", dependencies: ["ZeroBridgeFixtures", "ZeroBridge", "ZeroMQ", "TestSupport"]),
     ],

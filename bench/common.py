@@ -1,9 +1,10 @@
-"""What every Python bench driver shares: the payload, percentiles, and one JSON line of output."""
+"""What every Python bench driver shares: the payload, percentiles, rate and CPU time, and one JSON line of output."""
 
 from __future__ import annotations
 
 import json
 import sys
+import time
 from typing import Any
 
 # The ~100-byte payload every driver echoes (zerobridge-bench and the Node driver build the same one).
@@ -20,6 +21,14 @@ def percentiles(latencies_ns: list[int]) -> dict[str, Any]:
 
     return {"p50_us": at(0.50), "p99_us": at(0.99), "p999_us": at(0.999),
             "max_us": round(ordered[-1] / 1000, 1), "samples": count}
+
+
+def measured(completed: int, started_ns: int, started_cpu: float, warmup: int) -> dict[str, Any]:
+    """What a measured phase did: its rate, and this process's CPU time (every thread) per request over it.
+    `warmup` (requests before the phase) lets bench/run.py divide a server's CPU time over the whole run."""
+    elapsed = (time.perf_counter_ns() - started_ns) / 1e9
+    return {"requests": completed, "seconds": elapsed, "per_second": completed / elapsed, "warmup": warmup,
+            "cpu_us_per_request": (time.process_time() - started_cpu) * 1e6 / max(completed, 1)}
 
 
 def emit(result: dict[str, Any]) -> None:

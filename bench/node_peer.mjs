@@ -3,6 +3,8 @@
 //   node bench/node_peer.mjs progress ENDPOINT [--events N]
 // `echo`: window 1 measures sequential round trips, a larger window keeps that many calls in flight.
 // `progress`: one `count` call streaming N progress events; checks they arrive complete and in order.
+// ENDPOINT may be a host's connection file (keyed, and CURVE when it says so). `warmup` in the result is the requests
+// (events) before the measured phase; `cpu_us_per_request` is this process's CPU time over it, per request.
 import { connect } from '../peers/node/index.js';
 
 // The ~100-byte payload every driver echoes (bench/common.py and zerobridge-bench build the same one).
@@ -35,11 +37,19 @@ async function checkedEcho(peer) {
 
 const now = () => Number(process.hrtime.bigint());
 
+function measured(completed, start, startCpu, warmup) {
+  const seconds = (now() - start) / 1e9;
+  const cpu = process.cpuUsage(startCpu);
+  return { requests: completed, seconds, per_second: completed / seconds, warmup,
+    cpu_us_per_request: (cpu.user + cpu.system) / Math.max(completed, 1) };
+}
+
 async function echo(args) {
   const peer = await connect(args.endpoint, { name: 'bench-node' });
   try {
     for (let i = 0; i < args.warmup; i += 1) await checkedEcho(peer);
     const result = { window: args.window };
+    const startCpu = process.cpuUsage();
     const start = now();
     const end = start + args.seconds * 1e9;
     let completed = 0;
@@ -69,9 +79,7 @@ async function echo(args) {
       const counts = await Promise.all(Array.from({ length: args.window }, caller));
       completed = counts.reduce((a, b) => a + b, 0);
     }
-    const seconds = (now() - start) / 1e9;
-    Object.assign(result, { requests: completed, seconds, per_second: completed / seconds });
-    return result;
+    return Object.assign(result, measured(completed, start, startCpu, args.warmup));
   } finally {
     await peer.close();
   }
@@ -80,12 +88,14 @@ async function echo(args) {
 async function progress(args) {
   const peer = await connect(args.endpoint, { name: 'bench-node-progress' });
   try {
-    const warm = peer.stream('count', { n: 1000 });
+    const warmup = 1000;
+    const warm = peer.stream('count', { n: warmup });
     for await (const _ of warm.progress) { /* warm up */ }
     await warm.result;
     const n = args.events;
     let expected = 1;
     let outOfOrder = 0;
+    const startCpu = process.cpuUsage();
     const start = now();
     const call = peer.stream('count', { n }, { timeout: 120000 });
     for await (const event of call.progress) {
@@ -93,10 +103,9 @@ async function progress(args) {
       expected += 1;
     }
     const answer = await call.result;
-    const seconds = (now() - start) / 1e9;
     const received = expected - 1;
-    return { events: n, received, out_of_order: outOfOrder, result_ok: answer?.n === n, seconds,
-      per_second: received / seconds, in_order_and_complete: received === n && outOfOrder === 0 };
+    return { ...measured(received, start, startCpu, warmup), events: n, received, out_of_order: outOfOrder,
+      result_ok: answer?.n === n, in_order_and_complete: received === n && outOfOrder === 0 };
   } finally {
     await peer.close();
   }

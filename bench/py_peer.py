@@ -3,6 +3,7 @@
     python bench/py_peer.py echo ENDPOINT --window 1|N [--seconds S] [--max N]
     python bench/py_peer.py progress ENDPOINT --events N
 
+ENDPOINT may be a host's connection file (keyed, and CURVE when it says so).
 `echo`: window 1 measures sequential round trips, a larger window keeps that many calls in flight.
 `progress`: one `count` call streaming N progress events; checks they arrive complete and in order.
 """
@@ -15,7 +16,7 @@ import time
 
 import zerobridge
 
-from common import PAYLOAD, emit, percentiles
+from common import PAYLOAD, emit, measured, percentiles
 
 
 async def echo(args: argparse.Namespace) -> None:
@@ -24,6 +25,7 @@ async def echo(args: argparse.Namespace) -> None:
             if await peer.call("echo", PAYLOAD) != PAYLOAD:
                 raise SystemExit("echo returned something else")
         result: dict[str, object] = {"window": args.window}
+        started_cpu = time.process_time()
         started = time.perf_counter_ns()
         end = started + int(args.seconds * 1e9)
         if args.window == 1:
@@ -54,18 +56,19 @@ async def echo(args: argparse.Namespace) -> None:
                 return mine
 
             completed = sum(await asyncio.gather(*(caller() for _ in range(args.window))))
-        elapsed = (time.perf_counter_ns() - started) / 1e9
-        result.update(requests=completed, seconds=elapsed, per_second=completed / elapsed)
+        result.update(measured(completed, started, started_cpu, args.warmup))
     emit(result)
 
 
 async def progress(args: argparse.Namespace) -> None:
     async with zerobridge.connect(args.endpoint, name="bench-python-progress") as peer:
-        async with peer.stream("count", {"n": 1000}) as warmup:
-            async for _ in warmup.progress:
+        warmup = 1000
+        async with peer.stream("count", {"n": warmup}) as warming:
+            async for _ in warming.progress:
                 pass
         n = args.events
         expected, out_of_order = 1, 0
+        started_cpu = time.process_time()
         started = time.perf_counter_ns()
         async with peer.stream("count", {"n": n}, timeout=120) as call:
             async for event in call.progress:
@@ -73,10 +76,9 @@ async def progress(args: argparse.Namespace) -> None:
                     out_of_order += 1
                 expected += 1
             answer = await call.result
-        elapsed = (time.perf_counter_ns() - started) / 1e9
-    received = expected - 1
-    emit({"events": n, "received": received, "out_of_order": out_of_order, "result_ok": answer == {"n": n},
-          "seconds": elapsed, "per_second": received / elapsed,
+        received = expected - 1
+        result = measured(received, started, started_cpu, warmup)
+    emit({**result, "events": n, "received": received, "out_of_order": out_of_order, "result_ok": answer == {"n": n},
           "in_order_and_complete": received == n and out_of_order == 0})
 
 

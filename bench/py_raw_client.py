@@ -15,7 +15,7 @@ import time
 
 import zmq
 
-from common import PAYLOAD, emit, percentiles
+from common import PAYLOAD, emit, measured, percentiles
 
 
 def main() -> None:
@@ -50,6 +50,7 @@ def main() -> None:
         receive()
 
     result: dict[str, object] = {"window": args.window}
+    started_cpu = time.process_time()
     started = time.perf_counter_ns()
     end = started + int(args.seconds * 1e9)
     completed = 0
@@ -79,8 +80,7 @@ def main() -> None:
             if sending:
                 send()
                 sent += 1
-    elapsed = (time.perf_counter_ns() - started) / 1e9
-    result.update(requests=completed, seconds=elapsed, per_second=completed / elapsed)
+    result.update(measured(completed, started, started_cpu, args.warmup))
     emit(result)
 
 

@@ -1,10 +1,16 @@
 """`make bench`: ZeroBridge against raw libzmq (the limit) and a hand-written pyzmq service, in one run.
 
     .venv/bin/python bench/run.py [--bin .build/release] [--seconds 1.0] [--out .bench/results.json]
+                                  [--sections transports,security,memory,codec,import] [--transports ipc,tcp]
 
 Every server is a separate process started here and every client another, so all figures come from the
 same process tree on the same (noisy) machine, and the ratios between them hold. Prints a table and
 writes every figure, the ratios and the targets to a JSON file.
+
+CPU per request: the server's (host's) from /proc/PID/stat (utime + stime, every thread) over a client's whole
+run, divided by the requests it counted (warm-up included); the client's own over its measured phase, as the
+driver reports it. The security section runs the host plain, keyed (the default with a connection file) and
+CURVE + keyed, each with the Swift, Python and Node peers, and gives keyed/plain and CURVE/plain.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +35,10 @@ import import_service
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
 PY = sys.executable
+SECTIONS = ("transports", "security", "memory", "codec", "import")
+# How `zerobridge serve` is started for each mode of the security section (it writes a connection file in each).
+SECURITY_MODES = {"plain": ["--no-key"], "keyed": [], "curve+keyed": ["--curve"]}
+SECURITY_SCENARIOS = ("w1", "w64", "progress")
 
 
 # --- processes ---------------------------------------------------------------------------------
@@ -52,6 +63,9 @@ class Server:
     def rss_mb(self) -> float:
         return rss_mb(self.pid)
 
+    def cpu_seconds(self) -> float:
+        return cpu_seconds(self.pid)
+
     def stop(self) -> None:
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
@@ -70,8 +84,16 @@ def rss_mb(pid: int) -> float:
     raise RuntimeError(f"no VmRSS for {pid}")
 
 
-def run_client(command: list[str], timeout: float = 60) -> dict[str, Any]:
-    """Runs a driver; its last stdout line is its JSON result. A failure is recorded, not raised."""
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process, every thread, from /proc/PID/stat (fields 14 and 15, after the command's ')')."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_client(command: list[str], timeout: float = 60, server: Server | None = None) -> dict[str, Any]:
+    """Runs a driver; its last stdout line is its JSON result. A failure is recorded, not raised. With a server:
+    its CPU time over the run per request the driver counted (warm-up and measured phase)."""
+    before = server.cpu_seconds() if server else 0.0
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
     except subprocess.TimeoutExpired:
@@ -79,7 +101,11 @@ def run_client(command: list[str], timeout: float = 60) -> dict[str, Any]:
     lines = done.stdout.strip().splitlines()
     if done.returncode != 0 or not lines:
         return {"error": (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1][:300]}
-    return json.loads(lines[-1])
+    result: dict[str, Any] = json.loads(lines[-1])
+    if server and "requests" in result:
+        counted = result["requests"] + result.get("warmup", 0)
+        result["server_cpu_us_per_request"] = (server.cpu_seconds() - before) * 1e6 / max(counted, 1)
+    return result
 
 
 # --- the run -----------------------------------------------------------------------------------
@@ -96,9 +122,9 @@ class Bench:
     def bench_tool(self, *args: str) -> list[str]:
         return [str(self.bin / "zerobridge-bench"), *args]
 
-    def host(self, endpoint: str, max_in_flight: int = 20_000) -> Server:
+    def host(self, endpoint: str, max_in_flight: int = 20_000, options: list[str] | None = None) -> Server:
         return Server("zerobridge host", [str(self.bin / "zerobridge"), "serve", "--conformance", "--endpoint",
-                                          endpoint, "--max-in-flight", str(max_in_flight)])
+                                          endpoint, "--max-in-flight", str(max_in_flight), *(options or [])])
 
     def endpoint(self, transport: str, name: str) -> str:
         if transport == "ipc":
@@ -111,18 +137,21 @@ class Bench:
     def timed(self, *args: str) -> list[str]:
         return [*args, "--seconds", str(self.seconds)]
 
+    def step(self, out: dict[str, Any], key: str, label: str, command: list[str], server: Server) -> None:
+        # The best of a few runs: other work on a shared machine only ever slows a run down.
+        print(f"  {label} ...", end="", flush=True, file=sys.stderr)
+        runs = [run_client(command, server=server) for _ in range(self.repeat)]
+        good = [r for r in runs if "error" not in r]
+        out[key] = max(good, key=lambda r: r["per_second"]) if good else runs[-1]
+        out[key]["runs_per_second"] = [round(r["per_second"]) for r in good]
+        figure = out[key].get("per_second")
+        print(f" {figure:,.0f}/s" if figure else f" {out[key].get('error', '')}", file=sys.stderr)
+
     def transport(self, transport: str) -> dict[str, Any]:
         out: dict[str, Any] = {}
 
-        def step(key: str, label: str, command: list[str]) -> None:
-            # The best of a few runs: other work on a shared machine only ever slows a run down.
-            print(f"  {transport:3} {label} ...", end="", flush=True, file=sys.stderr)
-            runs = [run_client(command) for _ in range(self.repeat)]
-            good = [r for r in runs if "error" not in r]
-            out[key] = max(good, key=lambda r: r["per_second"]) if good else runs[-1]
-            out[key]["runs_per_second"] = [round(r["per_second"]) for r in good]
-            figure = out[key].get("per_second")
-            print(f" {figure:,.0f}/s" if figure else f" {out[key].get('error', '')}", file=sys.stderr)
+        def step(key: str, label: str, command: list[str], server: Server) -> None:
+            self.step(out, key, f"{transport:3} {label}", command, server)
 
         # 1. The limit: raw libzmq echo through the ZeroMQ layer, no JSON.
         server = Server("raw echo", self.bench_tool("raw-server", "--endpoint", self.endpoint(transport, "raw")))
@@ -130,7 +159,7 @@ class Bench:
             for window in (1, 64, 1024):
                 step(f"raw_w{window}", f"raw libzmq echo, window {window}",
                      self.timed(*self.bench_tool("raw-client", "--endpoint", server.endpoint, "--window",
-                                                 str(window), "--max", "5000000")))
+                                                 str(window), "--max", "5000000")), server)
         finally:
             server.stop()
 
@@ -139,7 +168,7 @@ class Bench:
         try:
             for window in (1, 64):
                 step(f"pyzmq_server_w{window}", f"pyzmq server <- pyzmq client, window {window}",
-                     self.timed(PY, str(BENCH / "py_raw_client.py"), server.endpoint, "--window", str(window)))
+                     self.timed(PY, str(BENCH / "py_raw_client.py"), server.endpoint, "--window", str(window)), server)
         finally:
             server.stop()
 
@@ -161,7 +190,8 @@ class Bench:
             host = self.host(self.endpoint(transport, f"host-{key}"))
             try:
                 for window in windows:
-                    step(f"{key}_w{window}", f"ZeroBridge host <- {label}, window {window}", command(host.endpoint, window))
+                    step(f"{key}_w{window}", f"ZeroBridge host <- {label}, window {window}", command(host.endpoint, window),
+                         host)
                 out[f"{key}_host_rss_after_mb"] = round(host.rss_mb(), 1)
             finally:
                 host.stop()
@@ -171,16 +201,49 @@ class Bench:
         try:
             n = self.progress_events
             step("progress_swift", f"progress -> Swift peer ({n['swift']:,} events)",
-                 self.bench_tool("progress", "--endpoint", host.endpoint, "--events", str(n["swift"])))
+                 self.bench_tool("progress", "--endpoint", host.endpoint, "--events", str(n["swift"])), host)
             step("progress_python", f"progress -> Python peer ({n['python']:,} events)",
-                 [PY, str(BENCH / "py_peer.py"), "progress", host.endpoint, "--events", str(n["python"])])
+                 [PY, str(BENCH / "py_peer.py"), "progress", host.endpoint, "--events", str(n["python"])], host)
             if shutil.which("node"):
                 step("progress_node", f"progress -> Node peer ({n['node']:,} events)",
-                     ["node", str(BENCH / "node_peer.mjs"), "progress", host.endpoint, "--events", str(n["node"])])
+                     ["node", str(BENCH / "node_peer.mjs"), "progress", host.endpoint, "--events", str(n["node"])], host)
             else:
                 out["progress_node"] = {"error": "node is not installed"}
         finally:
             host.stop()
+        return out
+
+    def security(self, folder: Path) -> dict[str, Any]:
+        """The host plain, keyed and CURVE + keyed (tcp), each peer through the host's connection file: a fresh host
+        per mode and peer, rates with the host's and the peer's CPU time per request."""
+        out: dict[str, Any] = {}
+        n = {"swift": 200_000, "python": 50_000, "node": 50_000}
+        peers: list[tuple[str, str, Any]] = [
+            ("swift", "Swift peer", lambda file, what, w: self.bench_tool(what, "--endpoint", file, "--window", str(w),
+                                                                         "--events", str(n["swift"]))),
+            ("python", "Python peer", lambda file, what, w: [PY, str(BENCH / "py_peer.py"), what, file, "--window",
+                                                             str(w), "--events", str(n["python"])]),
+            ("node", "Node peer", lambda file, what, w: ["node", str(BENCH / "node_peer.mjs"), what, file, "--window",
+                                                         str(w), "--events", str(n["node"])]),
+        ]
+        for mode, options in SECURITY_MODES.items():
+            figures: dict[str, Any] = {}
+            for key, label, command in peers:
+                if key == "node" and shutil.which("node") is None:
+                    figures.update({f"node_{s}": {"error": "node is not installed"} for s in SECURITY_SCENARIOS})
+                    continue
+                file = folder / f"{mode}-{key}.json"
+                host = self.host("tcp://127.0.0.1:*", options=["--connection-file", str(file), *options])
+                try:
+                    for window in (1, 64):
+                        what = "peer" if key == "swift" else "echo"
+                        self.step(figures, f"{key}_w{window}", f"{mode:<11} {label}, window {window}",
+                                  self.timed(*command(str(file), what, window)), host)
+                    self.step(figures, f"{key}_progress", f"{mode:<11} progress -> {label} ({n[key]:,} events)",
+                              command(str(file), "progress", 1), host)
+                finally:
+                    host.stop()
+            out[mode] = figures
         return out
 
     def memory(self) -> dict[str, Any]:
@@ -260,13 +323,23 @@ def ratios(t: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def security_ratios(security: dict[str, Any]) -> dict[str, Any]:
+    """keyed/plain and CURVE+keyed/plain of each peer's rate in each scenario."""
+    out: dict[str, Any] = {}
+    plain = security.get("plain", {})
+    for key in plain:
+        out[key] = {f"{mode}_over_plain": ratio(rate(security.get(mode, {}).get(key)), rate(plain.get(key)))
+                    for mode in SECURITY_MODES if mode != "plain"}
+    return out
+
+
 def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     checks: list[dict[str, Any]] = []
 
     def check(name: str, value: Any, goal: str, met: bool | None) -> None:
         checks.append({"target": name, "value": value, "goal": goal, "met": met})
 
-    for transport, t in results["transports"].items():
+    for transport, t in results.get("transports", {}).items():
         r = results["ratios"][transport]
         best_swift = max(filter(None, [rate(t.get("swift_w64")), rate(t.get("swift_w1024"))]), default=None)
         check(f"{transport}: Swift peer pipelined req/s", best_swift and round(best_swift), ">= 100,000",
@@ -288,13 +361,23 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
             value = rate(p)
             check(f"{transport}: progress events/s to {who} (complete, in order)", value and round(value),
                   f">= {goal:,}", value is not None and value >= goal and p.get("in_order_and_complete") is True)
-    journal = results.get("import_service", {})
-    cost = journal.get("journal_cost")
-    check("import service: files/s lost to the job journal", cost, "< 0.15", cost is not None and cost < 0.15)
-    inflight = results["memory"].get("inflight_10000", {})
-    value = inflight.get("loaded_rss_mb")
-    check("host RSS with 10,000 requests in flight (MB)", value, "< 100",
-          value is not None and value < 100 and inflight.get("all_in_flight_when_sampled") is True)
+        host_cpu = (t.get("zb_pyzmq_client_w64") or {}).get("server_cpu_us_per_request")
+        check(f"{transport}: host CPU us per plain request, same pyzmq client, 64 in flight", host_cpu and round(host_cpu, 1),
+              "<= 29.8", host_cpu is not None and host_cpu <= 29.8)
+    for key, modes in results.get("security_ratios", {}).items():
+        for mode, goal in (("keyed", 0.9), ("curve+keyed", 0.75)):
+            if mode == "curve+keyed" and key.startswith("node"):
+                continue  # Node's CURVE is pure JavaScript: no target yet
+            value = modes[f"{mode}_over_plain"]
+            check(f"tcp: {mode}/plain, {SECURITY_LABELS[key]}", value, f">= {goal}", value is not None and value >= goal)
+    if "import_service" in results:
+        cost = results["import_service"].get("journal_cost")
+        check("import service: files/s lost to the job journal", cost, "< 0.15", cost is not None and cost < 0.15)
+    if "memory" in results:
+        inflight = results["memory"].get("inflight_10000", {})
+        value = inflight.get("loaded_rss_mb")
+        check("host RSS with 10,000 requests in flight (MB)", value, "< 100",
+              value is not None and value < 100 and inflight.get("all_in_flight_when_sampled") is True)
     return checks
 
 
@@ -308,7 +391,42 @@ def describe(result: dict[str, Any] | None, latency: bool) -> str:
     text = f"{result['per_second']:>11,.0f}/s"
     if latency:
         text += f"  p50 {result['p50_us']:.1f}  p99 {result['p99_us']:.1f}  p99.9 {result['p999_us']:.1f} us"
-    return text
+    return text + cpu_text(result)
+
+
+def cpu_text(result: dict[str, Any]) -> str:
+    """CPU us per request: the server's (host's) / the client's."""
+    server, client = result.get("server_cpu_us_per_request"), result.get("cpu_us_per_request")
+    if server is None and client is None:
+        return ""
+    return "  cpu " + " / ".join("-" if v is None else f"{v:.1f}" for v in (server, client)) + " us"
+
+
+SECURITY_LABELS = {f"{peer}_{scenario}": f"{name}, {what}"
+                   for peer, name in (("swift", "Swift peer"), ("python", "Python peer"), ("node", "Node peer"))
+                   for scenario, what in (("w1", "sequential"), ("w64", "64 in flight"), ("progress", "progress events"))}
+
+
+def security_table(results: dict[str, Any]) -> list[str]:
+    security, ratios_ = results["security"], results["security_ratios"]
+    lines = ["", "--- security modes, tcp: rate, cpu us per request host / peer " + "-" * 60,
+             f"{'':<30}" + "".join(f"{mode:>31}" for mode in security) + "   keyed/plain  curve/plain"]
+    for key, label in SECURITY_LABELS.items():
+        cells = []
+        for mode in security:
+            r = security[mode].get(key)
+            if not r:
+                cells.append(f"{'-':>31}")
+            elif "error" in r:
+                cells.append(f"{'error: ' + r['error'][:22]:>31}")
+            else:
+                host, peer = r.get("server_cpu_us_per_request"), r.get("cpu_us_per_request")
+                cells.append(f"{r['per_second']:>12,.0f}/s {host or 0:>7.1f} / {peer or 0:>6.1f}")
+        quotients = ratios_.get(key, {})
+        marks = "".join(f"{'-' if quotients.get(name) is None else format(quotients[name], '.2f'):>13}"
+                        for name in ("keyed_over_plain", "curve+keyed_over_plain"))
+        lines.append(f"{label:<30}" + "".join(cells) + marks)
+    return lines
 
 
 def table(results: dict[str, Any]) -> str:
@@ -335,9 +453,9 @@ def table(results: dict[str, Any]) -> str:
         ("progress host -> Python peer (events)", "progress_python", False),
         ("progress host -> Node peer (events)", "progress_node", False),
     ]
-    for transport, t in results["transports"].items():
+    for transport, t in results.get("transports", {}).items():
         lines.append("")
-        lines.append(f"--- {transport} " + "-" * 100)
+        lines.append(f"--- {transport}: rate, latency, cpu us per request server / client " + "-" * 50)
         for label, key, latency in rows:
             text = describe(t.get(key), latency)
             if key.startswith("progress") and "error" not in t.get(key, {"error": 1}):
@@ -347,8 +465,10 @@ def table(results: dict[str, Any]) -> str:
                (("Swift", "swift"), ("pyzmq client", "zb_pyzmq_client"), ("Python", "python"), ("Node", "node"))
                if f"{key}_host_rss_after_mb" in t]
         lines.append(f"{'host RSS after each client group':<44} {', '.join(rss)}")
+    if "security" in results:
+        lines += security_table(results)
     lines.append("")
-    memory = results["memory"]
+    memory = results.get("memory", {})
     for key, label in (("inflight_10000", "host RSS, 10,000 requests in flight"), ("peers_1000", "host RSS, 1,000 connected peers")):
         m = memory.get(key, {})
         if "error" in m:
@@ -367,10 +487,11 @@ def table(results: dict[str, Any]) -> str:
                      f"({journal['files']:,} files, journal in SQLite)")
         lines.append(f"{'import service, importFolder as a request':<44} {best['no_journal']['files_per_second']:>11,.0f} files/s  "
                      f"(no journal): the journal costs {journal['journal_cost']:.1%}")
-    lines.append("")
-    lines.append("ratios                                         " + "   ".join(f"{t:>6}" for t in results["ratios"]))
     names = [("ZeroBridge/limit", "zerobridge_over_limit"), ("ZeroBridge/pyzmq", "zerobridge_over_pyzmq_baseline")]
-    for prefix, group in names:
+    if results["ratios"]:
+        lines.append("")
+        lines.append("ratios                                         " + "   ".join(f"{t:>6}" for t in results["ratios"]))
+    for prefix, group in names if results["ratios"] else []:
         first = next(iter(results["ratios"].values()))[group]
         for key in first:
             values = [results["ratios"][t][group][key] for t in results["ratios"]]
@@ -409,6 +530,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=1.0, help="measured time per throughput/latency figure")
     parser.add_argument("--out", default=str(ROOT / ".bench" / "results.json"))
     parser.add_argument("--transports", default="ipc,tcp")
+    parser.add_argument("--sections", default=",".join(SECTIONS), help="which parts to run (a subset for quick comparisons)")
     parser.add_argument("--repeat", type=int, default=2, help="runs per figure; the best is kept")
     parser.add_argument("--started", type=float, help="epoch seconds when `make bench` started (for its wall time)")
     args = parser.parse_args()
@@ -419,7 +541,10 @@ def main() -> None:
 
     bench = Bench(bin=Path(args.bin), seconds=args.seconds, repeat=max(1, args.repeat),
                   progress_events={"swift": 500_000, "python": 100_000, "node": 200_000})
-    for tool in ("zerobridge", "zerobridge-bench", "import-host"):
+    sections = args.sections.split(",")
+    if unknown := set(sections) - set(SECTIONS):
+        raise SystemExit(f"unknown sections {sorted(unknown)}: choose from {','.join(SECTIONS)}")
+    for tool in ("zerobridge", "zerobridge-bench", *(["import-host"] if "import" in sections else [])):
         if not (bench.bin / tool).exists():
             raise SystemExit(f"{bench.bin / tool} is missing: swift build -c release --product {tool}")
     results: dict[str, Any] = {
@@ -431,14 +556,22 @@ def main() -> None:
     }
     print(f"bench on {results['machine']['cpu_model']}, {results['machine']['cores']} cores", file=sys.stderr)
     try:
-        for transport in args.transports.split(","):
-            results["transports"][transport] = bench.transport(transport)
-        results["memory"] = bench.memory()
-        results["codec"] = bench.codec()
-        try:
-            results["import_service"] = import_service.measure(bench.bin)
-        except (RuntimeError, OSError, KeyError, subprocess.CalledProcessError) as error:
-            results["import_service"] = {"error": str(error)[:200]}
+        if "transports" in sections:
+            for transport in args.transports.split(","):
+                results["transports"][transport] = bench.transport(transport)
+        if "security" in sections:
+            with tempfile.TemporaryDirectory(prefix="zerobridge-bench-") as folder:
+                results["security"] = bench.security(Path(folder))
+            results["security_ratios"] = security_ratios(results["security"])
+        if "memory" in sections:
+            results["memory"] = bench.memory()
+        if "codec" in sections:
+            results["codec"] = bench.codec()
+        if "import" in sections:
+            try:
+                results["import_service"] = import_service.measure(bench.bin)
+            except (RuntimeError, OSError, KeyError, subprocess.CalledProcessError) as error:
+                results["import_service"] = {"error": str(error)[:200]}
     finally:
         for path in bench.socket_files:
             path.unlink(missing_ok=True)

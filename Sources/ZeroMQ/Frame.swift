@@ -1,4 +1,5 @@
 import CZeroMQ
+import Foundation
 
 /// One part of a multipart message, held in libzmq's own message storage.
 ///
@@ -71,9 +72,12 @@ public final class Frame: @unchecked Sendable {
         return String(cString: value)
     }
 
-    /// A copy of the frame's bytes.
+    /// A copy of the frame's bytes (``withUnsafeBytes(_:)`` reads them in place).
     public var bytes: [UInt8] { withUnsafeBytes { Array($0) } }
 
     /// The frame's bytes as UTF-8 text (invalid sequences replaced).
     public var text: String { withUnsafeBytes { String(decoding: $0, as: UTF8.self) } }
 }
+
+/// Read in place by whatever takes `ContiguousBytes`, such as hashing and signing received frames without copying them.
+extension Frame: ContiguousBytes {}

@@ -8,6 +8,9 @@
 //   zerobridge-bench codec        --seconds S                         the host's codec share, no sockets
 //
 // Limits: --seconds S (wall time of the measured phase) and --max N (requests), whichever comes first.
+// An endpoint without a scheme (`peer`, `progress`) is a host's connection file: keyed, and CURVE when it says so.
+// Every result has `warmup` (requests or events before the measured phase, so bench/run.py can divide a server's CPU
+// time over the whole run) and `cpu_us_per_request`: this process's CPU time over the measured phase, per request.
 @_spi(Benchmarks) import ZeroBridge
 import Foundation
 import Histogram
@@ -63,6 +66,20 @@ struct Usage: Error, CustomStringConvertible {
 /// Nanoseconds on the monotonic clock.
 @inline(__always) func now() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
 
+/// Microseconds of CPU time this process (every thread) has used.
+func cpuMicroseconds() -> Double {
+    var time = timespec()
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &time)
+    return Double(time.tv_sec) * 1e6 + Double(time.tv_nsec) / 1e3
+}
+
+/// What a measured phase that began at `start` (monotonic ns) and `startCPU` (CPU us) did.
+func measured(_ completed: Int, since start: UInt64, cpu startCPU: Double, warmup: Int) -> [String: Any] {
+    let elapsed = Double(now() - start) / 1e9
+    return ["requests": completed, "seconds": elapsed, "per_second": Double(completed) / elapsed, "warmup": warmup,
+            "cpu_us_per_request": (cpuMicroseconds() - startCPU) / Double(max(completed, 1))]
+}
+
 func emit(_ object: [String: Any]) {
     let data = try! JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
     FileHandle.standardOutput.write(data + Data("\n".utf8))
@@ -114,6 +131,7 @@ func rawClient(_ options: Options) throws {
     for _ in 0..<options.warmup { try roundTrip() }
 
     var result: [String: Any] = ["window": options.window, "message_bytes": requestBody.count]
+    let startCPU = cpuMicroseconds()
     let start = now()
     let end = start + UInt64(options.seconds * 1e9)
     var completed = 0
@@ -139,17 +157,16 @@ func rawClient(_ options: Options) throws {
             if !stopSending { try dealer.send(parts); sent += 1 }
         }
     }
-    let elapsed = Double(now() - start) / 1e9
-    result["requests"] = completed
-    result["seconds"] = elapsed
-    result["per_second"] = Double(completed) / elapsed
+    result.merge(measured(completed, since: start, cpu: startCPU, warmup: options.warmup)) { a, _ in a }
     emit(result)
 }
 
 // MARK: ZeroBridge host <- Swift BridgePeer
 
 func connectedPeer(_ endpoint: String, name: String) async throws -> BridgePeer {
-    var configuration = BridgePeer.Configuration(endpoint: endpoint, name: name)
+    var configuration = endpoint.contains("://")
+        ? BridgePeer.Configuration(endpoint: endpoint, name: name)
+        : try BridgePeer.Configuration(connectionFile: ConnectionFile.read(endpoint), name: name)
     configuration.defaultTimeout = .seconds(60)
     let peer = try BridgePeer(configuration: configuration)
     try await peer.connect(timeout: .seconds(10))
@@ -166,6 +183,7 @@ func peerBench(_ options: Options) async throws {
     for _ in 0..<options.warmup { try await checkedEcho(peer) }
 
     var result: [String: Any] = ["window": options.window]
+    let startCPU = cpuMicroseconds()
     let start = now()
     let end = start + UInt64(options.seconds * 1e9)
     let completed: Int
@@ -201,18 +219,17 @@ func peerBench(_ options: Options) async throws {
             return try await group.reduce(0, +)
         }
     }
-    let elapsed = Double(now() - start) / 1e9
-    result["requests"] = completed
-    result["seconds"] = elapsed
-    result["per_second"] = Double(completed) / elapsed
+    result.merge(measured(completed, since: start, cpu: startCPU, warmup: options.warmup)) { a, _ in a }
     await peer.close()
     emit(result)
 }
 
 func progressBench(_ options: Options) async throws {
     let peer = try await connectedPeer(options.endpoint, name: "bench-swift-progress")
-    _ = try await peer.stream("count", ["n": 1000]).result  // warm up
+    let warmup = 1000
+    _ = try await peer.stream("count", ["n": .int(warmup)]).result
     let n = options.events
+    let startCPU = cpuMicroseconds()
     let start = now()
     let call = peer.stream("count", ["n": .int(n)], timeout: .seconds(120))
     var expected = 1
@@ -222,12 +239,12 @@ func progressBench(_ options: Options) async throws {
         expected += 1
     }
     let answer = try await call.result
-    let elapsed = Double(now() - start) / 1e9
-    await peer.close()
     let received = expected - 1
-    emit(["events": n, "received": received, "out_of_order": outOfOrder, "result_ok": answer == ["n": .int(n)],
-          "seconds": elapsed, "per_second": Double(received) / elapsed,
-          "in_order_and_complete": received == n && outOfOrder == 0])
+    var result = measured(received, since: start, cpu: startCPU, warmup: warmup)
+    await peer.close()
+    result.merge(["events": n, "received": received, "out_of_order": outOfOrder, "result_ok": answer == ["n": .int(n)],
+                  "in_order_and_complete": received == n && outOfOrder == 0]) { _, b in b }
+    emit(result)
 }
 
 // MARK: The codec alone

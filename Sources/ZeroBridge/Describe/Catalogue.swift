@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 
 /// The contract of one action, as `$describe` gives it (SPEC 7.8): a line of documentation and the JSON
@@ -49,7 +50,12 @@ struct Catalogue: Sendable, Equatable {
     init(_ descriptions: [(name: String, description: ActionDescription)]) {
         let sorted = descriptions.sorted { $0.name.utf16.lexicographicallyPrecedes($1.name.utf16) }
         actions = .array(sorted.map { $0.description.json(name: $0.name) })
-        hash = Signature.hex(SHA256.hash(Array(actions.canonicalText.utf8)))
+        hash = Self.hash(actions.canonicalText)
+    }
+
+    /// SHA-256 (hex) of a catalogue's canonical text.
+    static func hash(_ canonicalText: String) -> String {
+        Signature.hex(SHA256.hash(data: Array(canonicalText.utf8)))
     }
 
     /// What `$describe` answers.

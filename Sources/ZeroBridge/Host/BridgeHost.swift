@@ -511,15 +511,15 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
     /// SPEC 3.1: whether a message on a keyed connection is signed for it, checked by its size first. One that is
     /// not is not processed: it is counted, logged, and answered with an unsigned `unauthorized`.
     private func acceptSignature(_ frames: [Frame], from routingID: [UInt8]) -> Bool {
-        let body = frames.dropFirst(2)
+        let body = frames.dropFirst(2)  // signed in place, not copied
         let verdict: KeyedConnections.Verdict = body.isEmpty
             ? .refused("a message on a keyed connection is a signature and a body")
             : frames[1].count > Signature.maxFrameBytes
             ? .refused("not a signature: frame 0 has \(frames[1].count) bytes")  // not copied, not parsed
             : keyed!.receive(on: routingID, frame0: frames[1].bytes, size: body.reduce(0) { $0 + $1.count },
-                             maxMessageBytes: configuration.maxMessageBytes, frames: { body.map(\.bytes) },
+                             maxMessageBytes: configuration.maxMessageBytes, frames: body,
                              now: Int64(WallClock.milliseconds)) {
-                (try? JSONValue.parse(body.first!.bytes))?["type"] == "hello"
+                (try? JSONValue.parse(body[body.startIndex].bytes))?["type"] == "hello"
             }
         if case .tooLarge(let reason) = verdict {
             let error = BridgeError(.tooLarge, reason)

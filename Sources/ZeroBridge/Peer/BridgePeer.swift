@@ -414,10 +414,10 @@ private final class PeerSigning: @unchecked Sendable {
     /// Whether a message from the host is signed for this channel. An unsigned `unauthorized` answer is logged and
     /// said why (it is unsigned, so it is only believed as a diagnostic); anything else refused is dropped.
     func accept(_ frames: [Frame], logger: Logger) -> Verdict {
-        let body = frames.dropFirst().map(\.bytes)
+        let body = frames.dropFirst()  // signed in place, not copied
         if channel.accept(frames[0].bytes, body) { return .accepted }
         refused.add(1, ordering: .relaxed)
-        if frames[0].count == 0, let answer = try? JSONValue.parse(body[0]), answer["type"] == "response",
+        if frames[0].count == 0, let answer = try? JSONValue.parse(body[body.startIndex].bytes), answer["type"] == "response",
            answer["id"] == .null, answer["error"]?["code"] == "unauthorized" {
             let cause = ClockSkew.diagnosis(of: answer["error"]) ?? "is the key the host's?"
             let error = BridgeError(.unauthorized, "the host refused this peer's messages as unauthorized "

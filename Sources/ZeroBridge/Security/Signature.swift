@@ -1,21 +1,22 @@
+import Crypto
 import Foundation
 
 /// The key of keyed connections (SPEC 3.1): the connection file's `key`, decoded.
 public struct ConnectionKey: Sendable, Hashable {
     public let bytes: [UInt8]
+    /// HMAC-SHA256 with this key, its padded key already hashed: every message's MAC starts from a copy of it.
+    let authenticator: HMAC<SHA256>
 
     /// From hex digits (an even, non-zero number of them, either case); nil otherwise.
     public init?(hex: String) {
-        let digits = Array(hex.utf8)
-        guard !digits.isEmpty, digits.count % 2 == 0 else { return nil }
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(digits.count / 2)
-        for index in stride(from: 0, to: digits.count, by: 2) {
-            guard let high = Signature.hexValue(digits[index]), let low = Signature.hexValue(digits[index + 1]) else { return nil }
-            bytes.append(high << 4 | low)
-        }
+        guard let bytes = Signature.bytes(hex: hex), !bytes.isEmpty else { return nil }
         self.bytes = bytes
+        authenticator = HMAC(key: SymmetricKey(data: bytes))
     }
+
+    public static func == (a: ConnectionKey, b: ConnectionKey) -> Bool { a.bytes == b.bytes }
+
+    public func hash(into hasher: inout Hasher) { hasher.combine(bytes) }
 
     /// 32 bytes from the system's CSPRNG.
     public static func generate() -> ConnectionKey {
@@ -44,15 +45,32 @@ enum Signature {
         case message(counter: Int64, mac: String)
     }
 
-    static func mac(_ key: ConnectionKey, _ kind: Kind, channel: String, stamp: Int64, frames: [[UInt8]]) -> String {
-        var hmac = HMACSHA256(key: key.bytes)
-        hmac.update(Array("zerobridge-1\n\(kind.rawValue)\n\(channel)\n\(stamp)\n".utf8))
+    /// HMAC-SHA256 of the frames, each read in place (as received, or as about to be sent) after its length.
+    static func authenticationCode<Frames: Sequence>(_ key: ConnectionKey, _ kind: Kind, channel: String, stamp: Int64,
+                                                     frames: Frames) -> HMAC<SHA256>.MAC where Frames.Element: ContiguousBytes {
+        var hmac = key.authenticator
+        var preamble = "zerobridge-1\n\(kind.rawValue)\n\(channel)\n\(stamp)\n"
+        preamble.withUTF8 { hmac.update(data: UnsafeRawBufferPointer($0)) }
         for frame in frames {
-            let length = UInt64(frame.count)
-            hmac.update((0..<8).map { UInt8(truncatingIfNeeded: length >> (56 - 8 * $0)) })
-            hmac.update(frame)
+            frame.withUnsafeBytes { bytes in
+                withUnsafeBytes(of: UInt64(bytes.count).bigEndian) { hmac.update(data: $0) }
+                hmac.update(data: bytes)
+            }
         }
-        return hex(hmac.finalize())
+        return hmac.finalize()
+    }
+
+    /// The MAC as frame 0 carries it: lowercase hex.
+    static func mac<Frames: Sequence>(_ key: ConnectionKey, _ kind: Kind, channel: String, stamp: Int64,
+                                      frames: Frames) -> String where Frames.Element: ContiguousBytes {
+        hex(authenticationCode(key, kind, channel: channel, stamp: stamp, frames: frames))
+    }
+
+    /// Whether `mac` (hex) is the frames' MAC, compared in constant time.
+    static func isValid<Frames: Sequence>(_ mac: String, _ key: ConnectionKey, _ kind: Kind, channel: String, stamp: Int64,
+                                          frames: Frames) -> Bool where Frames.Element: ContiguousBytes {
+        guard let expected = bytes(hex: mac) else { return false }
+        return authenticationCode(key, kind, channel: channel, stamp: stamp, frames: frames) == expected
     }
 
     static func opening(_ key: ConnectionKey, channel: String, ms: Int64, frames: [[UInt8]]) -> String {
@@ -86,29 +104,33 @@ enum Signature {
         return nil
     }
 
-    /// Equal in time that depends only on the length.
-    static func equal(_ a: String, _ b: String) -> Bool {
-        let x = Array(a.utf8), y = Array(b.utf8)
-        guard x.count == y.count else { return false }
-        var difference: UInt8 = 0
-        for index in x.indices { difference |= x[index] ^ y[index] }
-        return difference == 0
-    }
-
     static func newNonce() -> String {
         var generator = SystemRandomNumberGenerator()
         return hex((0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) })
     }
 
-    static func hex(_ bytes: [UInt8]) -> String {
+    static func hex(_ bytes: some Sequence<UInt8>) -> String {
         let digits = Array("0123456789abcdef".utf8)
         var text = [UInt8]()
-        text.reserveCapacity(bytes.count * 2)
+        text.reserveCapacity(bytes.underestimatedCount * 2)
         for byte in bytes {
             text.append(digits[Int(byte >> 4)])
             text.append(digits[Int(byte & 0xf)])
         }
         return String(decoding: text, as: UTF8.self)
+    }
+
+    /// From hex digits (an even number of them, either case); nil otherwise.
+    static func bytes(hex: String) -> [UInt8]? {
+        let digits = Array(hex.utf8)
+        guard digits.count % 2 == 0 else { return nil }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(digits.count / 2)
+        for index in stride(from: 0, to: digits.count, by: 2) {
+            guard let high = hexValue(digits[index]), let low = hexValue(digits[index + 1]) else { return nil }
+            bytes.append(high << 4 | low)
+        }
+        return bytes
     }
 
     static func hexValue(_ digit: UInt8) -> UInt8? {
@@ -153,9 +175,9 @@ struct KeyedChannel {
     }
 
     /// Whether a message that arrived is signed for this channel by the other side, after what was accepted before.
-    mutating func accept(_ frame0: [UInt8], _ frames: [[UInt8]]) -> Bool {
+    mutating func accept<Frames: Sequence>(_ frame0: [UInt8], _ frames: Frames) -> Bool where Frames.Element: ContiguousBytes {
         guard case .message(let counter, let mac)? = Signature.parse(frame0), counter > received,
-              Signature.equal(mac, Signature.mac(key, receiving, channel: nonce, stamp: counter, frames: frames)) else { return false }
+              Signature.isValid(mac, key, receiving, channel: nonce, stamp: counter, frames: frames) else { return false }
         received = counter
         return true
     }
@@ -240,16 +262,17 @@ struct KeyedConnections {
         case tooLarge(String)
     }
 
-    /// Checks a message that arrived on `connection`, by its size (frames 1..n) before its signature. `frames` gives
-    /// its frames 1..n; `isHello` tells whether its body is a `hello` (asked only for an opening); `now` is the
-    /// host's wall clock in milliseconds.
-    mutating func receive(on connection: [UInt8], frame0: [UInt8], size: Int, maxMessageBytes: Int,
-                          frames: () -> [[UInt8]], now: Int64, isHello: () -> Bool) -> Verdict {
+    /// Checks a message that arrived on `connection`, by its size (frames 1..n) before its signature. `frames` are
+    /// its frames 1..n, signed in place; `isHello` tells whether its body is a `hello` (asked only for an opening);
+    /// `now` is the host's wall clock in milliseconds.
+    mutating func receive<Frames: Collection>(on connection: [UInt8], frame0: [UInt8], size: Int, maxMessageBytes: Int,
+                                              frames: Frames, now: Int64, isHello: () -> Bool) -> Verdict
+    where Frames.Element: ContiguousBytes {
         if channels[connection] != nil {
             guard size <= maxMessageBytes else {
                 return .tooLarge("the message has \(size) bytes; the limit is \(maxMessageBytes) (not verified)")
             }
-            return channels[connection]!.accept(frame0, frames()) ? .accepted : .refused(Self.reason(frame0, opened: true))
+            return channels[connection]!.accept(frame0, frames) ? .accepted : .refused(Self.reason(frame0, opened: true))
         }
         guard case .opening(let nonce, let ms, let mac)? = Signature.parse(frame0) else {
             return .refused(frame0.isEmpty ? "no signature" : "the first message on a keyed connection must be a signed hello")
@@ -257,7 +280,7 @@ struct KeyedConnections {
         guard size <= Self.maxOpeningBytes else {
             return .refused("an opening of \(size) bytes; at most \(Self.maxOpeningBytes) are verified")
         }
-        guard Signature.equal(mac, Signature.mac(key, .hello, channel: nonce, stamp: ms, frames: frames())) else {
+        guard Signature.isValid(mac, key, .hello, channel: nonce, stamp: ms, frames: frames) else {
             return .refused("wrong signature")
         }
         guard isHello() else { return .refused("an opening signature on a message that is not hello") }

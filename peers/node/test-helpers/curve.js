@@ -28,11 +28,13 @@ export async function stopCurveProcesses() {
  * `allow`: client public keys (Z85) a ZAP handler admits; without it any client key is accepted.
  */
 export async function startCurveRouter(bindEndpoint, { secretKey, echo = false, allow = [], heartbeatIvl = 0, heartbeatTimeout = 0 }) {
-  const args = [path.join(here, 'curve_router.py'), bindEndpoint, secretKey];
+  // A Z85 key may start with '-', which argparse would take for an option: keys go as --allow=KEY and after '--'.
+  const args = [path.join(here, 'curve_router.py')];
   if (echo) args.push('--echo');
-  for (const key of allow) args.push('--allow', key);
+  for (const key of allow) args.push(`--allow=${key}`);
   if (heartbeatIvl) args.push('--heartbeat-ivl', String(heartbeatIvl));
   if (heartbeatTimeout) args.push('--heartbeat-timeout', String(heartbeatTimeout));
+  args.push('--', bindEndpoint, secretKey);
   const child = spawn(python, args, { stdio: ['pipe', 'pipe', 'inherit'] });
   live.add(child);
   child.on('exit', () => live.delete(child));
