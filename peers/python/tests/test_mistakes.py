@@ -76,7 +76,7 @@ def test_an_endpoint_without_its_scheme_is_told_to_write_tcp(target: str) -> Non
 
 
 def test_a_missing_connection_file_is_still_reported_as_a_file(tmp_path: Path) -> None:
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(ValueError, match="cannot read connection file .*No such file"):
         zerobridge.connect(tmp_path / "host.json", name="py-file")
 
 
