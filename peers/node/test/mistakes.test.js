@@ -90,7 +90,7 @@ describe('the mistakes table (docs/errors.md)', () => {
     const peer = await new Peer(host.endpoint, { name: 'node-typed', validate: true }).connect();
     t.after(() => peer.close());
     await assert.rejects(peer.call('add', { a: 1, b: '2' }),
-      (e) => e.code === 'invalid_payload' && e.message === 'payload.b: expected a number, got the string "2"');
+      (e) => e.code === 'invalid_payload' && e.message.startsWith('payload.b: expected a number, got the string "2"'));
   });
 
   test('leaving a for-await over progress early cancels the call', async (t) => {

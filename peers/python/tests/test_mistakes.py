@@ -84,7 +84,7 @@ async def test_a_typed_payload_error_names_the_path_and_what_was_there(host: Any
     async with zerobridge.connect(host.endpoint, name="py-typed", validate=True, connect_timeout=LONG) as peer:
         with pytest.raises(zerobridge.InvalidPayload) as caught:
             await peer.call("add", {"a": 1, "b": "2"})
-        assert caught.value.message == 'payload.b: expected a number, got the string "2"'
+        assert caught.value.message.startswith('payload.b: expected a number, got the string "2"')
 
 
 def test_the_blocking_twin_after_close_says_the_peer_is_closed(host: Any) -> None:
