@@ -363,7 +363,7 @@ export interface PeerOptions {
    * fetches the host's catalogue with `$describe` (connect() resolves after it), and fetches it again when a later
    * `welcome.catalogue` differs from it. A call, stream or event whose payload does not match the payload schema of
    * its action fails at once with `invalid_payload`, nothing sent, its message naming the path and what was expected
-   * (`payload.b: expected a number, got a string "2"`); `error.data` is `{ path }`. Actions the catalogue does not
+   * (`payload.b: expected a number, got the string "2"`); `error.data` is `{ path }`. Actions the catalogue does not
    * describe, and every action of a host that does not serve `$describe` (logged once), are not checked. Calls and
    * streams made while a fetch is in flight wait for it (within their timeout); events are checked against the
    * catalogue in hand.
