@@ -40,7 +40,7 @@ describe('validate.js: SPEC 7.8\'s keywords', () => {
     bad({ type: 'number' }, true, 'payload: expected a number, got true');
     bad({ type: ['string', 'null'] }, 1, 'payload: expected a string or null, got 1');
     bad({ type: 'object' }, [], 'payload: expected an object, got an array of 0 items');
-    bad({ type: 'array' }, {}, 'payload: expected an array, got an object {}');
+    bad({ type: 'array' }, {}, 'payload: expected an array, got an object');
     bad({ type: 'null' }, 'x', 'payload: expected null, got the string "x"');
   });
 
