@@ -115,8 +115,7 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
     private var unansweredSince = ContinuousClock.now
     private var unansweredLimit = BridgePeer.firstUnansweredLimit
     private static let firstUnansweredLimit: Duration = .seconds(5)
-    /// Watches the first connection for a refusal known at once: nothing listening, or a CURVE key refused.
-    private var monitor: SocketMonitor?
+    /// Whether the first connection's monitor saw a handshake (libzmq's retries after that are no refusal).
     private var handshook = false
 
     public init(configuration: Configuration) throws {
@@ -125,12 +124,13 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
         try Self.checkEndpointForm(configuration.endpoint)
         context = try configuration.context ?? Context()
         let dealer = try Self.dealer(configuration, context, connecting: false)
-        // Before connecting, so that no event of the first connection is missed.
+        // Watches the first connection for a refusal known at once (nothing listening, a CURVE key refused); set up
+        // before connecting, so that no event is missed. The socket thread alone holds it, and lets go as it stops,
+        // before the context can be terminated.
         let monitor = try SocketMonitor(watching: dealer, events: [
             .connectRetried, .handshakeSucceeded, .handshakeFailedAuth, .handshakeFailedNoDetail, .handshakeFailedProtocol,
         ])
         try dealer.connect(configuration.endpoint)
-        self.monitor = monitor
         thread = try SocketThread(socket: dealer)
         heartbeat = configuration.heartbeat ?? .seconds(5)
         let signing = configuration.key.map(PeerSigning.init(key:))
