@@ -505,9 +505,9 @@ class Peer:
         try:
             await self._wait_welcomed_or_refused()
             if self._connect_error is not None:
-                error = self._connect_error
-                await self._close(f"connecting failed: {error}")
-                raise error
+                refusal = self._connect_error
+                await self._close(f"connecting failed: {refusal}")
+                raise refusal
             if self._fetch_task is not None:  # validate=True: the host's catalogue before the first call
                 left = max(self._connect_timeout - (time.monotonic() - started), 0.1)
                 await asyncio.wait({self._fetch_task}, timeout=left)
