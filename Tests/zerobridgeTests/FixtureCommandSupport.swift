@@ -17,8 +17,8 @@ func temporaryFolder() throws -> String {
 }
 
 /// A `zerobridge` process whose output goes to files (no pipe to fill up), awaited without blocking a thread.
-final class ZerobridgeProcess: @unchecked Sendable {  // the Process is only started, polled and signalled
-    let process = Process()
+final class ZerobridgeProcess: @unchecked Sendable {  // the process is only started, polled and signalled
+    let process: SpawnedProcess
     let outputPath: String
     let errorPath: String
 
@@ -26,18 +26,12 @@ final class ZerobridgeProcess: @unchecked Sendable {  // the Process is only sta
     init(_ arguments: [String], in folder: String, openFileLimit: Int? = nil) throws {
         outputPath = folder + "/stdout-\(UUID().uuidString.prefix(6)).txt"
         errorPath = outputPath.replacingOccurrences(of: "stdout-", with: "stderr-")
-        _ = FileManager.default.createFile(atPath: outputPath, contents: nil)
-        _ = FileManager.default.createFile(atPath: errorPath, contents: nil)
         if let openFileLimit {
-            process.executableURL = URL(fileURLWithPath: "/bin/sh")
-            process.arguments = ["-c", "ulimit -n \(openFileLimit) && exec \"$0\" \"$@\"", executable.path] + arguments
+            process = try SpawnedProcess("/bin/sh", ["-c", "ulimit -n \(openFileLimit) && exec \"$0\" \"$@\"", executable.path] + arguments,
+                                         stdoutPath: outputPath, stderrPath: errorPath)
         } else {
-            process.executableURL = executable
-            process.arguments = arguments
+            process = try SpawnedProcess(executable.path, arguments, stdoutPath: outputPath, stderrPath: errorPath)
         }
-        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: outputPath))
-        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errorPath))
-        try process.run()
     }
 
     var output: String { (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? "" }
