@@ -76,6 +76,8 @@ const peer = await connect(target, {
   // A peer beside its host: when it dies, its session (and the name) is let go after 3 missed beats, 1.5 s, so the
   // host fails the calls it held and a new ETL peer can take the name soon.
   heartbeatMs: 500,
+  // A restarted ETL peer waits for that (its name held by its dead predecessor) rather than failing at once.
+  waitForName: true,
   actions: {
     importFile: {
       handler: serveImportFile,

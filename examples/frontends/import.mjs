@@ -100,7 +100,7 @@ function describeChange(change) {
 const changes = [];
 let peer;
 try {
-  peer = await connect(options.connect, { name: options.watch ? 'watch-node' : 'import-node', timeout: 10_000, topics: ['catalog'] });
+  peer = await connect(options.connect, { name: options.watch ? 'watch-node' : 'import-node', connectTimeout: 10_000, waitForName: true, topics: ['catalog'] });
 } catch (error) {
   console.error(`import.mjs: cannot reach the import host at ${options.connect}: ${error.message}`);
   process.exit(1);

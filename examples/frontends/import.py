@@ -265,8 +265,9 @@ async def main(args: argparse.Namespace) -> int:
     try:
         # A short heartbeat: a front-end that was killed lets its name go within 1.5 s, so started again it is
         # welcomed under the same name soon (the host keeps a named session for a resume until its heartbeat runs out).
+        # wait_for_name: started again, it waits for that rather than failing at once with name_taken.
         peer = await zerobridge.connect(args.connect, name="import-py", connect_timeout=args.connect_timeout,
-                                        topics=["catalog"], heartbeat_ms=500)
+                                        topics=["catalog"], heartbeat_ms=500, wait_for_name=True)
     except (zerobridge.BridgeError, OSError, ValueError) as error:
         print(f"import.py: cannot reach the import host at {args.connect}: {error}", file=sys.stderr)
         return 1

@@ -95,6 +95,8 @@ export type BridgeErrorCode =
   | 'name_taken'
   | 'suspended'
   | 'journal_full'
+  /** Local only: nothing listens at the endpoint (connection refused, or no ipc socket file); connect() fails at once. */
+  | 'unreachable'
   | (string & {});
 
 /**
@@ -199,7 +201,10 @@ export interface RequestOptions {
    * `Infinity` waits without a limit, and the request carries neither field (`null` is accepted for the same).
    */
   timeout?: number | null;
-  /** Aborting sends `cancel` and rejects the call with code `cancelled`. */
+  /**
+   * Aborting sends `cancel` and rejects the call with code `cancelled`, or `timeout` when the signal is
+   * `AbortSignal.timeout(ms)`'s (its reason a `TimeoutError`); the signal's reason is the error's `cause`.
+   */
   signal?: AbortSignal;
 }
 
@@ -217,7 +222,10 @@ export interface CallOptions extends RequestOptions {
 
 /** A call with progress, from {@link Peer.stream}. */
 export interface StreamingCall<Progress = any, Result = any> {
-  /** `progress.payload` of each progress message, in `seq` order; ends when the call ends. */
+  /**
+   * `progress.payload` of each progress message, in `seq` order; ends when the call ends. Leaving a `for await` loop
+   * over it early (`break`, `return`, a throw) cancels the call (`cancel` is sent; `result` rejects with `cancelled`).
+   */
   readonly progress: AsyncIterable<Progress>;
   /** `response.result`; rejects with a BridgeError like {@link Peer.call}. */
   readonly result: Promise<Result>;
@@ -346,18 +354,26 @@ export interface PeerOptions {
    */
   heartbeatMs?: number;
   /**
-   * Milliseconds: how long connect() waits for the welcome, and the default `timeout_ms` of calls and streams
-   * (default 30000, SPEC 7.3). `Infinity` (or `null`): no limit, and calls without a timeout of their own carry no
-   * `timeout_ms` nor `deadline`. While the host refuses the name (`name_taken`: another live session holds it),
-   * connect() says `hello` again every second within this time.
+   * Milliseconds: the default `timeout_ms` of calls and streams (default 30000, SPEC 7.3, as in Swift and Python).
+   * `Infinity` (or `null`): no limit, and calls without a timeout of their own carry no `timeout_ms` nor `deadline`.
    */
   timeout?: number | null;
+  /**
+   * Milliseconds connect() waits for the welcome (default 10000, as in Swift and Python; `Infinity` or `null`: no
+   * limit). What is known at once fails at once instead: `unreachable`, `unauthorized`, `name_taken`.
+   */
+  connectTimeout?: number | null;
+  /**
+   * While the host refuses the name (`name_taken`: another live session holds it, say this program's previous run),
+   * say `hello` again every second until the connect timeout instead of rejecting at once (default false).
+   */
+  waitForName?: boolean;
   /**
    * Check payloads against the host's schemas before sending them (SPEC 7.14; default false). Once welcomed, the peer
    * fetches the host's catalogue with `$describe` (connect() resolves after it), and fetches it again when a later
    * `welcome.catalogue` differs from it. A call, stream or event whose payload does not match the payload schema of
    * its action fails at once with `invalid_payload`, nothing sent, its message naming the path and what was expected
-   * (`payload.b: expected a number, got a string "2"`); `error.data` is `{ path }`. Actions the catalogue does not
+   * (`payload.b: expected a number, got the string "2"`); `error.data` is `{ path }`. Actions the catalogue does not
    * describe, and every action of a host that does not serve `$describe` (logged once), are not checked. Calls and
    * streams made while a fetch is in flight wait for it (within their timeout); events are checked against the
    * catalogue in hand.
@@ -412,15 +428,38 @@ export interface PeerOptions {
  * await peer.connect();
  * ```
  */
-export class Peer {
+/** The `close` event of a {@link Peer}: `reason` is what {@link Peer.closed} resolves with. */
+export interface PeerCloseEvent extends Event {
+  readonly reason: string;
+}
+
+/** The `error` event of a {@link Peer}: a failure outside any call (the host lost, a transport failure). */
+export interface PeerErrorEvent extends Event {
+  readonly error: BridgeError;
+}
+
+/**
+ * A peer is an `EventTarget`: `close` once it is closed (whatever closed it), `error` for a failure outside any call.
+ *
+ * For example:
+ * ```js
+ * peer.addEventListener('error', (event) => console.warn(event.error.code, event.error.message));
+ * peer.addEventListener('close', (event) => console.log('closed:', event.reason), { once: true });
+ * ```
+ */
+export class Peer extends EventTarget {
+  addEventListener(type: 'close', listener: (event: PeerCloseEvent) => void, options?: boolean | AddEventListenerOptions): void;
+  addEventListener(type: 'error', listener: (event: PeerErrorEvent) => void, options?: boolean | AddEventListenerOptions): void;
+  addEventListener(type: string, listener: EventListenerOrEventListenerObject | null, options?: boolean | AddEventListenerOptions): void;
   /** Without an endpoint: a peer launched by a host, as {@link connect} says. */
   constructor(options?: PeerOptions);
   constructor(endpointOrConnectionFile: string | undefined, options?: PeerOptions);
 
   /**
-   * Connects, sends `hello` and resolves once the host's `welcome` arrives. Rejects at the `timeout`
-   * option with `timeout`, or with `name_taken` when the host kept refusing the name because another
-   * live session holds it (say, this program's previous run, until the host has seen that one end).
+   * Connects, sends `hello` and resolves once the host's `welcome` arrives. Rejects at once with `unreachable` when
+   * nothing listens at the endpoint, `unauthorized` when the host refuses the key, `name_taken` when another live
+   * session holds the name (unless `waitForName`), and a TypeError for `127.0.0.1:5599` without `tcp://`; otherwise
+   * with `timeout` at the `connectTimeout` option (docs/errors.md).
    * With CURVE, rejects at once with `unauthorized` when the host refuses this peer's key (its message
    * names {@link Peer.curvePublicKey} and the allow-list) or does not prove it holds the server key.
    * With `validate`, resolves once the host's catalogue is fetched too (or the host turned out not to serve it).

@@ -58,6 +58,10 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
         /// the context's ZAP handler, so the context must not have one already.
         public var context: Context?
         public var logger = Logger(label: "zerobridge.host")
+        /// Whether a handler's unexpected error (neither a ``BridgeError`` nor ``BridgeErrorConvertible``) reaches
+        /// the caller with its description. Off by default: the caller gets `handler_error` naming the error's type,
+        /// and the description (which may name internal paths) only goes to ``logger``.
+        public var revealsErrorDescriptions = false
 
         public init(endpoint: String, name: String = "zerobridge") {
             self.endpoint = endpoint
@@ -168,6 +172,7 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
     public func start() throws {
         try started.withLock { started in
             guard started == nil else { return }
+            handlers.warnAboutReleasedHandlers(configuration.logger)
             Self.raiseOpenFileLimit(logger: configuration.logger)
             let context = try configuration.context ?? Context()
             let router = try Socket(.router, context: context)
@@ -593,6 +598,7 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
                               logger: configuration.logger, defaultTimeout: configuration.defaultTimeout, sign: sign)
         session.peerKey = peerKey
         session.remote.update { $0.curveKey = peerKey }
+        session.link.revealsErrorDescriptions = configuration.revealsErrorDescriptions
         sessions[routingID] = session
         sessionsByID[id] = session
         // The socket says the peer is not there: its connection closed (SPEC 7.6).

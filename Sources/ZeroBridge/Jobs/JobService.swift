@@ -104,7 +104,11 @@ final class JobService: Sendable {
             } catch is CancellationError {
                 outcome = .failure(BridgeError(.cancelled, "the job was cancelled"))
             } catch {
-                outcome = .failure(BridgeError(.handlerError, String(describing: error)))
+                if !BridgeError.isAppChosen(error) {
+                    logger.error("job failed", metadata: ["job": "\(record.id)", "action": "\(record.action)",
+                                                          "type": "\(BridgeError.errorTypeName(error))", "error": "\(error)"])
+                }
+                outcome = .failure(BridgeError.answering(error, revealingDescription: false))
             }
             await self.finish(record.id, outcome)
         }

@@ -1,3 +1,4 @@
+import Logging
 import Synchronization
 
 /// The handlers one side serves, by action name. Registration happens on any thread; lookups on the socket thread.
@@ -38,6 +39,23 @@ public final class HandlerTable: Sendable {
 
     /// The actions served, sorted; reserved (`$`) names and released handlers left out.
     var actionNames: [String] { served.map(\.name).sorted() }
+
+    /// Actions registered with an object that has been released since (``BridgeHandling/register(_:replacing:)``
+    /// holds it weakly): they answer `handler_gone`.
+    var releasedActions: [String] {
+        entries.withLock { entries in entries.filter { $0.value.isAlive?() == false }.map(\.key).sorted() }
+    }
+
+    /// Logs an error for each action whose object was released before the side started serving: most likely a
+    /// temporary (`register(Greeter())`) that nothing else held, which would otherwise fail only at the first call.
+    func warnAboutReleasedHandlers(_ logger: Logger) {
+        for action in releasedActions {
+            logger.error("""
+                the object registered for '\(action)' was released before serving started: register(_:) holds it \
+                weakly, so keep a reference to it (a stored property), or serve the action with a closure (handle)
+                """, metadata: ["action": "\(action)"])
+        }
+    }
 
     /// What `$describe` answers, and its hash for `hello` and `welcome` (SPEC 7.8).
     var catalogue: Catalogue { Catalogue(served) }
@@ -124,7 +142,9 @@ extension BridgeHandling {
     }
 
     /// Serves a typed action with an object held **weakly**: once the object is released, requests for the
-    /// action are answered `handler_gone`.
+    /// action are answered `handler_gone`. Keep a reference to it: an object nothing else holds
+    /// (`register(Greeter())`) is gone as soon as this returns, and starting the host (or connecting the peer) logs an
+    /// error naming its action.
     public func register<H: BridgeHandler>(_ handler: H, replacing: Bool = false) throws {
         let reference = WeakReference(handler)
         try handlers.add(H.Action.name, replacing: replacing, isAlive: { reference.object != nil },
@@ -152,20 +172,23 @@ private final class WeakReference<Object: AnyObject & Sendable>: Sendable {
 }
 
 extension BridgeAction {
-    static func decodePayload(_ value: JSONValue) throws -> Payload { try decode(value, "the payload") }
-    static func decodeResult(_ value: JSONValue) throws -> Result { try decode(value, "the result") }
-    static func decodeProgress(_ value: JSONValue) throws -> Progress { try decode(value, "a progress event") }
+    static func decodePayload(_ value: JSONValue) throws -> Payload { try decode(value, "payload") }
+    static func decodeResult(_ value: JSONValue) throws -> Result { try decode(value, "result") }
+    static func decodeProgress(_ value: JSONValue) throws -> Progress { try decode(value, "progress") }
 
     static func encodeResult(_ result: Result) throws -> JSONValue {
         try JSONValueEncoder().encode(result)
     }
 
-    /// A typed value from JSON; a mismatch is `invalid_payload`, saying which part of which action.
-    private static func decode<T: Decodable>(_ value: JSONValue, _ part: String) throws -> T {
+    /// A typed value from JSON; a mismatch is `invalid_payload` naming the path, what was expected and what was
+    /// there (`payload.name: expected a string, got 5`), as the Python and Node peers say it.
+    private static func decode<T: Decodable>(_ value: JSONValue, _ root: String) throws -> T {
         do {
             return try JSONValueDecoder().decode(T.self, from: value)
+        } catch let error as DecodingError {
+            throw BridgeError(.invalidPayload, error.pathDescription(in: value, root: root))
         } catch {
-            throw BridgeError(.invalidPayload, "\(part) of '\(name)' does not match \(T.self): \(error)")
+            throw BridgeError(.invalidPayload, "\(root) of '\(name)': \(error)")
         }
     }
 }

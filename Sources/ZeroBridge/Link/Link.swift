@@ -56,6 +56,8 @@ final class Link: @unchecked Sendable {
     private var closedWith: BridgeError?
     /// While false (a host shutting down), new requests are answered `overloaded`.
     var accepting = true
+    /// Whether a handler's unexpected error reaches the caller with its description, not only its type (opt-in).
+    var revealsErrorDescriptions = false
     private(set) var lastHeard = ContinuousClock.now
     private(set) var lastSent = ContinuousClock.now
     private var lastPing: ContinuousClock.Instant?
@@ -284,6 +286,8 @@ final class Link: @unchecked Sendable {
         context.idempotencyKey = request.idempotencyKey
         let payload = request.payload
         let session = remote?.sessionID ?? "-"  // read here, on the thread
+        let peerName = remote?.name ?? "-"
+        let reveals = revealsErrorDescriptions
         entry.task = Task { [self] in
             let outcome: Result<JSONValue, BridgeError>
             do {
@@ -297,7 +301,14 @@ final class Link: @unchecked Sendable {
             } catch is CancellationError {
                 outcome = .failure(BridgeError(.cancelled, "the handler was cancelled"))
             } catch {
-                outcome = .failure(BridgeError(.handlerError, String(describing: error)))
+                // Not meant for the caller: the host's log has it all, the caller its type (or what the app chose).
+                if !BridgeError.isAppChosen(error) {
+                    logger.error("handler failed", metadata: [
+                        "action": "\(request.action)", "id": "\(request.id)", "peer": "\(peerName)", "session": "\(session)",
+                        "type": "\(BridgeError.errorTypeName(error))", "error": "\(error)",
+                    ])
+                }
+                outcome = .failure(BridgeError.answering(error, revealingDescription: reveals))
             }
             let response = Message.response(.init(id: request.id, outcome: outcome))
             let body: [[UInt8]]

@@ -38,6 +38,9 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
         /// Whether losing the host, or its `bye`, closes this peer instead of reconnecting: set for a peer launched by a
         /// supervising host (``supervised(name:environment:)``, SPEC 10.1), whose life is bounded by its host's.
         public var endsWithHost = false
+        /// While the host refuses the name (`name_taken`: another live session holds it), say `hello` again every second
+        /// until the connect timeout instead of failing ``BridgePeer/connect(timeout:)`` at once (the default).
+        public var waitsForName = false
         /// Shares a context with other sockets (needed for `inproc://`); nil makes one.
         public var context: Context?
         public var logger = Logger(label: "zerobridge.peer")
@@ -98,6 +101,9 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
         /// The host refused the name (SPEC 6, Names) or this peer's messages (`unauthorized`, SPEC 3.1) since the peer
         /// last started connecting: why connecting failed.
         var refusal: BridgeError?
+        /// Nothing listened at the endpoint when libzmq last tried it, and no connection was made since (the first
+        /// connect fails at once with this).
+        var unreachable: BridgeError?
     }
 
     // Confined to the socket thread.
@@ -111,12 +117,22 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
     private var unansweredSince = ContinuousClock.now
     private var unansweredLimit = BridgePeer.firstUnansweredLimit
     private static let firstUnansweredLimit: Duration = .seconds(5)
+    /// Whether the first connection's monitor saw a handshake (libzmq's retries after that are no refusal).
+    private var handshook = false
 
     public init(configuration: Configuration) throws {
         self.configuration = configuration
         subscribed = Mutex(configuration.topics)
+        try Self.checkEndpointForm(configuration.endpoint)
         context = try configuration.context ?? Context()
-        let dealer = try Self.dealer(configuration, context)
+        let dealer = try Self.dealer(configuration, context, connecting: false)
+        // Watches the first connection for a refusal known at once (nothing listening, a CURVE key refused); set up
+        // before connecting, so that no event is missed. The socket thread alone holds it, and lets go as it stops,
+        // before the context can be terminated.
+        let monitor = try SocketMonitor(watching: dealer, events: [
+            .connectRetried, .handshakeSucceeded, .handshakeFailedAuth, .handshakeFailedNoDetail, .handshakeFailedProtocol,
+        ])
+        try dealer.connect(configuration.endpoint)
         thread = try SocketThread(socket: dealer)
         heartbeat = configuration.heartbeat ?? .seconds(5)
         let signing = configuration.key.map(PeerSigning.init(key:))
@@ -137,7 +153,8 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
         thread.start(name: "zerobridge-peer", owner: .init(
             received: { [self] frames in received(frames) },
             tick: { [self] now in tick(now) },
-            stopped: { [self] in link.close(BridgeError(.cancelled, "the peer was closed")) }))
+            stopped: { [self] in link.close(BridgeError(.cancelled, "the peer was closed")) },
+            monitored: (monitor, { [self] event in connectionEvent(event) })))
     }
 
     /// The broadcast topics this peer is subscribed to (SPEC 7.15).
@@ -162,8 +179,10 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
     /// Says `hello` and waits for the host's `welcome`; throws `timeout` if the host does not answer in time
     /// (the peer keeps trying in the background), and at once why the peer closed once it has (``closed()``).
     @discardableResult
-    public func connect(timeout: Duration = .seconds(10)) async throws -> Welcome {
+    public func connect(timeout: Duration = BridgePeer.defaultConnectTimeout) async throws -> Welcome {
         if let reason = ending.withLock({ $0.reason }) { throw reason }
+        if let unreachable = firstConnectUnreachable() { throw unreachable }
+        if welcome == nil { handlers.warnAboutReleasedHandlers(configuration.logger) }
         let id = UUID()
         return try await withCheckedThrowingContinuation { continuation in
             let ready = welcomed.withLock { state -> Welcome? in
@@ -239,7 +258,30 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
     }
 
     /// A connected DEALER for the host: a new one after each loss.
-    private static func dealer(_ configuration: Configuration, _ context: Context) throws -> Socket {
+    /// How long ``connect(timeout:)`` waits for a welcome by default: the same in Swift, Python and Node.
+    public static let defaultConnectTimeout: Duration = .seconds(10)
+
+    /// `127.0.0.1:5599` is an endpoint missing its `tcp://`: said so, rather than libzmq's "Invalid argument".
+    private static func checkEndpointForm(_ endpoint: String) throws {
+        guard !endpoint.contains("://") else { return }
+        let looksLikeHostPort = endpoint.wholeMatch(of: /(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):[0-9]{1,5}/) != nil
+        throw BridgeError(.invalidPayload, looksLikeHostPort
+            ? "'\(endpoint)' is not an endpoint: write tcp://\(endpoint)"
+            : "'\(endpoint)' is not an endpoint (tcp://host:port, ipc:///path or inproc://name); for a connection file, "
+              + "read it with ConnectionFile.read(_:)")
+    }
+
+    /// Why the first connect cannot succeed, known before any welcome: no socket file at an `ipc://` endpoint, or
+    /// libzmq's attempts refused; nil once a connection was made or a session welcomed.
+    private func firstConnectUnreachable() -> BridgeError? {
+        if let known = welcomed.withLock({ $0.welcome == nil ? $0.unreachable : nil }) { return known }
+        let endpoint = configuration.endpoint
+        guard endpoint.hasPrefix("ipc://"), !endpoint.hasPrefix("ipc://@"), welcome == nil,
+              !FileManager.default.fileExists(atPath: String(endpoint.dropFirst(6))) else { return nil }
+        return BridgeError(.unreachable, "no host listens at \(endpoint): the socket file does not exist (is the host running?)")
+    }
+
+    private static func dealer(_ configuration: Configuration, _ context: Context, connecting: Bool = true) throws -> Socket {
         let dealer = try Socket(.dealer, context: context)
         try dealer.set(.linger(milliseconds: 1000), .reconnectInterval(milliseconds: 50),
                        .reconnectIntervalMax(milliseconds: 1000),
@@ -248,8 +290,38 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
             try dealer.set(.curveServerKey(curve.serverKey), .curvePublicKey(curve.keyPair.publicKey),
                            .curveSecretKey(curve.keyPair.secretKey))
         }
-        try dealer.connect(configuration.endpoint)
+        if connecting { try dealer.connect(configuration.endpoint) }
         return dealer
+    }
+
+    /// On the thread: the first connection's monitor. A refusal known at once fails a connect() waiting for it.
+    private func connectionEvent(_ event: SocketMonitor.Event) {
+        switch event.kind {
+        case .handshakeSucceeded:
+            handshook = true
+            welcomed.withLock { $0.unreachable = nil }
+        case .connectRetried where !handshook:
+            let error = BridgeError(.unreachable, "no host listens at \(configuration.endpoint): the connection was refused "
+                                    + "(is the host running?)")
+            welcomed.withLock { $0.unreachable = error }
+            failConnecting(error)
+        case .handshakeFailedAuth, .handshakeFailedNoDetail, .handshakeFailedProtocol:
+            let why = event.kind == .handshakeFailedAuth
+                ? "the host refused this peer's CURVE key \(configuration.curve?.keyPair.publicKey ?? "(none)"): is it on the host's allow-list?"
+                : "the handshake failed: is \(configuration.curve?.serverKey ?? "(no CURVE key)") the host's key, and does it use CURVE?"
+            failConnecting(BridgeError(.unauthorized, "cannot connect to \(configuration.endpoint): \(why)"))
+        default:
+            break
+        }
+    }
+
+    /// On the thread: the first connect cannot succeed (the host or the kernel said so): fail it now, not at its
+    /// timeout, and stop saying hello. After a welcome the peer keeps reconnecting as before.
+    private func failConnecting(_ error: BridgeError) {
+        guard welcome == nil, lastSessionID == nil else { return }
+        welcomed.withLock { $0.refusal = error }
+        connecting = false
+        failWaiters(error)
     }
 
     // MARK: On the thread
@@ -277,6 +349,7 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
                 // Why connecting fails if no welcome comes in time (not at once: the answer is unsigned). The first
                 // refusal names the cause; the hellos retried on the refused channel are refused for being on it.
                 if welcome == nil { welcomed.withLock { if $0.refusal?.code != .unauthorized { $0.refusal = error } } }
+                failConnecting(error)
                 return
             }
         }
@@ -306,8 +379,10 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
         case .response(let response) where response.id == nil && welcome == nil:
             if case .failure(let error) = response.outcome, error.code == .unauthorized {
                 // A peer without a key (with one, the signing check above takes the answer) at a keyed host.
-                welcomed.withLock { $0.refusal = BridgeError(.unauthorized, "the host refused this peer's messages as "
-                    + "unauthorized (\(error.message)): it requires a key; connect through its connection file") }
+                let refusal = BridgeError(.unauthorized, "the host refused this peer's messages as "
+                    + "unauthorized (\(error.message)): it requires a key; connect through its connection file")
+                welcomed.withLock { $0.refusal = refusal }
+                failConnecting(refusal)
                 return link.receive(message)
             }
             guard case .failure(let error) = response.outcome, error.code == .nameTaken else { return link.receive(message) }
@@ -317,6 +392,11 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
                                         metadata: ["name": "\(configuration.name)"])
             welcomed.withLock { $0.refusal = error }
             unansweredSince = .now
+            if !configuration.waitsForName {
+                failConnecting(BridgeError(.nameTaken, "the host at \(configuration.endpoint) refused the name "
+                    + "'\(configuration.name)': another live session holds it (\(error.message)); close that peer, pick "
+                    + "another name, or set waitsForName", data: error.data))
+            }
         default:
             link.receive(message)
         }

@@ -30,7 +30,8 @@ public struct BridgeError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let invalidPayload: Code = "invalid_payload"
         /// The action's handler was held weakly and has been released.
         public static let handlerGone: Code = "handler_gone"
-        /// The handler threw; the message says what.
+        /// The handler failed: with a ``BridgeErrorConvertible`` or ``BridgeError`` it chose, the caller sees those;
+        /// with any other error, its type (`data.type`) and, unless the host opts in, not its description.
         public static let handlerError: Code = "handler_error"
         /// No response within the request's timeout.
         public static let timeout: Code = "timeout"
@@ -59,6 +60,9 @@ public struct BridgeError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let suspended: Code = "suspended"
         /// The job failed because its host's journal could not be written: the disk is full (SPEC 7.16).
         public static let journalFull: Code = "journal_full"
+        /// Local only: nothing listens at the endpoint (the connection was refused, or no `ipc://` socket file);
+        /// a first connect fails with it at once.
+        public static let unreachable: Code = "unreachable"
     }
 
     public var code: Code

@@ -119,6 +119,7 @@ struct LifecycleTests {
         _ = try #require(try await holder.hello("twin", heartbeatMs: 600_000))
         var configuration = BridgePeer.Configuration(endpoint: host.boundEndpoint!, name: "twin")
         configuration.heartbeat = .milliseconds(200)
+        configuration.waitsForName = true  // else the first refusal fails connect() at once (MistakesTests)
         let peer = try BridgePeer(configuration: configuration)
         let start = ContinuousClock.now
         // The refusal comes in milliseconds; the peer retries until its timeout, long enough for a loaded machine.

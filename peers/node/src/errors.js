@@ -9,14 +9,14 @@
 export const ERROR_CODES = Object.freeze([
   'bad_message', 'unsupported_version', 'unknown_action', 'invalid_payload', 'handler_gone', 'handler_error', 'timeout',
   'cancelled', 'peer_lost', 'duplicate_id', 'too_large', 'overloaded', 'not_allowed', 'unauthorized', 'unknown_job',
-  'interrupted', 'suspended', 'journal_full', 'name_taken',
+  'interrupted', 'suspended', 'journal_full', 'name_taken', 'unreachable',
 ]);
 
 /**
  * The error every ZeroBridge failure rejects with. `code` is one of the protocol's error codes
  * (`timeout`, `cancelled`, `peer_lost`, `unknown_action`, `handler_error`, `unknown_job`, `interrupted`, ...:
  * ERROR_CODES), so callers can switch on it; `data` is the error's optional `data` from the wire. connect() rejects
- * with `name_taken` when the host refused the peer's name (held by another live session) until its timeout.
+ * at once with `unreachable` (nothing listens), `unauthorized` (the key is refused) or `name_taken` (docs/errors.md).
  */
 export class BridgeError extends Error {
   constructor(code, message, options = {}) {

@@ -70,16 +70,31 @@ class ProgressStream {
     return new Promise((resolve) => this.waiters.push(resolve));
   }
 
-  // Leaving a `for await` early stops buffering; the call itself goes on (cancel with its signal).
+  // Leaving a `for await` early (break, return, a throw) cancels the call, as Node's own streams release their source.
   return() {
     this.items = [];
     this.end();
+    this.onReturn?.();
     return Promise.resolve({ value: undefined, done: true });
   }
 
   [Symbol.asyncIterator]() {
     return this;
   }
+}
+
+/**
+ * How an aborted call fails: `timeout` when its signal is `AbortSignal.timeout()`'s (reason a TimeoutError), else
+ * `cancelled`; the signal's reason is the cause.
+ */
+function abortError(signal, action, when = '') {
+  const reason = signal.reason;
+  const suffix = when ? ` ${when}` : '';
+  if (reason?.name === 'TimeoutError') {
+    return new BridgeError('timeout', `call to ${action} timed out${suffix}: its AbortSignal's timeout passed`, { cause: reason });
+  }
+  if (reason instanceof BridgeError) return new BridgeError(reason.code, `call to ${action} cancelled${suffix}: ${reason.message}`, { cause: reason });
+  return new BridgeError('cancelled', `call to ${action} cancelled${suffix}`, { cause: reason });
 }
 
 /**
@@ -207,7 +222,7 @@ export class Link {
         throw new TypeError(`timeout must be a positive number of milliseconds, null or Infinity (got ${timeout})`);
       }
       if (signal?.aborted) {
-        reject(new BridgeError('cancelled', `call to ${action} cancelled before it was sent`));
+        reject(abortError(signal, action, 'before it was sent'));
         return;
       }
       const timeoutMs = timeout === null || timeout === Infinity ? undefined : Math.ceil(timeout);
@@ -249,7 +264,7 @@ export class Link {
       if (signal) {
         call.onAbort = () => {
           if (!this.calls.has(id)) return;
-          this.settle(id, new BridgeError('cancelled', `call to ${action} cancelled`, { cause: signal.reason }));
+          this.settle(id, abortError(signal, action));
           if (!call.sent) return; // never sent: nothing to cancel
           try {
             this.sendBody(bodies.cancel(id));
@@ -295,9 +310,12 @@ export class Link {
    */
   stream(action, payload, { startSeq = 0, ...options } = {}) {
     const progress = new ProgressStream(startSeq);
+    const leaving = new AbortController();
+    progress.onReturn = () => leaving.abort(new BridgeError('cancelled', `the progress loop over ${action} ended early`));
     let skipped = 0;
     const result = this.call(action, payload, {
       ...options,
+      signal: options.signal ? AbortSignal.any([options.signal, leaving.signal]) : leaving.signal,
       startSeq,
       progress: (p, coalesced, seq) => {
         skipped += coalesced;

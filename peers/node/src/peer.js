@@ -12,7 +12,14 @@ import { schemaProblem } from './validate.js';
 import { startPayload, attachPayload, cancelPayload, listPayload, recordFrom, recordsFrom } from './jobs.js';
 
 const debug = debuglog('zerobridge');
+import { existsSync } from 'node:fs';
+
+// The defaults, the same in Swift, Python and Node (docs/errors.md): a call's timeout, and how long connect() waits for
+// a welcome when nothing says at once that none will come.
 const DEFAULT_TIMEOUT_MS = 30_000;
+const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
+// host:port without a scheme (127.0.0.1:5599, localhost:5599, [::1]:5599): an endpoint missing its tcp://, not a file.
+const SCHEMELESS_TCP = /^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):[0-9]{1,5}$/;
 const DEFAULT_HEARTBEAT_MS = 5000;
 // SPEC 6: a hello refused with name_taken is said again after this long, until a welcome (or the connect timeout).
 const NAME_RETRY_MS = 1000;
@@ -107,7 +114,7 @@ function failedStream(error, lastSeq = 0) {
  * A ZeroBridge peer: a DEALER connected to a host's ROUTER. See index.d.ts for the documentation
  * of each member.
  */
-export class Peer {
+export class Peer extends EventTarget {
   // The session last welcomed into and its resume token, kept to resume it after a loss (SPEC 6). The token is a
   // secret: private, so no inspect, JSON or log of the peer shows it; null when the host gave none (1.1).
   #welcomed = null;
@@ -146,6 +153,7 @@ export class Peer {
   #closeReason = null;
 
   constructor(endpointOrConnectionFile, options) {
+    super();
     // new Peer(options) and new Peer(): a peer launched by a host (SPEC 10.1), told where by its environment.
     if (isObject(endpointOrConnectionFile) && options === undefined) [endpointOrConnectionFile, options] = [undefined, endpointOrConnectionFile];
     options ??= {};
@@ -156,7 +164,13 @@ export class Peer {
       throw new TypeError('connect() needs an endpoint (tcp://host:port, ipc:///path) or a connection file path');
     }
     const { actions, evaluate = false, heartbeatMs = DEFAULT_HEARTBEAT_MS, timeout = DEFAULT_TIMEOUT_MS, log = defaultLog } = options;
-    const { maxInFlight = DEFAULT_MAX_IN_FLIGHT, validate = false } = options;
+    const { maxInFlight = DEFAULT_MAX_IN_FLIGHT, validate = false, connectTimeout = DEFAULT_CONNECT_TIMEOUT_MS, waitForName = false } = options;
+    if (connectTimeout !== null && connectTimeout !== Infinity && !(Number.isFinite(connectTimeout) && connectTimeout > 0)) {
+      throw new TypeError('options.connectTimeout must be a positive number of milliseconds, null or Infinity');
+    }
+    if (!launched && SCHEMELESS_TCP.test(endpointOrConnectionFile) && !existsSync(endpointOrConnectionFile)) {
+      throw new TypeError(`${JSON.stringify(endpointOrConnectionFile)} is neither an endpoint nor a connection file: write tcp://${endpointOrConnectionFile}`);
+    }
     if (typeof validate !== 'boolean') throw new TypeError('options.validate must be a boolean');
     if (!Number.isInteger(heartbeatMs) || heartbeatMs < 1) throw new TypeError('options.heartbeatMs must be a positive integer');
     if (!Number.isInteger(maxInFlight) || maxInFlight < 1) throw new TypeError('options.maxInFlight must be a positive integer');
@@ -182,6 +196,8 @@ export class Peer {
     this.requestedHeartbeatMs = heartbeatMs;
     this.heartbeatMs = heartbeatMs;
     this.timeout = timeout;
+    this.connectTimeout = connectTimeout;
+    this.waitForName = waitForName === true;
     this.log = log;
     this.validate = validate;
     this.handlers = new Map();
@@ -235,7 +251,7 @@ export class Peer {
       evaluate: () => (this.evaluate ? this.#evaluateWithdrawn : 'this peer does not evaluate scripts (connect with evaluate: true to allow it)'),
       evaluator: this.evaluator,
       maxInFlight,
-      onEvent: (action, payload, context) => this.dispatchEvent(action, payload, context),
+      onEvent: (action, payload, context) => this.runListeners(action, payload, context),
       onSession: (body) => this.onSessionMessage(body),
       onBadMessage: (problem) => this.onBadMessage(problem),
       maxMessageBytes: () => this.limits?.max_message_bytes ?? Infinity,
@@ -248,6 +264,19 @@ export class Peer {
     this.dealer.on('message', (frames) => this.onMessage(frames));
     this.dealer.on('drain', () => this.link.onRoom());
     this.dealer.on('error', (error) => this.onTransportError(error));
+    this.dealer.on('unreachable', (error) => this.#failFirstConnect(new BridgeError('unreachable', error.code === 'ENOENT'
+      ? `no host listens at ${this.endpoint}: the socket file does not exist (is the host running?)`
+      : `no host listens at ${this.endpoint}: the connection was refused (is the host running?)`, { cause: error })));
+  }
+
+  /**
+   * The first connect cannot succeed (the host or the kernel said so): connect() rejects with `error` now instead of
+   * after its timeout. Once welcomed, a peer keeps reconnecting as before.
+   */
+  #failFirstConnect(error) {
+    if (this.#welcomed === null && this.session === null && this.firstWelcome && !this.firstWelcome.settled) {
+      this.failConnect(error);
+    }
   }
 
   /** Messages from the host not processed for their signature on a keyed connection (SPEC 3.1), since the peer started. */
@@ -278,16 +307,16 @@ export class Peer {
     let reject;
     const promise = new Promise((res, rej) => { resolve = res; reject = rej; });
     this.firstWelcome = { promise, resolve, reject, settled: false, timer: null };
-    if (this.timeout !== null && this.timeout !== Infinity) {
+    if (this.connectTimeout !== null && this.connectTimeout !== Infinity) {
       this.firstWelcome.timer = setTimeout(() => {
         this.failConnect(this.nameTaken
           ? new BridgeError('name_taken', `the name ${JSON.stringify(this.name)} is held by another live session on the host at ${this.endpoint}: `
-            + `still refused after ${this.timeout} ms`)
-          : new BridgeError('timeout', `no welcome from the host at ${this.endpoint} within ${this.timeout} ms`
+            + `still refused after ${this.connectTimeout} ms`)
+          : new BridgeError('timeout', `no welcome from the host at ${this.endpoint} within ${this.connectTimeout} ms`
             + (this.#unauthorized === null ? '' : `; it answered unauthorized (${this.#unauthorized.message}): `
               + (clockSkewDiagnosis(this.#unauthorized.data) ?? (this.#key === null
                 ? 'it requires a key (connect through its connection file)' : 'is the key the host\'s?')))));
-      }, this.timeout);
+      }, this.connectTimeout);
     }
     this.state = CONNECTING;
     this.dealer.connect();
@@ -489,6 +518,7 @@ export class Peer {
       await this.dealer.close(lingerMs);
     } finally {
       this.#resolveClosed(reason);
+      this.dispatchEvent(Object.assign(new Event('close'), { reason }));
     }
   }
 
@@ -589,6 +619,7 @@ export class Peer {
    */
   hostLost(why, redial) {
     this.log('warn', `lost the host: ${why}`);
+    this.#reportError(new BridgeError('peer_lost', `lost the host at ${this.endpoint}: ${why}`));
     this.#withdrawEvaluate();
     if (this.#launched && this.state === READY) {
       // SPEC 10.1: a launched peer's life is bounded by its host's; a host that comes back after a crash launches its
@@ -652,7 +683,11 @@ export class Peer {
     this.#rejected += 1;
     const body = frames.length >= 2 && frames[0].length === 0 ? decode(frames).body : undefined;
     const unauthorized = body?.type === 'response' && body.id === null && body.ok === false && body.error.code === 'unauthorized';
-    if (unauthorized) this.#unauthorized ??= body.error;
+    if (unauthorized) {
+      this.#unauthorized ??= body.error;
+      this.#failFirstConnect(new BridgeError('unauthorized', `the host at ${this.endpoint} refused this peer's messages as unauthorized `
+        + `(${body.error.message}): ${clockSkewDiagnosis(body.error.data) ?? 'is the key the host\'s?'}`, { data: body.error.data }));
+    }
     const now = Date.now();
     const level = now - this.#lastWarned >= REFUSAL_WARN_MS ? 'warn' : 'debug';
     if (level === 'warn') this.#lastWarned = now;
@@ -725,10 +760,19 @@ export class Peer {
         // An error answering no call of ours. name_taken refuses our hello: our name is held by a session that has
         // not ended (typically our own, before a restart); SPEC 6 says to try again until the connect timeout.
         if (body.error.code === 'name_taken' && this.state === GREETING) {
+          if (!this.waitForName && this.#welcomed === null && this.session === null) {
+            this.#failFirstConnect(new BridgeError('name_taken', `the host at ${this.endpoint} refused the name ${JSON.stringify(this.name)}: `
+              + `another live session holds it (${body.error.message}); close that peer, pick another name, or connect with waitForName: true`));
+            return;
+          }
           this.retryHello(body.error.message);
           return;
         }
-        if (body.error.code === 'unauthorized') this.#unauthorized ??= body.error; // a keyed host, and we have no key
+        if (body.error.code === 'unauthorized') { // a keyed host, and we have no key
+          this.#unauthorized ??= body.error;
+          this.#failFirstConnect(new BridgeError('unauthorized', `the host at ${this.endpoint} answered unauthorized (${body.error.message}): `
+            + 'it requires a key (connect through its connection file, or give options.key)', { data: body.error.data }));
+        }
         this.log('warn', `the host answered ${body.error.code}: ${body.error.message}`);
         return;
       case 'hello':
@@ -823,7 +867,13 @@ export class Peer {
 
   onTransportError(error) {
     this.log('warn', `ZMTP error: ${error.message}`);
+    this.#reportError(this.#connectError(error));
     if (this.state !== READY && this.state !== LOST) this.failConnect(this.#connectError(error));
+  }
+
+  /** An 'error' event (its `error` a BridgeError) for what went wrong outside any call: a lost host, a transport failure. */
+  #reportError(error) {
+    this.dispatchEvent(Object.assign(new Event('error'), { error }));
   }
 
   /** Why connecting failed: a CURVE handshake that failed says which side's key was the problem. */
@@ -841,7 +891,7 @@ export class Peer {
   }
 
   /** Runs an event's listeners; returns a promise (never rejecting) while async ones still run, else null. */
-  dispatchEvent(action, payload, context) {
+  runListeners(action, payload, context) {
     const listeners = this.listeners.get(action);
     if (!listeners || listeners.size === 0) {
       this.log('debug', `dropped event ${action}: no listener`);

@@ -48,6 +48,17 @@ function show(value) {
   return text.length > 60 ? `${text.slice(0, 57)}...` : text;
 }
 
+/**
+ * What was there, as the Python peer and the Swift host say it (docs/errors.md): `5`, `true`, `null`,
+ * `the string "2"`, `an array of 2 items`, `an object`, `3 bytes`.
+ */
+function describeValue(value) {
+  if (typeof value === 'string') return `the string ${JSON.stringify(value.length <= 40 ? value : `${value.slice(0, 37)}...`)}`;
+  if (Array.isArray(value)) return `an array of ${value.length} items`;
+  if (value !== null && typeof value === 'object' && !isBytes(value)) return 'an object';
+  return show(value);
+}
+
 function describeType(type) {
   return type === 'integer' ? 'an integer' : type === 'array' ? 'an array' : type === 'object' ? 'an object' : type === 'null' ? 'null' : `a ${type}`;
 }
@@ -97,7 +108,7 @@ export function schemaProblem(schema, value, path = 'payload') {
       : types.includes(type) || (type === 'integer' && types.includes('number')));
     if (!accepted) {
       const wanted = types.map((name) => (name === 'string' && bytesSchema ? 'bytes (a Uint8Array/Buffer, or base64 text)' : describeType(name))).join(' or ');
-      return fail(path, `expected ${wanted}, got ${type === 'bytes' || type === 'null' ? show(value) : `${describeType(type)} ${show(value)}`}`);
+      return fail(path, `expected ${wanted}, got ${describeValue(value)}`);
     }
   } else if (type === 'bytes' && schema.contentEncoding !== undefined && !bytesSchema) {
     return fail(path, `expected text in ${schema.contentEncoding}, got ${show(value)}`);

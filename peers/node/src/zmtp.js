@@ -540,8 +540,10 @@ export class ZmtpDealer extends EventEmitter {
       }
     });
     socket.on('error', (error) => {
-      // Refused/absent endpoints are routine while the other side is not up yet.
+      // Refused/absent endpoints are routine while the other side is not up yet: reported (the peer decides whether a
+      // first connect fails at once), then retried.
       debug('socket error on %s: %s', this.endpoint, error.message);
+      if (error.code === 'ECONNREFUSED' || error.code === 'ENOENT') this.emitSafely('unreachable', error);
     });
     socket.on('drain', () => {
       if (this.socket === socket) this.emitSafely('drain');

@@ -601,7 +601,7 @@ describe('peer: resuming and names (SPEC 1.2)', () => {
     const host = await FakeHost.start(transports.tcp());
     t.after(() => host.stop());
     const { lines, log } = collectLog();
-    const peer = new Peer(host.endpoint, { name: 'restarted', log, timeout: 30_000 });
+    const peer = new Peer(host.endpoint, { name: 'restarted', log, connectTimeout: 30_000, waitForName: true });
     t.after(() => peer.close());
     const connecting = peer.connect();
     const { body: first } = await host.nextOfType('hello');
@@ -624,7 +624,7 @@ describe('peer: resuming and names (SPEC 1.2)', () => {
     const refuser = refuseNames(host);
     t.after(() => { refuser.stopped = true; });
     const started = Date.now();
-    await assert.rejects(within(connect(host.endpoint, { name: 'taken', timeout: 2500, log: () => {} }), 15_000, 'connect() to fail'),
+    await assert.rejects(within(connect(host.endpoint, { name: 'taken', connectTimeout: 2500, waitForName: true, log: () => {} }), 15_000, 'connect() to fail'),
       (error) => expectCode('name_taken')(error) && /held by another live session/.test(error.message) && /"taken"/.test(error.message));
     assert.ok(Date.now() - started >= 2400, 'not before the connect timeout');
     assert.ok(refuser.refused >= 2, `said hello ${refuser.refused} times`);

@@ -36,12 +36,12 @@ describe('validate.js: SPEC 7.8\'s keywords', () => {
     ok({ type: ['string', 'null'] }, null);
     ok({ type: 'array' }, []);
     ok({ type: 'object' }, Object.create(null));
-    bad({ type: 'integer' }, 0.5, 'payload: expected an integer, got a number 0.5');
-    bad({ type: 'number' }, true, 'payload: expected a number, got a boolean true');
-    bad({ type: ['string', 'null'] }, 1, 'payload: expected a string or null, got an integer 1');
-    bad({ type: 'object' }, [], 'payload: expected an object, got an array []');
-    bad({ type: 'array' }, {}, 'payload: expected an array, got an object {}');
-    bad({ type: 'null' }, 'x', 'payload: expected null, got a string "x"');
+    bad({ type: 'integer' }, 0.5, 'payload: expected an integer, got 0.5');
+    bad({ type: 'number' }, true, 'payload: expected a number, got true');
+    bad({ type: ['string', 'null'] }, 1, 'payload: expected a string or null, got 1');
+    bad({ type: 'object' }, [], 'payload: expected an object, got an array of 0 items');
+    bad({ type: 'array' }, {}, 'payload: expected an array, got an object');
+    bad({ type: 'null' }, 'x', 'payload: expected null, got the string "x"');
   });
 
   test('properties, required, additionalProperties (false or a schema); undefined members are absent', () => {
@@ -50,25 +50,25 @@ describe('validate.js: SPEC 7.8\'s keywords', () => {
     ok(point, { x: 1, y: 2, z: undefined });
     bad(point, { y: 2 }, 'payload: missing the required member "x"');
     bad(point, { x: undefined }, 'payload: missing the required member "x"');
-    bad(point, { x: 'one' }, 'payload.x: expected a number, got a string "one"');
+    bad(point, { x: 'one' }, 'payload.x: expected a number, got the string "one"');
     bad(point, { x: 1, z: 3 }, 'payload.z: not allowed (additionalProperties is false; the members are "x", "y")');
     const tags = { type: 'object', additionalProperties: { type: 'string' } };
     ok(tags, { a: 'x', b: 'y' });
-    bad(tags, { a: 'x', 'b c': 2 }, 'payload["b c"]: expected a string, got an integer 2');
+    bad(tags, { a: 'x', 'b c': 2 }, 'payload["b c"]: expected a string, got 2');
     ok({ properties: { a: { type: 'string' } } }, 5, 'properties constrain objects only');
   });
 
   test('items and prefixItems (items after the prefix; items false closes the tuple)', () => {
     ok({ type: 'array', items: { type: 'integer' } }, [1, 2, 3]);
-    bad({ type: 'array', items: { type: 'integer' } }, [1, 'two'], 'payload[1]: expected an integer, got a string "two"');
+    bad({ type: 'array', items: { type: 'integer' } }, [1, 'two'], 'payload[1]: expected an integer, got the string "two"');
     const pair = { type: 'array', prefixItems: [{ type: 'string' }, { type: 'number' }], items: false };
     ok(pair, ['a', 1]);
     ok(pair, ['a']);
-    bad(pair, [1, 1], 'payload[0]: expected a string, got an integer 1');
+    bad(pair, [1, 1], 'payload[0]: expected a string, got 1');
     bad(pair, ['a', 1, true], 'payload[2]: no item is allowed here (2 prefixItems, and items is false)');
     const rest = { prefixItems: [{ const: 'head' }], items: { type: 'boolean' } };
     ok(rest, ['head', true, false]);
-    bad(rest, ['head', true, 0], 'payload[2]: expected a boolean, got an integer 0');
+    bad(rest, ['head', true, 0], 'payload[2]: expected a boolean, got 0');
   });
 
   test('enum and const, compared as JSON (members in any order; 1, 1.0 and 1n alike)', () => {
@@ -89,7 +89,7 @@ describe('validate.js: SPEC 7.8\'s keywords', () => {
     const idOrName = { anyOf: [{ type: 'integer', minimum: 1 }, { type: 'string', minLength: 1 }] };
     ok(idOrName, 5);
     ok(idOrName, 'x');
-    bad(idOrName, '', /^payload: matches none of the 2 schemas of anyOf \(payload: expected an integer, got a string ""; payload: expected a string of at least 1 characters, got 0/);
+    bad(idOrName, '', /^payload: matches none of the 2 schemas of anyOf \(payload: expected an integer, got the string ""; payload: expected a string of at least 1 characters, got 0/);
     bad(idOrName, 0, /^payload: matches none of the 2 schemas of anyOf \(payload: expected at least 1, got 0;/);
   });
 
@@ -129,7 +129,7 @@ describe('validate.js: SPEC 7.8\'s keywords', () => {
     ok({ type: ['string', 'null'], contentEncoding: 'base64' }, null);
     ok({ type: 'object', properties: { data: bytes } }, { data: Buffer.from([1, 2]) });
     bad(bytes, 'hello!', 'payload: expected bytes (a Uint8Array/Buffer, or base64 text), got the string "hello!", which is not base64');
-    bad(bytes, 5, 'payload: expected bytes (a Uint8Array/Buffer, or base64 text), got an integer 5');
+    bad(bytes, 5, 'payload: expected bytes (a Uint8Array/Buffer, or base64 text), got 5');
     bad({ type: 'string' }, Buffer.from('x'), 'payload: expected a string, got 1 bytes');
     bad({ type: 'object', properties: { data: { type: 'array' } } }, { data: new Uint8Array(3) }, 'payload.data: expected an array, got 3 bytes');
     ok({}, Buffer.from('any value'));
@@ -226,10 +226,10 @@ describe('validate: true', () => {
     assert.equal(resolved, true);
 
     await assert.rejects(peer.call('add', { a: 1 }), expectInvalid('payload', 'missing the required member "b"'));
-    await assert.rejects(peer.call('add', { a: 1, b: '2' }), expectInvalid('payload.b', 'expected a number, got a string "2"'));
-    await assert.rejects(peer.stream('add', [1, 2]).result, expectInvalid('payload', 'expected an object, got an array [1,2]'));
+    await assert.rejects(peer.call('add', { a: 1, b: '2' }), expectInvalid('payload.b', 'expected a number, got the string "2"'));
+    await assert.rejects(peer.stream('add', [1, 2]).result, expectInvalid('payload', 'expected an object, got an array of 2 items'));
     await assert.rejects(peer.call('add', null), expectInvalid('payload', 'expected an object, got null'));
-    assert.throws(() => peer.post('note', 5), expectInvalid('payload', 'expected a string, got an integer 5'));
+    assert.throws(() => peer.post('note', 5), expectInvalid('payload', 'expected a string, got 5'));
     await assert.rejects(peer.call('upload', { data: 'not base64!' }), /payload\.data: expected bytes/);
 
     // What matches goes out, bytes as attachments; actions the catalogue does not describe are not checked.
@@ -266,7 +266,7 @@ describe('validate: true', () => {
     await delay(100);
     assert.equal(host.messages.some((m) => m.body?.action === 'add'), false, 'held until the catalogue is in');
     host.send({ v: 1, type: 'response', id: describing.body.id, ok: true, result: changed });
-    await assert.rejects(early, expectInvalid('payload', 'expected an array, got an object {"a":1,"b":2}'));
+    await assert.rejects(early, expectInvalid('payload', 'expected an array, got an object'));
     const sent = await answer(host, 'add', 3);
     assert.deepEqual(sent.body.payload, [1, 2]);
     assert.equal(await earlyOk, 3);
@@ -314,7 +314,7 @@ describe('validate: true', () => {
     const newer = { catalogue: 'e'.repeat(64), actions: [{ name: 'add', doc: '', payload: { type: 'boolean' }, result: {} }] };
     await answerDescribe(host, { ok: true, result: newer });
     await delay(20);
-    await assert.rejects(peer.call('add', 'text'), expectInvalid('payload', 'expected a boolean, got a string "text"'));
+    await assert.rejects(peer.call('add', 'text'), expectInvalid('payload', 'expected a boolean, got the string "text"'));
   });
 
   test('a welcome with the same catalogue fetches nothing; after a loss the catalogue in hand still checks', async (t) => {

@@ -96,7 +96,7 @@ async def test_an_unlisted_peer_is_never_welcomed_and_the_host_logs_its_key(curv
     peer = zerobridge.connect(curve_host.connection_file, name="py-unlisted", connect_timeout=REFUSED_CONNECT_TIMEOUT)
     refused = peer.curve_public_key
     assert refused is not None and refused != listed  # a fresh pair of its own
-    with pytest.raises(BridgeTimeout) as caught:
+    with pytest.raises(zerobridge.Unauthorized) as caught:
         await peer.start()
     assert "allow-list" in caught.value.message and refused in caught.value.message
     await wait_for(lambda: f"peer_key={refused}" in host.stderr_text(), "the host logs the refused key")
@@ -106,7 +106,7 @@ async def test_an_unlisted_peer_is_never_welcomed_and_the_host_logs_its_key(curv
 async def test_a_peer_pinning_another_server_key_is_never_welcomed(curve_host: CurveHost) -> None:
     curve_host.start()  # no allow-list: any peer key would do
     impostor_key, _ = key_pair()
-    with pytest.raises(BridgeTimeout) as caught:
+    with pytest.raises(zerobridge.Unauthorized) as caught:
         # The explicit key wins over the connection file's: the host cannot prove it.
         await zerobridge.connect(curve_host.connection_file, name="py-pinned", curve_server_key=impostor_key,
                                  connect_timeout=REFUSED_CONNECT_TIMEOUT)
@@ -117,7 +117,7 @@ async def test_a_peer_pinning_another_server_key_is_never_welcomed(curve_host: C
 
 async def test_a_plaintext_peer_is_never_welcomed_by_a_curve_host(curve_host: CurveHost) -> None:
     host = curve_host.start()
-    with pytest.raises(BridgeTimeout) as caught:
+    with pytest.raises(zerobridge.Unauthorized) as caught:
         await zerobridge.connect(host.endpoint, name="py-plain", connect_timeout=REFUSED_CONNECT_TIMEOUT)
     assert "curve_server_key" in caught.value.message
 

@@ -219,10 +219,10 @@ async def test_a_signed_name_taken_before_the_welcome_is_read_and_hello_said_aga
     monkeypatch.setattr(zerobridge.peer, "HELLO_RETRY_INTERVAL", 0.2)
     async with fake_host(key=KEY) as host:
         host.refuse_names = True  # the answer to hello is name_taken, signed for the channel
-        peer = zerobridge.connect(host.endpoint, name="p", key=KEY, connect_timeout=REFUSED_CONNECT_TIMEOUT)
+        peer = zerobridge.connect(host.endpoint, name="p", key=KEY, connect_timeout=REFUSED_CONNECT_TIMEOUT, wait_for_name=True)
         with pytest.raises(NameTaken):
             await peer.start()
-        peer = zerobridge.connect(host.endpoint, name="p", key=KEY, connect_timeout=WAIT)
+        peer = zerobridge.connect(host.endpoint, name="p", key=KEY, connect_timeout=WAIT, wait_for_name=True)
         starting = asyncio.ensure_future(peer.start())
         try:
             routing, _ = await host.next_with_routing("hello")
@@ -241,7 +241,7 @@ async def test_a_wrong_key_is_never_welcomed_and_the_host_s_answers_are_counted(
     other = bytes(32)
     async with fake_host(key=KEY) as host:
         peer = zerobridge.connect(host.endpoint, name="p", key=other, connect_timeout=REFUSED_CONNECT_TIMEOUT)
-        with pytest.raises(BridgeTimeout, match="unauthorized"):
+        with pytest.raises(zerobridge.Unauthorized, match="unauthorized"):
             await peer.start()
         assert host.refused and host.bodies("hello") == []
         assert peer.refused_messages >= 1
@@ -318,12 +318,12 @@ async def test_a_wrong_key_or_none_is_never_welcomed_by_a_keyed_host(
     path = tmp_path / "host.json"
     host = keyed_host(start_host, path, "tcp", ipc_dir)
     wrong = zerobridge.connect(host.endpoint, name="py-wrong-key", key=bytes(32), connect_timeout=REFUSED_CONNECT_TIMEOUT)
-    with pytest.raises(BridgeTimeout, match="unauthorized"):
+    with pytest.raises(zerobridge.Unauthorized, match="unauthorized"):
         await wrong.start()
     assert wrong.refused_messages >= 1  # the host's unsigned unauthorized answers, counted and not answered
     await wait_for(lambda: "refused" in host.stderr_text(), "the host logs the refusal")
     unkeyed = zerobridge.connect(host.endpoint, name="py-no-key", connect_timeout=REFUSED_CONNECT_TIMEOUT)
-    with pytest.raises(BridgeTimeout, match="requires a key"):
+    with pytest.raises(zerobridge.Unauthorized, match="requires a key"):
         await unkeyed.start()
     async with zerobridge.connect(path, name="py-right-key", connect_timeout=WAIT) as peer:  # the host is fine
         assert await peer.call("echo", 1) == 1
@@ -338,7 +338,7 @@ async def test_a_peer_400_s_off_the_host_s_clock_is_told_the_clocks_differ_not_t
     for offset, side in ((400_000, "ahead"), (-400_000, "behind")):
         monkeypatch.setattr(peer_module, "now_ms", lambda: real_now_ms() + offset)  # this peer's clock only
         peer = zerobridge.connect(path, name="py-skewed", connect_timeout=REFUSED_CONNECT_TIMEOUT)
-        with pytest.raises(BridgeTimeout) as caught:
+        with pytest.raises(zerobridge.Unauthorized) as caught:
             await peer.start()
         message = str(caught.value)
         assert f"the host's clock and this peer's differ by 400 s (this peer's is {side}), more than the 300 s window" in message, message

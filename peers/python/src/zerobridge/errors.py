@@ -33,6 +33,7 @@ UNKNOWN_JOB = "unknown_job"  # since 1.4 (SPEC 7.16)
 INTERRUPTED = "interrupted"  # since 1.4 (SPEC 7.16)
 SUSPENDED = "suspended"  # since 1.6 (SPEC 7.16)
 JOURNAL_FULL = "journal_full"  # since 1.6 (SPEC 7.16)
+UNREACHABLE = "unreachable"  # local only: nothing listens at the endpoint (SPEC 8)
 
 ERROR_CODES = frozenset(
     {
@@ -55,6 +56,7 @@ ERROR_CODES = frozenset(
         INTERRUPTED,
         SUSPENDED,
         JOURNAL_FULL,
+        UNREACHABLE,
     }
 )
 
@@ -145,6 +147,26 @@ class NameTaken(_FixedCodeError):
     fixed_code = NAME_TAKEN
 
 
+class Unauthorized(_FixedCodeError):
+    """``unauthorized``: the host refused this peer's key (a connection key or a CURVE key); connecting failed at once."""
+
+    fixed_code = UNAUTHORIZED
+
+
+class HostUnreachable(_FixedCodeError, ConnectionRefusedError):
+    """``unreachable`` (local): nothing listens at the endpoint (no socket file, or the connection was refused);
+    connecting failed at once. Also a ``ConnectionRefusedError``."""
+
+    fixed_code = UNREACHABLE
+
+
+class PeerClosed(_FixedCodeError, RuntimeError):
+    """``cancelled``: the peer was closed, so nothing can be sent through it any more (the blocking twin says so
+    instead of ``RuntimeError: Event loop is closed``)."""
+
+    fixed_code = CANCELLED
+
+
 class UnknownJob(_FixedCodeError):
     """``unknown_job``: the host has no such job: never started, or finished longer ago than it keeps jobs (SPEC 7.16)."""
 
@@ -183,6 +205,8 @@ ERROR_CLASSES: dict[str, type[_FixedCodeError]] = {
         HandlerError,
         NotAllowed,
         NameTaken,
+        Unauthorized,
+        HostUnreachable,
         UnknownJob,
         Interrupted,
         Suspended,

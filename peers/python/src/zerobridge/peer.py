@@ -27,7 +27,17 @@ from zmq.utils.monitor import parse_monitor_message
 
 from . import curve, errors, jobs, signing, wire
 from .describe import UNSET, ActionDescription, Catalogue, describe_handler
-from .errors import BridgeError, BridgeTimeout, InvalidPayload, NameTaken, NotAllowed, PeerLost, UnknownAction
+from .errors import (
+    BridgeError,
+    BridgeTimeout,
+    HostUnreachable,
+    InvalidPayload,
+    NameTaken,
+    NotAllowed,
+    PeerLost,
+    Unauthorized,
+    UnknownAction,
+)
 from .evaluate import evaluate as run_script
 from .jobs import JobRecord, JobState
 from .link import (
@@ -42,6 +52,8 @@ from .link import (
 )
 from .validate import first_error
 
+# The connect timeout, the same in Swift, Python and Node (SPEC 7.3): refusals known at once end connecting sooner.
+DEFAULT_CONNECT_TIMEOUT = 10.0
 log = logging.getLogger("zerobridge")
 
 Handler = Callable[..., Any]
@@ -140,11 +152,23 @@ def _peer_name(name: str | None, info: ConnectionInfo, launched: bool) -> str:
 def resolve_target(target: str | os.PathLike[str]) -> ConnectionInfo:
     """An endpoint (``tcp://``, ``ipc://``, ...) as is; anything else is read as a connection file."""
     text = os.fspath(target)
+    check_target_form(text)
     return ConnectionInfo(endpoint=text) if _is_endpoint(text) else read_connection_file(text)
 
 
 def _is_endpoint(text: str) -> bool:
     return "://" in text and not os.path.exists(text)
+
+
+# host:port without a scheme (127.0.0.1:5599, localhost:5599, [::1]:5599): an endpoint missing its tcp://, not a file.
+_SCHEMELESS_TCP = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):[0-9]{1,5}$")
+
+
+def check_target_form(text: str) -> None:
+    """A ValueError saying what to write when ``text`` looks like an endpoint without its scheme and no such file
+    exists, rather than reading it as a connection file that is not there."""
+    if _SCHEMELESS_TCP.match(text) and not os.path.exists(text):
+        raise ValueError(f"{text!r} is neither an endpoint nor a connection file: write tcp://{text}")
 
 
 def _parse_key(key: str | bytes) -> bytes:
@@ -321,7 +345,8 @@ class Peer:
         handlers: Mapping[str, Handler] | None = None,
         evaluate: bool = False,
         heartbeat_ms: int | None = None,
-        connect_timeout: float = 10.0,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        wait_for_name: bool = False,
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
         curve_server_key: str | bytes | None = None,
         curve_key_pair: tuple[str | bytes, str | bytes] | None = None,
@@ -358,6 +383,7 @@ class Peer:
         self._evaluate_withdrawn: str | None = None
         self._heartbeat_wish = heartbeat_ms
         self._connect_timeout = connect_timeout
+        self._wait_for_name = wait_for_name
         self.max_in_flight = max_in_flight
         self._handlers: dict[str, _Registered] = {}
         for mapping in (actions, handlers):
@@ -401,6 +427,9 @@ class Peer:
         self._refused: BridgeError | None = None
         self._hello_retry: asyncio.TimerHandle | None = None
         self._handshake_failure: str | None = None  # why the last transport handshake failed, for the timeout's message
+        # What ends the first connect at once (nothing listening, a refused key, a taken name), before its timeout.
+        self._connect_error: BridgeError | None = None
+        self._connect_failed = asyncio.Event()
         # Keyed connections (SPEC 3.1): what was refused, why (for the timeout's message), when it was last warned
         # about (a flood must not flood the log), and the timer that reads the connection file again.
         self._refused_count = 0
@@ -476,7 +505,11 @@ class Peer:
         self._open_socket()
         started = time.monotonic()
         try:
-            await asyncio.wait_for(self._connected.wait(), self._connect_timeout)
+            await self._wait_welcomed_or_refused()
+            if self._connect_error is not None:
+                refusal = self._connect_error
+                await self._close(f"connecting failed: {refusal}")
+                raise refusal
             if self._fetch_task is not None:  # validate=True: the host's catalogue before the first call
                 left = max(self._connect_timeout - (time.monotonic() - started), 0.1)
                 await asyncio.wait({self._fetch_task}, timeout=left)
@@ -495,6 +528,25 @@ class Peer:
         except BaseException:
             await self.close()
             raise
+
+    async def _wait_welcomed_or_refused(self) -> None:
+        """Until the first welcome, or a refusal known at once (:meth:`_fail_connecting`); TimeoutError after the
+        connect timeout."""
+        waits = {asyncio.ensure_future(self._connected.wait()), asyncio.ensure_future(self._connect_failed.wait())}
+        try:
+            done, _ = await asyncio.wait(waits, timeout=self._connect_timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiting in waits:
+                waiting.cancel()
+        if not done:
+            raise asyncio.TimeoutError
+
+    def _fail_connecting(self, error: BridgeError) -> None:
+        """The first connect cannot succeed (the host or the kernel said so): :meth:`start` fails with ``error`` now
+        instead of after its timeout. Later reconnects keep trying, as before."""
+        if self._state == "connecting" and self._connect_error is None:
+            self._connect_error = error
+            self._connect_failed.set()
 
     async def wait_connected(self, timeout: float | None = None) -> None:
         """Wait until a session is in force (after a reconnect, for example)."""
@@ -904,6 +956,7 @@ class Peer:
                 log.warning("the host refused a message: %s", error)
                 if error.code == errors.UNAUTHORIZED:  # (a keyed peer never gets here: such answers are unsigned)
                     self._refusal = "the host requires a key: connect through its connection file, or give key="
+                    self._fail_connecting(Unauthorized(f"{error.message}: {self._refusal}", error.data))
 
     def _on_welcome(self, welcome: wire.Welcome) -> None:
         if self._state in ("closed", "new"):
@@ -944,6 +997,14 @@ class Peer:
             return
         if self._state not in ("connecting", "lost") or self._loop is None:
             return
+        if self._state == "connecting" and not self._wait_for_name:
+            self._fail_connecting(
+                NameTaken(
+                    f"the host at {self.endpoint} refused the name {self.name!r}: another live session holds it"
+                    f" ({error.message}); close that peer, pick another name, or connect with wait_for_name=True"
+                )
+            )
+            return
         if self._refused is None:
             log.info(
                 "the host at %s refuses the name %r for now (%s); saying hello again every %g s",
@@ -980,6 +1041,7 @@ class Peer:
             # The first refusal names the cause; hellos retried on the refused channel are refused for being on it.
             if self._refusal is None or not self._refusal.startswith("the host refused"):
                 self._refusal = refusal
+            self._fail_connecting(Unauthorized(refusal, answer.data))
             self._warn_refusal(True, f"{refusal} ({self._refused_count} refused so far)")
             if self._key_check is None and skew is None:
                 self._check_key(link)
@@ -1116,6 +1178,11 @@ class Peer:
         assert self._context is not None
         socket = self._context.socket(zmq.DEALER)
         socket.setsockopt(zmq.LINGER, 0)
+        if self._state == "connecting" and self.endpoint.startswith("ipc://") and not os.path.exists(self.endpoint[6:]):
+            # No host has ever bound there (libzmq would retry in silence): known at once.
+            self._fail_connecting(
+                HostUnreachable(f"no host listens at {self.endpoint}: the socket file does not exist (is the host running?)")
+            )
         socket.setsockopt(zmq.SNDHWM, SEND_HWM)
         # A frame from the host past this is refused by libzmq as its header arrives (the connection is dropped and
         # made again), so a hostile host cannot make this peer allocate without bound (SPEC 7.10).
@@ -1124,7 +1191,9 @@ class Peer:
             self._curve.apply(socket)
         # The monitor first: over ipc a loaded machine can finish the handshake before a monitor set up after connect,
         # and a keyed connection must see it to know that a later disconnect broke a connection that was up.
-        monitor = socket.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED | _HANDSHAKE_FAILED)
+        monitor = socket.get_monitor_socket(
+            zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED | zmq.EVENT_CONNECT_RETRIED | _HANDSHAKE_FAILED
+        )
         socket.connect(self.endpoint)
         self._socket = socket
         self._monitor = monitor
@@ -1280,6 +1349,11 @@ class Peer:
                         else "the connection broke (on a keyed connection a new one opens a new channel)"
                     )
                     return
+            elif event == zmq.EVENT_CONNECT_RETRIED:
+                if not handshook:  # refused before any connection was made: nothing listens there
+                    self._fail_connecting(
+                        HostUnreachable(f"no host listens at {self.endpoint}: the connection was refused (is the host running?)")
+                    )
             elif event & _HANDSHAKE_FAILED:
                 self._on_handshake_failed(event, message["value"])
             elif event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
@@ -1303,6 +1377,7 @@ class Peer:
         if why != self._handshake_failure:
             log.warning("cannot connect to %s: %s", self.endpoint, why)
         self._handshake_failure = why
+        self._fail_connecting(Unauthorized(f"cannot connect to {self.endpoint}: {why}"))
 
     def _spawn(self, coroutine: Awaitable[Any]) -> asyncio.Task[Any]:
         task = asyncio.ensure_future(coroutine)
@@ -1356,7 +1431,8 @@ def connect(
     handlers: Mapping[str, Handler] | None = None,
     evaluate: bool = False,
     heartbeat_ms: int | None = None,
-    connect_timeout: float = 10.0,
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+    wait_for_name: bool = False,
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
     curve_server_key: str | bytes | None = None,
     curve_key_pair: tuple[str | bytes, str | bytes] | None = None,
@@ -1402,6 +1478,11 @@ def connect(
 
     ``topics`` (SPEC 7.15): the broadcast topics to subscribe to from the first ``hello`` on; ``peer.subscribe()`` and
     ``peer.unsubscribe()`` change them later. ``peer.host_info`` is the ``info`` object of the host's latest ``welcome``.
+
+    Connecting fails at once, not after ``connect_timeout``, when the cause is known at once (docs/errors.md):
+    HostUnreachable when nothing listens at the endpoint, Unauthorized when the host refuses the peer's key, NameTaken
+    when another live session holds the name (``wait_for_name=True`` waits for it instead, saying hello again every
+    second until the connect timeout), and a ValueError for ``127.0.0.1:5599`` without its ``tcp://``.
     """
     return Peer(
         target,
@@ -1411,6 +1492,7 @@ def connect(
         evaluate=evaluate,
         heartbeat_ms=heartbeat_ms,
         connect_timeout=connect_timeout,
+        wait_for_name=wait_for_name,
         max_in_flight=max_in_flight,
         curve_server_key=curve_server_key,
         curve_key_pair=curve_key_pair,

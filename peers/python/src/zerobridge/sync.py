@@ -25,9 +25,10 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from .describe import UNSET, Catalogue
+from .errors import PeerClosed
 from .jobs import DEFAULT_LIST_LIMIT, JobRecord, JobState
 from .link import DEFAULT_MAX_IN_FLIGHT, DEFAULT_TIMEOUT
-from .peer import Handler, Peer, Stream
+from .peer import DEFAULT_CONNECT_TIMEOUT, Handler, Peer, Stream
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -45,6 +46,9 @@ class _LoopThread:
         # The future exists before the work is handed over, so a Ctrl-C that lands at any point after
         # this line can cancel it; asyncio.run_coroutine_threadsafe returns its future only once the
         # work is scheduled, and a KeyboardInterrupt in between (seen under load) left the call running.
+        if self.loop.is_closed():  # the peer's close() stopped the loop: say that, not "Event loop is closed"
+            coroutine.close()
+            raise PeerClosed("the peer is closed: close() was called on it (connect again for a new peer)")
         future: concurrent.futures.Future[T] = concurrent.futures.Future()
         try:
             self.loop.call_soon_threadsafe(_start, coroutine, future)
@@ -372,7 +376,8 @@ def connect(
     handlers: Mapping[str, Handler] | None = None,
     evaluate: bool = False,
     heartbeat_ms: int | None = None,
-    connect_timeout: float = 10.0,
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+    wait_for_name: bool = False,
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
     curve_server_key: str | bytes | None = None,
     curve_key_pair: tuple[str | bytes, str | bytes] | None = None,
@@ -398,6 +403,7 @@ def connect(
                 evaluate=evaluate,
                 heartbeat_ms=heartbeat_ms,
                 connect_timeout=connect_timeout,
+                wait_for_name=wait_for_name,
                 max_in_flight=max_in_flight,
                 curve_server_key=curve_server_key,
                 curve_key_pair=curve_key_pair,
