@@ -301,8 +301,11 @@ for (const transport of ['tcp', 'ipc']) {
       assert.equal(peer.session, session, 'resumed, not a new session');
       assert.equal(await peer.call('callback', { action: 'greet', payload: { name: 'again' } }), 'hello again', 'the host reaches it over the new connection');
 
+      // Its name is taken: a newcomer is refused at once, and one that asks to wait for it, at its connect timeout.
+      await assert.rejects(connect(host.endpoint, { name, log: () => {} }),
+        (e) => expectCode('name_taken')(e) && /held by another live session/.test(e.message));
       const started = Date.now();
-      await assert.rejects(connect(host.endpoint, { name, timeout: 1500, log: () => {} }),
+      await assert.rejects(connect(host.endpoint, { name, connectTimeout: 1500, waitForName: true, log: () => {} }),
         (e) => expectCode('name_taken')(e) && /held by another live session/.test(e.message));
       assert.ok(Date.now() - started >= 1400, 'refused until the connect timeout');
       await peer.close(); // bye: the session ends and frees the name

@@ -42,10 +42,13 @@ const until = (condition, ms, what) => within((async () => {
 async function take(call, count, ms = 30_000) {
   const taken = [];
   if (count === 0) return taken;
+  // next() rather than for-await: leaving a for-await early would cancel the call, and the caller reads on.
+  const progress = call.progress[Symbol.asyncIterator]();
   await within((async () => {
-    for await (const payload of call.progress) {
-      taken.push({ payload, seq: call.lastSeq });
-      if (taken.length === count) break;
+    while (taken.length < count) {
+      const { value, done } = await progress.next();
+      if (done) break;
+      taken.push({ payload: value, seq: call.lastSeq });
     }
   })(), ms, `${count} progress messages`);
   return taken;

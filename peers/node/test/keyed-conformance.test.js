@@ -68,10 +68,10 @@ for (const transport of ['tcp', 'ipc']) {
       const { host } = await keyedHost(t, transport);
       const { lines, log } = collectLog();
       const wrong = connect(host.endpoint, { name: 'intruder', key: randomBytes(32).toString('hex'), timeout: 1500, log });
-      await assert.rejects(wrong, (e) => e instanceof BridgeError && e.code === 'timeout' && /unauthorized/.test(e.message));
+      await assert.rejects(wrong, (e) => e instanceof BridgeError && e.code === 'unauthorized' && /unauthorized/.test(e.message));
       assert.ok(lines.some((l) => l.startsWith('warn: the host refused a message of this peer as unauthorized')), lines.join('\n'));
       const unkeyed = connect(host.endpoint, { name: 'plain', timeout: 1500, log });
-      await assert.rejects(unkeyed, (e) => e instanceof BridgeError && e.code === 'timeout' && /it requires a key/.test(e.message));
+      await assert.rejects(unkeyed, (e) => e instanceof BridgeError && e.code === 'unauthorized' && /it requires a key/.test(e.message));
     });
 
     test('a peer 400 s off the host\'s clock is told the clocks differ, not that the key is wrong', async (t) => {
@@ -81,7 +81,7 @@ for (const transport of ['tcp', 'ipc']) {
       for (const [offset, side] of [[400_000, 'ahead'], [-400_000, 'behind']]) {
         const { lines, log } = collectLog();
         Date.now = () => realNow() + offset; // this process's wall clock, which the peer signs its hello with
-        await assert.rejects(connect(file, { name: 'skewed', timeout: 1500, log }), (e) => e instanceof BridgeError && e.code === 'timeout'
+        await assert.rejects(connect(file, { name: 'skewed', timeout: 1500, log }), (e) => e instanceof BridgeError && e.code === 'unauthorized'
           && e.message.includes(`the host's clock and this peer's differ by 400 s (this peer's is ${side}), more than the 300 s window`)
           && e.message.includes(`400 s ${offset > 0 ? 'ahead of' : 'behind'} the host's`) && !e.message.includes('is the key'));
         Date.now = realNow;

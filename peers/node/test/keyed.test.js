@@ -123,7 +123,7 @@ describe('keyed peer: what it sends', () => {
     assert.equal(counterOf(pong), 1n);
   });
 
-  test('a peer with another key is refused by the host; its unsigned unauthorized answer is logged and named at the timeout', async (t) => {
+  test('a peer with another key is refused by the host; its unsigned unauthorized answer is logged and fails the connect at once', async (t) => {
     const host = await RouterHost.start(transports.ipc(), { key: KEY });
     t.after(() => host.stop());
     const logs = [];
@@ -133,13 +133,13 @@ describe('keyed peer: what it sends', () => {
     const hello = await host.nextOfType('hello');
     assert.equal(hello.refusal, 'wrong signature');
     host.sendFrames([EMPTY, Buffer.from(JSON.stringify({ v: 1, type: 'response', id: null, ok: false, error: { code: 'unauthorized', message: 'wrong signature' } }))]);
-    await assert.rejects(connecting, (error) => error instanceof BridgeError && error.code === 'timeout'
+    await assert.rejects(connecting, (error) => error instanceof BridgeError && error.code === 'unauthorized'
       && /unauthorized \(wrong signature\): is the key the host's\?/.test(error.message));
     assert.equal(peer.rejectedMessages, 1);
     assert.ok(logs.some((l) => l.startsWith('warn: ') && l.includes('unauthorized (wrong signature)')), logs.join('\n'));
   });
 
-  test('a peer without a key is refused by a keyed host, and its timeout error says the host requires one', async (t) => {
+  test('a peer without a key is refused by a keyed host, and its error says the host requires one', async (t) => {
     const host = await RouterHost.start(transports.ipc(), { key: KEY });
     t.after(() => host.stop());
     const peer = new Peer(host.endpoint, { name: 'plain', timeout: 600, log: () => {} });
@@ -149,7 +149,7 @@ describe('keyed peer: what it sends', () => {
     assert.equal(hello.signature.length, 0);
     assert.match(hello.refusal, /must be a signed hello/);
     host.sendFrames([EMPTY, Buffer.from(JSON.stringify({ v: 1, type: 'response', id: null, ok: false, error: { code: 'unauthorized', message: 'no signature' } }))]);
-    await assert.rejects(connecting, (error) => error instanceof BridgeError && error.code === 'timeout'
+    await assert.rejects(connecting, (error) => error instanceof BridgeError && error.code === 'unauthorized'
       && /unauthorized \(no signature\): it requires a key/.test(error.message));
   });
 });
@@ -208,7 +208,7 @@ describe('keyed peer: what it accepts', () => {
   });
 
   test('a signed name_taken before the welcome is read: hello is said again on the same channel, and the welcome taken', async (t) => {
-    const { host, peer } = await start(t);
+    const { host, peer } = await start(t, { peer: { waitForName: true } });  // else name_taken fails the connect at once
     const connected = peer.connect();
     const first = await host.nextOfType('hello');
     host.send({ v: 1, type: 'response', id: null, ok: false, error: { code: 'name_taken', message: 'held by a live session' } });
