@@ -3,7 +3,7 @@ import Foundation
 /// A child process started with `posix_spawn`, for tests that start many: Foundation's `Process.run()` on Linux
 /// (Swift 6.3.1) reads past a buffer while it lists /proc/self/fd and crashes the test process now and then
 /// (swift-corelibs-foundation PR 5472). Standard input is /dev/null; standard output and error go to files.
-public final class SpawnedProcess: @unchecked Sendable {  // its state is the child's, read through waitpid
+public final class SpawnedProcess: ChildOfTest, @unchecked Sendable {  // its state is the child's, read through waitpid
     public let processIdentifier: pid_t
     private let status = NSLock()
     private var exitStatus: Int32?
@@ -65,14 +65,4 @@ public final class SpawnedProcess: @unchecked Sendable {  // its state is the ch
 
     public func terminate() { kill(processIdentifier, SIGTERM) }
     public func interrupt() { kill(processIdentifier, SIGINT) }
-}
-
-/// Waits up to `limit` for `process` to exit; past it, kills it (and reaps it) and returns false.
-public func waitForExit(_ process: SpawnedProcess, limit: Duration = patience) async -> Bool {
-    let exited = (try? await eventually(timeout: limit) { !process.isRunning }) ?? false
-    if !exited {
-        kill(process.processIdentifier, SIGKILL)
-        _ = try? await eventually(timeout: .seconds(10)) { !process.isRunning }
-    }
-    return exited
 }

@@ -27,7 +27,7 @@ public func onOwnThread<T: Sendable>(_ work: @escaping @Sendable () throws -> T)
 /// Waits for `process` to exit, without holding a thread; kills it after `limit`, so a regression fails the test
 /// instead of hanging the run. Returns whether it exited by itself.
 @discardableResult
-public func waitForExit(_ process: Process, limit: Duration = patience) async -> Bool {
+public func waitForExit(_ process: some ChildOfTest, limit: Duration = patience) async -> Bool {
     let exited = (try? await eventually(timeout: limit) { !process.isRunning }) ?? false
     if !exited {
         kill(process.processIdentifier, SIGKILL)
@@ -38,3 +38,11 @@ public func waitForExit(_ process: Process, limit: Duration = patience) async ->
 
 /// ``patience`` in milliseconds, for libzmq's own timeouts (a blocking receive, a monitor's wait).
 public let patienceMilliseconds = Int32(patience / .milliseconds(1))
+
+/// A child process a test started, by Foundation's `Process` or ``SpawnedProcess``: polled and killed alike.
+public protocol ChildOfTest {
+    var isRunning: Bool { get }
+    var processIdentifier: Int32 { get }
+}
+
+extension Process: ChildOfTest {}
