@@ -126,8 +126,12 @@ class JobState:
             return
         self.saved_at = now
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        # The job id in it is what proves the job is ours (SPEC 7.16): owner-only from its first byte.
         temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}")
-        temporary.write_text(json.dumps(self.value))
+        temporary.unlink(missing_ok=True)
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        with os.fdopen(descriptor, "w") as file:
+            file.write(json.dumps(self.value))
         os.replace(temporary, self.path)
 
     def remove(self) -> None:
