@@ -7,6 +7,7 @@ public final class SpawnedProcess: ChildOfTest, @unchecked Sendable {  // its st
     public let processIdentifier: pid_t
     private let status = NSLock()
     private var exitStatus: Int32?
+    private var outputPath: String?
 
     /// Starts `executable` with `arguments` (not including argv[0]) and this process's environment.
     public init(_ executable: String, _ arguments: [String], stdoutPath: String, stderrPath: String) throws {
@@ -61,6 +62,23 @@ public final class SpawnedProcess: ChildOfTest, @unchecked Sendable {  // its st
     /// Blocks until the process has exited (for a process just sent SIGKILL).
     public func waitUntilExit() {
         while isRunning { usleep(1_000) }
+    }
+
+    /// Starts `executable` with its standard output and error going to one new temporary file: read it with
+    /// ``output`` once the process has exited.
+    public static func capturingOutput(_ executable: String, _ arguments: [String]) throws -> SpawnedProcess {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("spawned-\(UUID().uuidString).out").path
+        let process = try SpawnedProcess(executable, arguments, stdoutPath: path, stderrPath: path)
+        process.outputPath = path
+        return process
+    }
+
+    /// What a process started by ``capturingOutput(_:_:)`` wrote (standard output and error, interleaved); the file
+    /// is removed once read.
+    public func output() -> Data {
+        guard let outputPath else { return Data() }
+        defer { try? FileManager.default.removeItem(atPath: outputPath) }
+        return FileManager.default.contents(atPath: outputPath) ?? Data()
     }
 
     public func terminate() { kill(processIdentifier, SIGTERM) }

@@ -39,10 +39,8 @@ public func waitForExit(_ process: some ChildOfTest, limit: Duration = patience)
 /// ``patience`` in milliseconds, for libzmq's own timeouts (a blocking receive, a monitor's wait).
 public let patienceMilliseconds = Int32(patience / .milliseconds(1))
 
-/// A child process a test started, by Foundation's `Process` or ``SpawnedProcess``: polled and killed alike.
+/// A child process a test started: polled, and killed when it outstays its limit.
 public protocol ChildOfTest {
     var isRunning: Bool { get }
     var processIdentifier: Int32 { get }
 }
-
-extension Process: ChildOfTest {}

@@ -30,13 +30,7 @@ struct PyzmqInteropTests {
         assert reply == [b"", b"HELLO FROM PYTHON", b"\\x00" * 70000], reply[:2]
         print("ok", len(reply))
         """
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: python)
-        process.arguments = ["-c", script, endpoint]
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
+        let process = try SpawnedProcess.capturingOutput(python, ["-c", script, endpoint])
 
         let message = try #require(try await onOwnThread { try router.receiveBytes() })
         #expect(message[0] == bytes("python"))
@@ -46,7 +40,7 @@ struct PyzmqInteropTests {
         try router.send([message[0], [], bytes("HELLO FROM PYTHON"), [UInt8](repeating: 0, count: 70000)])
 
         #expect(await waitForExit(process))
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let text = String(decoding: process.output(), as: UTF8.self)
         #expect(process.terminationStatus == 0, "python said: \(text)")
         #expect(text.contains("ok 3"))
     }

@@ -116,15 +116,20 @@ struct BadInputTests {
 
     @Test("shutdown answers requests in flight, says bye to named peers and closes")
     func shutdownWithRequestsInFlight() async throws {
-        // The drain outlasts the quick request by far on any machine, and ends long before the slow one.
-        let host = try startConformanceHost { $0.drainTimeout = .seconds(2) }
+        // "quick" is held until the shutdown has begun, then finishes within the drain; "slow" outlasts it. The drain
+        // (5 s) is the whole test's length, and far longer than a released handler takes to answer on any machine.
+        let host = try startConformanceHost { $0.drainTimeout = .seconds(5) }
         let running = AsyncStream<String>.makeStream()
-        for (action, duration) in [("quick", Duration.milliseconds(50)), ("slow", .seconds(60))] {
-            try host.handle(action) { _, _ in
-                running.continuation.yield(action)
-                try await Task.sleep(for: duration)
-                return "slept"
-            }
+        let release = AsyncStream<Void>.makeStream()
+        try host.handle("quick") { _, _ in
+            running.continuation.yield("quick")
+            for await _ in release.stream { break }
+            return "released"
+        }
+        try host.handle("slow") { _, _ in
+            running.continuation.yield("slow")
+            try await Task.sleep(for: .seconds(60))
+            return "slept"
         }
         let raw = try RawPeer(host.boundEndpoint!)
         _ = try await raw.hello("watcher")
@@ -138,14 +143,25 @@ struct BadInputTests {
             started.insert(action)
             if started.count == 2 { break }
         }
-        await host.shutdown()
+        let shutdown = Task { await host.shutdown() }
+        // The host has begun shutting down once it refuses new requests; only then is "quick" let go.
+        #expect(try await eventually {
+            do {
+                _ = try await peer.call("echo", "probe", timeout: patience)
+                return false
+            } catch let error as BridgeError {
+                return error.code == .overloaded
+            }
+        })
+        release.continuation.yield()
+        await shutdown.value
         var answers: [String: JSONValue] = [:]
         var sawBye = false
         while let body = try await raw.receive() {
             if body["type"] == "bye" { sawBye = true; break }
             if body["type"] == "response", let id = body["id"]?.stringValue { answers[id] = body }
         }
-        #expect(answers["quick"]?["ok"] == true, "finished during the drain")
+        #expect(answers["quick"]?["result"] == "released", "finished during the drain")
         #expect(answers["slow"]?.errorCode == "cancelled", "cancelled after the drain, still answered")
         #expect(sawBye)
         #expect(await bridgeError { _ = try await pending.value }?.code != nil)

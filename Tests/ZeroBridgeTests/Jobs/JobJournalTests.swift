@@ -209,12 +209,10 @@ struct JobJournalTests {
 
 /// Runs a program and waits for it; throws when it fails.
 private func run(_ executable: String, _ arguments: String...) throws {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: executable)
-    process.arguments = arguments
-    try process.run()
+    let process = try SpawnedProcess.capturingOutput(executable, arguments)
     process.waitUntilExit()
+    let output = String(decoding: process.output(), as: UTF8.self)
     guard process.terminationStatus == 0 else {
-        throw JournalError(description: "\(executable) \(arguments.joined(separator: " ")) exited \(process.terminationStatus)")
+        throw JournalError(description: "\(executable) \(arguments.joined(separator: " ")) exited \(process.terminationStatus): \(output)")
     }
 }

@@ -19,16 +19,11 @@ struct CanonicalJSONDifferentialTests {
     func agreesWithRFC8785() async throws {
         let python = Self.root.appendingPathComponent(".venv/bin/python").path
         try #require(FileManager.default.isExecutableFile(atPath: python), "run `make deps` to create .venv with rfc8785")
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: python)
-        process.arguments = [Self.root.appendingPathComponent("fuzz/differential/reference.py").path, "canonical",
-                             "--seed", "1", "--count", "3000"]
-        let output = Pipe()
-        process.standardOutput = output
-        try process.run()
-        let data = try await onOwnThread { output.fileHandleForReading.readDataToEndOfFile() }
+        let process = try SpawnedProcess.capturingOutput(python, [
+            Self.root.appendingPathComponent("fuzz/differential/reference.py").path, "canonical", "--seed", "1", "--count", "3000"])
         #expect(await waitForExit(process))
-        try #require(process.terminationStatus == 0, "fuzz/differential/reference.py failed (is rfc8785 installed? `make deps`)")
+        let data = process.output()
+        try #require(process.terminationStatus == 0, "fuzz/differential/reference.py failed (is rfc8785 installed? `make deps`): \(String(decoding: data.suffix(2000), as: UTF8.self))")
 
         var compared = 0
         for line in data.split(separator: UInt8(ascii: "\n")) {

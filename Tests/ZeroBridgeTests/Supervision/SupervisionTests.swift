@@ -108,7 +108,9 @@ struct SupervisionTests {
 
     @Test("a stopped (SIGSTOP) peer misses heartbeats: it is found hung, SIGKILLed and started again")
     func hangIsDetected() async throws {
-        let (host, sleepy, firstPID) = try await Support.upPythonPeer("sleepy", host: { $0.heartbeat = .milliseconds(400) },
+        // A peer is found hung after three silent heartbeats: 1 s each, so a loaded machine's slow (not stopped)
+        // restarted peer is not taken for hung too, and the test still ends in seconds.
+        let (host, sleepy, firstPID) = try await Support.upPythonPeer("sleepy", host: { $0.heartbeat = .seconds(1) },
                                                                       peer: { $0.backoff = .milliseconds(50) })
         let events = sleepy.events()
         kill(firstPID, SIGSTOP)
