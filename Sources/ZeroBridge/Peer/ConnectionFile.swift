@@ -27,6 +27,15 @@ public struct ConnectionFile: Sendable, Equatable {
         }
     }
 
+    /// The file a host writes: for its peers, or (`peer`) for one peer it launches.
+    package init(endpoint: String, host: String, key: ConnectionKey? = nil, curveServerKey: String? = nil, peer: String? = nil) {
+        self.endpoint = endpoint
+        self.host = host
+        self.key = key
+        self.curveServerKey = curveServerKey
+        self.peer = peer
+    }
+
     public static func parse(_ file: JSONValue) throws(BridgeError) -> ConnectionFile {
         func problem(_ text: String) -> BridgeError { BridgeError(.invalidPayload, "not a connection file: \(text)") }
         guard case .object = file else { throw problem("not a JSON object") }
@@ -70,7 +79,7 @@ public struct ConnectionFile: Sendable, Equatable {
     }
 
     /// Creates the file at `path` with mode 0600 from its first byte (it may carry a key); fails if it cannot.
-    func write(to path: String) throws {
+    package func write(to path: String) throws {
         try SecretFile.write(json.serialized(), to: path)
     }
 
