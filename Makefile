@@ -23,6 +23,7 @@ deps-system:
 	command -v ip >/dev/null || missing="$$missing iproute2"; \
 	command -v tcpdump >/dev/null || missing="$$missing tcpdump"; \
 	[ -f /usr/share/nodejs/tweetnacl/package.json ] || missing="$$missing node-tweetnacl"; \
+	command -v tsc >/dev/null || missing="$$missing node-typescript"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
