@@ -7,7 +7,12 @@ let package = Package(
     platforms: [.macOS(.v13)],
     products: [
         .library(name: "ZeroMQ", targets: ["ZeroMQ"]),
+        // The core: protocol, host, peer, transport, security. Needs neither SQLite nor process launching.
         .library(name: "ZeroBridge", targets: ["ZeroBridge"]),
+        // Jobs (SPEC 7.16): journaled actions that outlive their request, over SQLite (GRDB).
+        .library(name: "ZeroBridgeJobs", targets: ["ZeroBridgeJobs"]),
+        // Supervised peers (SPEC 10.1): a host launching and restarting its peer processes (swift-subprocess).
+        .library(name: "ZeroBridgeSupervision", targets: ["ZeroBridgeSupervision"]),
         .executable(name: "zerobridge", targets: ["zerobridge"]),
     ],
     dependencies: [
@@ -34,18 +39,37 @@ let package = Package(
                 "ZeroMQ",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                // The job journal (SPEC 7.16): SQLite through GRDB.
-                .product(name: "GRDB", package: "GRDB.swift"),
-                // Supervised peers (SPEC 10.1): launching, watching and stopping peer processes.
-                .product(name: "Subprocess", package: "swift-subprocess"),
                 // Signatures of keyed connections (SPEC 3.1) and the catalogue hash: HMAC-SHA256 and SHA-256 (BoringSSL).
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
+        .target(
+            name: "ZeroBridgeJobs",
+            dependencies: [
+                "ZeroBridge",
+                .product(name: "Logging", package: "swift-log"),
+                // The job journal (SPEC 7.16): SQLite through GRDB.
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ]
+        ),
+        .target(
+            name: "ZeroBridgeSupervision",
+            dependencies: [
+                "ZeroBridge",
+                .product(name: "Logging", package: "swift-log"),
+                // Launching, watching and stopping peer processes.
+                .product(name: "Subprocess", package: "swift-subprocess"),
+            ]
+        ),
+        // The conformance host's actions (`zerobridge serve --conformance`, the fixture runners' host): CLI and
+        // tests only, so kept out of the library's API.
+        .target(name: "ZeroBridgeConformance", dependencies: ["ZeroBridge", "ZeroBridgeJobs", "ZeroBridgeSupervision"]),
         .executableTarget(
             name: "zerobridge",
             dependencies: [
                 "ZeroBridge",
+                "ZeroBridgeConformance",
+                "ZeroBridgeSupervision",
                 "ZeroBridgeFixtures",
                 "ZeroMQ",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -59,6 +83,8 @@ let package = Package(
             name: "import-host",
             dependencies: [
                 "ZeroBridge",
+                "ZeroBridgeJobs",
+                "ZeroBridgeSupervision",
                 "COpenBeneath",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -82,10 +108,10 @@ let package = Package(
         .target(name: "TestSupport", path: "Tests/TestSupport"),
         .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ", "TestSupport"]),
         .testTarget(name: "ZeroBridgeTests", dependencies: [
-            "ZeroBridge", "ZeroMQ", "TestSupport", .product(name: "Crypto", package: "swift-crypto"),
+            "ZeroBridge", "ZeroBridgeJobs", "ZeroBridgeSupervision", "ZeroBridgeConformance", "ZeroMQ", "TestSupport", .product(name: "Crypto", package: "swift-crypto"),
         ]),
-        .testTarget(name: "zerobridgeTests", dependencies: ["zerobridge", "ZeroBridgeFixtures", "TestSupport"]),
-        .testTarget(name: "ZeroBridgeFixturesTests", dependencies: ["ZeroBridgeFixtures", "ZeroBridge", "ZeroMQ", "TestSupport"]),
+        .testTarget(name: "zerobridgeTests", dependencies: ["zerobridge", "ZeroBridgeConformance", "ZeroBridgeFixtures", "TestSupport"]),
+        .testTarget(name: "ZeroBridgeFixturesTests", dependencies: ["ZeroBridgeFixtures", "ZeroBridgeConformance", "ZeroBridge", "ZeroMQ", "TestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,4 +1,7 @@
 import Synchronization
+import ZeroBridge
+import ZeroBridgeJobs
+import ZeroBridgeSupervision
 
 /// The conformance host's actions (protocol/SPEC.md), which fixtures and independent clients test any
 /// implementation against: `echo`, `add`, `sleep`, `count`, `fail`, `callback`, `evaluate`, `emit`, `broadcast`,
@@ -96,13 +99,13 @@ public enum Conformance {
         }
 
         try host.handle("broadcast", describedAs: .init(Broadcast.self)) { [weak host] payload, _ in
-            guard let action = payload["action"]?.stringValue, Message.isValidName(action) else {
+            guard let action = payload["action"]?.stringValue, BridgeName.isValid(action) else {
                 throw BridgeError(.invalidPayload, "broadcast takes {\"action\": string, \"payload\"?: any, \"topic\"?: string}")
             }
             let topic: String?
             switch payload["topic"] {
             case nil, .null?: topic = nil
-            case .string(let name)? where Message.isValidName(name): topic = name
+            case .string(let name)? where BridgeName.isValid(name): topic = name
             default: throw BridgeError(.invalidPayload, "broadcast's topic is a string of 1 to 128 characters")
             }
             guard let host else { throw BridgeError(.handlerGone, "the host is gone") }
@@ -111,7 +114,7 @@ public enum Conformance {
         }
 
         try host.handle("callPeer", describedAs: .init(CallPeer.self)) { [weak host] payload, _ in
-            guard let name = payload["peer"]?.stringValue, Message.isValidName(name),
+            guard let name = payload["peer"]?.stringValue, BridgeName.isValid(name),
                   let action = payload["action"]?.stringValue else {
                 throw BridgeError(.invalidPayload, "callPeer takes {\"peer\": name, \"action\": string, \"payload\"?: any, \"timeout_ms\"?: integer}")
             }
@@ -157,7 +160,7 @@ public enum Conformance {
     /// The peer `callPeer` calls: the supervised one of that name (its calls wait for it through a restart), else the
     /// named peer connected now; one that is neither is `peer_lost` at once.
     private static func peer(named name: String, on host: BridgeHost) throws -> any BridgeCaller {
-        if let supervised = host.supervision.named(name) { return supervised }
+        if let supervised = host.supervised(named: name) { return supervised }
         guard let peer = host.peers.first(where: { $0.name == name }) else {
             throw BridgeError(.peerLost, "no peer named '\(name)' is connected, and the host supervises none by that name")
         }

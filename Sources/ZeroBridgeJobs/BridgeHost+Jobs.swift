@@ -1,40 +1,7 @@
+import ZeroBridge
 import Foundation
 
 extension BridgeHost {
-    /// How a host keeps its jobs (SPEC 7.16).
-    public struct JobsConfiguration: Sendable {
-        /// Where the job journal lives.
-        public enum Journal: Sendable, Equatable {
-            /// A private in-memory database: jobs outlive sessions, not the process (tests, and hosts that need no more).
-            case inMemory
-            /// A SQLite file (created when missing), in WAL mode: jobs survive the process being killed.
-            case file(String)
-        }
-
-        /// How far a committed journal write survives (SPEC 7.16).
-        public enum Durability: Sendable, Equatable {
-            /// `synchronous=NORMAL`: every commit survives the process being killed; an OS crash or power loss may
-            /// lose the latest ones (the database stays intact).
-            case normal
-            /// `synchronous=FULL`: an fsync per commit, so commits survive power loss too.
-            case full
-        }
-
-        /// Where jobs are journaled; in memory unless given a file.
-        public var journal: Journal = .inMemory
-        /// How far a committed write survives: the process being killed (the default) or power loss too.
-        public var durability: Durability = .normal
-        /// How long a finished job's progress and outcome stay available to attach to.
-        public var retention: Duration = .seconds(3600)
-        /// Jobs running at once; a start over it is answered `overloaded`.
-        public var maxRunning = 64
-        /// Progress messages the journal keeps per job (the oldest are pruned past it, in batches).
-        public var maxProgressPerJob = 100_000
-
-        /// The defaults: an in-memory journal, jobs kept an hour, 64 running at once.
-        public init() {}
-    }
-
     /// Serves a typed action as a **job** (SPEC 7.16): a request for it starts a journaled job that outlives the
     /// request and its session, and streams it; any peer can attach to it later (`$job.attach`), by its id or by
     /// the request's idempotency key, and get the progress it missed, then the rest, then the result. Register
@@ -72,17 +39,14 @@ extension BridgeHost {
 
     /// The journal's record of one job, or nil when the host has no such job.
     public func jobRecord(_ id: String) async throws -> JobRecord? {
-        guard let service = jobs.withLock({ $0 }) else { return nil }
+        guard let service = installedExtension(JobService.self) else { return nil }
         return try await service.list(.init(job: id, limit: 1)).first
     }
 
     /// The host's job service, made (with the reserved `$job.*` actions) when the first job action is registered.
     private func jobService() throws -> JobService {
-        let (service, made) = try jobs.withLock { jobs -> (JobService, Bool) in
-            if let jobs { return (jobs, false) }
-            let made = try JobService(configuration: configuration.jobs, logger: configuration.logger)
-            jobs = made
-            return (made, true)
+        let (service, made) = try installExtension(JobService.self) {
+            try JobService(configuration: configuration.jobs, logger: configuration.logger)
         }
         if made {
             try serveJobActions(service)
@@ -153,7 +117,7 @@ private struct JobPayload {
     /// A name (1..128 characters), when present.
     func name(_ field: String) throws -> String? {
         guard let value = object[field] else { return nil }
-        guard case .string(let text) = value, Message.isValidName(text) else {
+        guard case .string(let text) = value, BridgeName.isValid(text) else {
             throw BridgeError(.invalidPayload, "\(action): '\(field)' is a string of 1 to 128 characters")
         }
         return text
@@ -171,4 +135,11 @@ private struct JobPayload {
     func missing(_ field: String) -> BridgeError {
         BridgeError(.invalidPayload, "\(action): '\(field)' is required")
     }
+}
+
+/// The host's start recovers the journal; its shutdown ends the jobs first, so that requests attached to them are
+/// answered with the jobs' outcomes rather than drained.
+extension JobService: HostExtension {
+    func hostStarting(_ host: BridgeHost) throws { try recoverNow() }
+    func hostDraining(_ host: BridgeHost) async { await stop(grace: host.configuration.drainTimeout) }
 }

@@ -1,3 +1,5 @@
+import ZeroBridge
+
 /// What a job's handler knows about its job (SPEC 7.16): its id, the checkpoint it resumes from, and a way to
 /// report progress, which is journaled before any reader sees it. Cancellation (`$job.cancel`, the host shutting
 /// down) cancels the handler's task; a caller detaching does not.

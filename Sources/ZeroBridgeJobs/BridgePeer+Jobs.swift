@@ -1,3 +1,5 @@
+import ZeroBridge
+
 /// One progress message of a job as an attached caller receives it (SPEC 7.16): the job's own `seq`, so that a
 /// caller that keeps the last one can attach again after it and miss nothing.
 public struct JobProgress: Sendable, Hashable {
@@ -74,8 +76,8 @@ extension BridgePeer {
 
     private func jobCall(_ action: String, _ payload: JSONValue, timeout: Duration,
                          idempotencyKey: String?) -> BridgeCall<JobProgress, JSONValue> {
-        BridgeCall { [link] onProgress in
-            try await link.call(action, payload, timeout: timeout, idempotencyKey: idempotencyKey) { message in
+        BridgeCall { [self] onProgress in
+            try await call(action, payload, timeout: timeout, idempotencyKey: idempotencyKey) { message in
                 onProgress(.success(JobProgress(seq: message.seq, payload: message.payload, skipped: message.skipped)))
             }
         }

@@ -1,3 +1,4 @@
+import ZeroBridge
 import Foundation
 import GRDB
 import Synchronization
@@ -474,12 +475,10 @@ public struct JobRecord: Sendable, Hashable {
 /// as in a message.
 enum StoredJSON {
     static func encode(_ value: JSONValue) -> Data {
-        var text: [UInt8] = []
-        let attachments = AttachmentCollector()
-        value.write(to: &text, attachments: attachments)
-        guard !attachments.frames.isEmpty else { return Data(text) }
+        let (text, attachments) = value.textAndAttachments
+        guard !attachments.isEmpty else { return Data(text) }
         var data = Data([0])
-        for part in [text] + attachments.frames {
+        for part in [text] + attachments {
             withUnsafeBytes(of: UInt64(part.count).littleEndian) { data.append(contentsOf: $0) }
             data.append(contentsOf: part)
         }
@@ -488,7 +487,7 @@ enum StoredJSON {
 
     static func decode(_ data: Data) throws -> JSONValue {
         let bytes = [UInt8](data)
-        guard bytes.first == 0 else { return try JSONValue.parse(bytes) }
+        guard bytes.first == 0 else { return try JSONValue(text: bytes, attachments: []) }
         var parts: [[UInt8]] = []
         var index = 1
         while index + 8 <= bytes.count {
@@ -501,7 +500,7 @@ enum StoredJSON {
         guard index == bytes.count, let text = parts.first else {
             throw JournalError(description: "a value in the journal is damaged")
         }
-        return try JSONValue.parse(text).resolvingAttachments(Array(parts.dropFirst()))
+        return try JSONValue(text: text, attachments: Array(parts.dropFirst()))
     }
 }
 

@@ -1,3 +1,4 @@
+import ZeroBridge
 import Foundation
 import Logging
 import Synchronization
@@ -179,7 +180,7 @@ final class JobService: Sendable {
             if let sink {
                 let batch = try await journal.progress(job: id, after: cursor, limit: Self.batch)
                 if let first = batch.first {
-                    var messages = batch.map { Message.Progress(id: request.id ?? "", seq: $0.seq, payload: $0.payload) }
+                    var messages = batch.map { ProgressMessage(id: request.id ?? "", seq: $0.seq, payload: $0.payload) }
                     if first.seq > cursor + 1 { messages[0].skipped = first.seq - cursor - 1 }  // pruned (SPEC 7.16)
                     guard await sink.sendJournaled(messages) else { throw CancellationError() }
                     cursor = batch[batch.count - 1].seq

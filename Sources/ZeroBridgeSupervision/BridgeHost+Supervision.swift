@@ -1,3 +1,4 @@
+import ZeroBridge
 import Synchronization
 
 extension BridgeHost {
@@ -18,8 +19,8 @@ extension BridgeHost {
     /// ```
     @discardableResult
     public func supervise(_ peer: SupervisedPeer) throws -> Supervised {
-        guard Message.isValidName(peer.name) else {
-            throw BridgeError(.invalidPayload, "a supervised peer's name has 1 to \(Message.maxNameLength) characters")
+        guard BridgeName.isValid(peer.name) else {
+            throw BridgeError(.invalidPayload, "a supervised peer's name has 1 to \(BridgeName.maxLength) characters")
         }
         if configuration.curve?.allowedPeerKeys != nil {
             throw BridgeError(.notAllowed, "this host only lets peers with a CURVE key on its allow-list connect: it cannot "
@@ -29,14 +30,19 @@ extension BridgeHost {
             throw BridgeError(.notAllowed, "a host on inproc:// cannot supervise peer '\(peer.name)': another process cannot connect there")
         }
         let supervised = Supervised(peer, defaultTimeout: configuration.defaultTimeout, logger: configuration.logger)
-        try supervision.add(supervised)
+        try installExtension(Supervision.self) { Supervision() }.0.add(supervised)
         if boundEndpoint != nil { supervised.launch(on: self) }
         return supervised
+    }
+
+    /// The peer supervised under `name`, if any (also one the host gave up on, until it is stopped).
+    package func supervised(named name: String) -> Supervised? {
+        installedExtension(Supervision.self)?.named(name)
     }
 }
 
 /// The peers a host supervises, by name.
-final class Supervision: Sendable {
+final class Supervision: HostExtension {
     private let peers = Mutex<[String: Supervised]>([:])
 
     func add(_ supervised: Supervised) throws {
@@ -55,8 +61,9 @@ final class Supervision: Sendable {
         for supervised in peers.withLock({ Array($0.values) }) { supervised.launch(on: host) }
     }
 
-    /// Stops every peer at once, so the host's shutdown takes one grace period, not one per peer.
-    func stopAll() async {
+    /// Stops every peer at once, so the host's shutdown takes one grace period, not one per peer; while the host's
+    /// socket is open, so that each is told `bye` before its process is stopped.
+    func hostClosing(_ host: BridgeHost) async {
         await withTaskGroup(of: Void.self) { group in
             for supervised in peers.withLock({ Array($0.values) }) { group.addTask { await supervised.stop() } }
         }

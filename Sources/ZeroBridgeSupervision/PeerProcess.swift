@@ -1,3 +1,4 @@
+import ZeroBridge
 import Foundation
 import Logging
 import Subprocess

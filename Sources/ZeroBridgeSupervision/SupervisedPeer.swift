@@ -1,3 +1,5 @@
+import ZeroBridge
+
 /// A peer program a host launches and keeps running (SPEC 10.1): what to run, and how patiently to supervise it.
 ///
 /// The program finds its host through the environment, never its command line: `ZEROBRIDGE_CONNECTION_FILE` names a

@@ -2,6 +2,8 @@ import ArgumentParser
 import Foundation
 import Logging
 import ZeroBridge
+import ZeroBridgeConformance
+import ZeroBridgeSupervision
 import ZeroMQ
 
 @main

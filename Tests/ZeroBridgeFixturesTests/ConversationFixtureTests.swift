@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import ZeroBridge
+import ZeroBridgeConformance
 import TestSupport
 import ZeroBridgeFixtures
 

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 @_exported import TestSupport
 @_spi(Fixtures) import ZeroBridge
+import ZeroBridgeConformance
 import ZeroMQ
 
 /// protocol/fixtures/conversations, found from this file's place in the repository.

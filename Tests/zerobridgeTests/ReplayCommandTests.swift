@@ -4,6 +4,7 @@ import FoundationXML
 #endif
 import Testing
 import ZeroBridge
+import ZeroBridgeConformance
 
 /// What a JUnit file says, read with a real XML parser.
 final class JUnitSummary: NSObject, XMLParserDelegate {

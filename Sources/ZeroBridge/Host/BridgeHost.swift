@@ -111,10 +111,8 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
     /// The configuration the host was created with.
     public let configuration: Configuration
     public let handlers = HandlerTable()
-    /// The host's jobs, once a job action is registered.
-    let jobs = Mutex<JobService?>(nil)
-    /// The peers it launches and keeps running (SPEC 10.1): ``supervise(_:)``.
-    let supervision = Supervision()
+    /// What ZeroBridgeJobs and ZeroBridgeSupervision add to the host, once used (see ``HostExtension``).
+    let extensions = HostExtensions()
     private let started = Mutex<Started?>(nil)
     private let directory = Mutex(Directory())
 
@@ -222,7 +220,7 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
                                              metadata: ["endpoint": "\(endpoint)"])
             }
             // Jobs a killed host left running are resumed or interrupted before anything is served (SPEC 7.16).
-            try jobs.withLock { $0 }?.recoverNow()
+            for added in extensions.all { try added.hostStarting(self) }
             // A key given to the host may have served an earlier run, whose history of openings is gone: openings
             // signed before this start are refused (SPEC 3.1). A generated key is new to this run.
             let notBefore: Int64 = if case .key = configuration.signing { Int64(WallClock.milliseconds) } else { .min }
@@ -243,8 +241,8 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
             if let path = configuration.connectionFile { try writeConnectionFile(path, endpoint: endpoint, key: key) }
             configuration.logger.info("listening", metadata: ["endpoint": "\(endpoint)"])
         }
-        // Outside the lock: launching reads the endpoint and key bound above.
-        supervision.hostStarted(self)
+        // Outside the lock: launching supervised peers reads the endpoint and key bound above.
+        for added in extensions.all { added.hostStarted(self) }
     }
 
     /// Serves until graceful shutdown or cancellation, then shuts down. A started host runs until it is shut
@@ -261,7 +259,7 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
         guard let thread = started.withLock({ $0?.thread }) else { return }
         thread.perform { [self] in for session in sessions.values { session.link.accepting = false } }
         // Jobs first: requests attached to them are answered with the jobs' outcomes rather than drained.
-        await jobs.withLock { $0 }?.stop(grace: configuration.drainTimeout)
+        for added in extensions.all { await added.hostDraining(self) }
         let deadline = ContinuousClock.now + configuration.drainTimeout
         while ContinuousClock.now < deadline {
             let busy = await onThread(thread) { [self] in sessions.values.contains { $0.link.requestsInFlight > 0 } }
@@ -269,7 +267,7 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
             try? await Task.sleep(for: .milliseconds(10))
         }
         // While the socket is open, so that each launched peer is told bye before its process is stopped.
-        await supervision.stopAll()
+        for added in extensions.all { await added.hostClosing(self) }
         await thread.stop()
         let zap = started.withLock { started in
             defer { started = nil }
@@ -325,7 +323,7 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
     /// Ends the named peer's session, if it has one (SPEC 10.1: a supervised peer's process is gone, or is being
     /// stopped, `bye` first when `sayingBye`): its calls in flight fail with `reason`, and its connection is retired,
     /// so the name is free for the peer's next process at once instead of after the heartbeat runs out.
-    func endSession(named name: String, _ reason: BridgeError, sayingBye: Bool) async {
+    package func endSession(named name: String, _ reason: BridgeError, sayingBye: Bool) async {
         guard let thread = started.withLock({ $0?.thread }) else { return }
         await onThread(thread) { [self] in
             guard let session = sessionsByName[name] else { return }

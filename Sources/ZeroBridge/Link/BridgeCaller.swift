@@ -83,7 +83,7 @@ public struct BridgeCall<Progress: Sendable, Result: Sendable>: Sendable {
     public let progress: AsyncThrowingStream<Progress, Error>
     private let task: Task<Result, Error>
 
-    init(_ run: @escaping @Sendable (_ onProgress: @escaping @Sendable (Swift.Result<Progress, Error>) -> Void) async throws -> Result) {
+    package init(_ run: @escaping @Sendable (_ onProgress: @escaping @Sendable (Swift.Result<Progress, Error>) -> Void) async throws -> Result) {
         let (stream, continuation) = AsyncThrowingStream<Progress, Error>.makeStream()
         progress = stream
         task = Task {

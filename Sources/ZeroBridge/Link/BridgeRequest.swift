@@ -28,7 +28,7 @@ public struct BridgeRequest: Sendable {
     /// The request's `idempotency_key`: for a job action, names the job it starts or attaches to (SPEC 7.16).
     public var idempotencyKey: String? = nil
 
-    let sink: ProgressSink?
+    package let sink: ProgressSink?
 
     /// Sends one progress event to the caller, in order, before the response. It never waits for a slow reader:
     /// while the caller does not keep up, progress is coalesced (the newest payload kept, the ones it replaced
@@ -47,7 +47,7 @@ public struct BridgeRequest: Sendable {
 }
 
 /// Where a handler's progress goes: the request's bounded queue, and one hand-off at a time to the link's thread.
-struct ProgressSink: Sendable {
+package struct ProgressSink: Sendable {
     let link: Link
     let id: String
     let token: UInt64
@@ -69,7 +69,7 @@ struct ProgressSink: Sendable {
     /// Sends progress read from a job's journal (SPEC 7.16): in order, with the job's own `seq`, never coalesced;
     /// waits while the outbox is congested, so a slow reader holds nothing but its place. False once the request
     /// has ended (answered, cancelled, its session gone).
-    func sendJournaled(_ messages: [Message.Progress]) async -> Bool {
+    package func sendJournaled(_ messages: [ProgressMessage]) async -> Bool {
         await link.sendJournaled(messages, id: id, token: token)
     }
 }

@@ -5,7 +5,7 @@ import Synchronization
 ///
 /// Its methods are used through ``BridgeHandling``; the type is public only so the protocol can name it.
 public final class HandlerTable: Sendable {
-    typealias Handler = @Sendable (JSONValue, BridgeRequest) async throws -> JSONValue
+    package typealias Handler = @Sendable (JSONValue, BridgeRequest) async throws -> JSONValue
 
     enum Lookup {
         case found(Handler)
@@ -66,7 +66,7 @@ public final class HandlerTable: Sendable {
         }
     }
 
-    func add(_ action: String, replacing: Bool, isAlive: (@Sendable () -> Bool)? = nil,
+    package func add(_ action: String, replacing: Bool, isAlive: (@Sendable () -> Bool)? = nil,
              describedAs description: ActionDescription = .init(),
              _ handler: @escaping Handler) throws(BridgeRegistrationError) {
         guard !action.isEmpty, action.unicodeScalars.count <= 128 else {
@@ -176,11 +176,11 @@ private final class WeakReference<Object: AnyObject & Sendable>: Sendable {
 }
 
 extension BridgeAction {
-    static func decodePayload(_ value: JSONValue) throws -> Payload { try decode(value, "payload") }
+    package static func decodePayload(_ value: JSONValue) throws -> Payload { try decode(value, "payload") }
     static func decodeResult(_ value: JSONValue) throws -> Result { try decode(value, "result") }
     static func decodeProgress(_ value: JSONValue) throws -> Progress { try decode(value, "progress") }
 
-    static func encodeResult(_ result: Result) throws -> JSONValue {
+    package static func encodeResult(_ result: Result) throws -> JSONValue {
         try JSONValueEncoder().encode(result)
     }
 

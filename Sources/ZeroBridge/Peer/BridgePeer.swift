@@ -278,6 +278,13 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
         try link.post(action, payload)
     }
 
+    /// A call with an idempotency key whose progress messages arrive whole, with their `seq` and `skipped`: what
+    /// ZeroBridgeJobs' job calls are made of (a job's `seq` is the job's own, for attaching again after it).
+    package func call(_ action: String, _ payload: JSONValue, timeout: Duration, idempotencyKey: String?,
+                      onProgressMessage: (@Sendable (ProgressMessage) -> Void)?) async throws -> JSONValue {
+        try await link.call(action, payload, timeout: timeout, idempotencyKey: idempotencyKey, onProgressMessage: onProgressMessage)
+    }
+
     /// A connected DEALER for the host: a new one after each loss.
     /// How long ``connect(timeout:)`` waits for a welcome by default: the same in Swift, Python and Node.
     public static let defaultConnectTimeout: Duration = .seconds(10)

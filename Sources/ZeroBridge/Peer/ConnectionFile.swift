@@ -29,6 +29,15 @@ public struct ConnectionFile: Sendable, Equatable {
         }
     }
 
+    /// The file a host writes: for its peers, or (`peer`) for one peer it launches.
+    package init(endpoint: String, host: String, key: ConnectionKey? = nil, curveServerKey: String? = nil, peer: String? = nil) {
+        self.endpoint = endpoint
+        self.host = host
+        self.key = key
+        self.curveServerKey = curveServerKey
+        self.peer = peer
+    }
+
     /// The connection file in `file`, a parsed JSON object (what ``read(_:)`` does after reading the file).
     ///
     /// - Throws: ``BridgeError`` `invalid_payload` naming the member that is missing or malformed.
@@ -75,7 +84,7 @@ public struct ConnectionFile: Sendable, Equatable {
     }
 
     /// Creates the file at `path` with mode 0600 from its first byte (it may carry a key); fails if it cannot.
-    func write(to path: String) throws {
+    package func write(to path: String) throws {
         try SecretFile.write(json.serialized(), to: path)
     }
 

@@ -33,7 +33,7 @@ extension BridgeError {
     /// What a handler's (or job's) thrown error answers (SPEC 8, `handler_error`): a ``BridgeError`` as it is, a
     /// ``BridgeErrorConvertible`` as it says, anything else `handler_error` with its type in `data.type` and, only
     /// when `revealingDescription`, its description as the message.
-    static func answering(_ error: any Error, revealingDescription: Bool) -> BridgeError {
+    package static func answering(_ error: any Error, revealingDescription: Bool) -> BridgeError {
         switch error {
         case let error as BridgeError:
             return error
@@ -49,12 +49,12 @@ extension BridgeError {
     }
 
     /// The name of an error's type (`FileError`), without its module or enclosing types: what a caller may see.
-    static func errorTypeName(_ error: any Error) -> String {
+    package static func errorTypeName(_ error: any Error) -> String {
         String(describing: type(of: error))
     }
 
     /// Whether ``answering(_:revealingDescription:)`` kept the error's own words (an error the app meant for callers).
-    static func isAppChosen(_ error: any Error) -> Bool {
+    package static func isAppChosen(_ error: any Error) -> Bool {
         error is BridgeError || error is any BridgeErrorConvertible
     }
 }

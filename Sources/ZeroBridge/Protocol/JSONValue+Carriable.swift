@@ -29,7 +29,7 @@ extension JSONValue {
     }
 
     /// Throws `code` with ``uncarriable(at:depth:)``'s reason when the value cannot be sent.
-    func checkCarriable(as root: String, _ code: BridgeError.Code) throws(BridgeError) {
+    package func checkCarriable(as root: String, _ code: BridgeError.Code) throws(BridgeError) {
         if let reason = uncarriable(at: root) { throw BridgeError(code, reason) }
     }
 }

@@ -11,10 +11,12 @@ import Foundation
 /// struct Point: Codable { var x: Int; var y: Int }
 /// let point = try JSONValueDecoder().decode(Point.self, from: ["x": 1, "y": 2])
 /// ```
-struct JSONValueDecoder {
+package struct JSONValueDecoder {
     var userInfo: [CodingUserInfoKey: any Sendable] = [:]
 
-    func decode<T: Decodable>(_ type: T.Type, from value: JSONValue) throws -> T {
+    package init() {}
+
+    package func decode<T: Decodable>(_ type: T.Type, from value: JSONValue) throws -> T {
         try ValueDecoder(value: value, codingPath: [], userInfo: userInfo).unbox(type)
     }
 }

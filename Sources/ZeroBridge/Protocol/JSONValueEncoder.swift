@@ -12,10 +12,12 @@ import Foundation
 /// struct Point: Codable { var x: Int; var y: Int }
 /// let value = try JSONValueEncoder().encode(Point(x: 1, y: 2))   // ["x": 1, "y": 2]
 /// ```
-struct JSONValueEncoder {
+package struct JSONValueEncoder {
     var userInfo: [CodingUserInfoKey: any Sendable] = [:]
 
-    func encode<T: Encodable>(_ value: T) throws -> JSONValue {
+    package init() {}
+
+    package func encode<T: Encodable>(_ value: T) throws -> JSONValue {
         try JSONValueEncoder.box(value, codingPath: [], userInfo: userInfo)
     }
 

@@ -95,6 +95,21 @@ extension Message {
 }
 
 extension JSONValue {
+    /// A value as one compact JSON text and the byte strings it holds, taken out as `{"$attachment": i}` in the
+    /// order they occur, as a message carries them (SPEC 5): for keeping a value outside a message (the job journal).
+    package var textAndAttachments: (text: [UInt8], attachments: [[UInt8]]) {
+        var text: [UInt8] = []
+        let attachments = AttachmentCollector()
+        write(to: &text, attachments: attachments)
+        return (text, attachments.frames)
+    }
+
+    /// The value ``textAndAttachments`` took apart (with no attachments, the text as it is).
+    package init(text: [UInt8], attachments: [[UInt8]]) throws {
+        let value = try JSONValue.parse(text)
+        self = attachments.isEmpty ? value : try value.resolvingAttachments(attachments)
+    }
+
     /// The value with every `{"$attachment": i}` (an object with exactly that one member, i a non-negative
     /// integer) replaced by the bytes of frame i.
     func resolvingAttachments(_ frames: [[UInt8]]) throws(BridgeError) -> JSONValue {

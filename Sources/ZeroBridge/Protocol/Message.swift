@@ -77,14 +77,8 @@ enum Message: Sendable, Equatable {
         var outcome: Result<JSONValue, BridgeError>
     }
 
-    struct Progress: Sendable, Equatable {
-        var id: String
-        /// 1 for a request's first progress event, then increasing by 1.
-        var seq: Int
-        var payload: JSONValue = .null
-        /// How many payloads the sender coalesced away since its previous progress message (SPEC 7.13).
-        var skipped: Int? = nil
-    }
+    /// Host -> caller, before the response (`ProgressMessage`, package-visible for the jobs module).
+    typealias Progress = ProgressMessage
 
     /// Fire-and-forget: never answered.
     struct Event: Sendable, Equatable {
@@ -139,15 +133,40 @@ struct DecodeFailure: Error, Sendable, Equatable, CustomStringConvertible {
 }
 
 extension Message {
+    static let maxNameLength = BridgeName.maxLength
+
+    static func isValidName(_ name: String) -> Bool { BridgeName.isValid(name) }
+}
+
+/// The rule for ids, action names, peer names and codes, for every module of the package.
+package enum BridgeName {
     /// The most characters (Unicode scalars) an id, action or peer name may have.
-    static let maxNameLength = 128
+    package static let maxLength = 128
 
     /// Whether `name` has 1 to 128 characters, counted as Unicode scalars (what JSON strings are made of, and
     /// what every language can count the same way).
-    static func isValidName(_ name: String) -> Bool {
+    package static func isValid(_ name: String) -> Bool {
         let bytes = name.utf8.count
         if bytes == 0 { return false }
-        if bytes <= maxNameLength { return true }  // never more scalars than bytes
-        return name.unicodeScalars.count <= maxNameLength
+        if bytes <= maxLength { return true }  // never more scalars than bytes
+        return name.unicodeScalars.count <= maxLength
     }
 }
+
+/// One progress message (SPEC 7.4): `Message.Progress` inside the protocol layer.
+package struct ProgressMessage: Sendable, Equatable {
+    package var id: String
+    /// 1 for a request's first progress event, then increasing by 1.
+    package var seq: Int
+    package var payload: JSONValue = .null
+    /// How many payloads the sender coalesced away since its previous progress message (SPEC 7.13).
+    package var skipped: Int? = nil
+
+    package init(id: String, seq: Int, payload: JSONValue = .null, skipped: Int? = nil) {
+        self.id = id
+        self.seq = seq
+        self.payload = payload
+        self.skipped = skipped
+    }
+}
+

@@ -5,6 +5,7 @@ import Testing
 @_exported import TestSupport
 import ZeroMQ
 @testable import ZeroBridge
+import ZeroBridgeConformance
 
 /// A host serving the conformance actions on a fresh endpoint, stopped by the test.
 func startConformanceHost(

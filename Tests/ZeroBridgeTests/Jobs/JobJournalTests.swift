@@ -4,6 +4,8 @@ import Testing
 import TestSupport
 import ZeroMQ
 @testable import ZeroBridge
+@testable import ZeroBridgeJobs
+import ZeroBridgeConformance
 
 /// Jobs that say what will happen to them, journals that belong to one host and say what is wrong with them, and
 /// jobs that belong to their starter (SPEC 7.16, revision 1.6).

@@ -2,6 +2,8 @@ import Foundation
 import Synchronization
 import Testing
 @testable import ZeroBridge
+@testable import ZeroBridgeJobs
+import ZeroBridgeConformance
 
 /// Jobs (SPEC 7.16) on the Swift host, through the Swift peer and raw sockets: the journal, attaching, idempotency,
 /// flow control, restarts and bounds.

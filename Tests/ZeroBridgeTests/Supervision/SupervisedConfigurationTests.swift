@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import ZeroMQ
 @testable import ZeroBridge
+@testable import ZeroBridgeSupervision
 
 /// What a launched peer reads (SPEC 10.1), and how the host cuts its output, without starting processes.
 @Suite("supervised peers: connection file, environment, output lines")

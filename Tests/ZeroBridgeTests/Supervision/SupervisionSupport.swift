@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import ZeroBridge
+@testable import ZeroBridgeSupervision
 
 /// Small real peer programs for supervision tests, and what the tests check about processes.
 enum SupervisionSupport {

@@ -3,6 +3,7 @@ import Synchronization
 import Testing
 import ZeroMQ
 @testable import ZeroBridge
+@testable import ZeroBridgeSupervision
 
 /// Supervised peers (SPEC 10.1) with real processes: a Python peer, and shell commands that misbehave.
 @Suite("supervised peers", .startsProcesses, .timeLimit(.minutes(3)))

@@ -1,5 +1,6 @@
 import Foundation
 import ZeroBridge
+import ZeroBridgeSupervision
 
 // The import host's actions, as front-ends and the ETL peer see them on the wire. Field names are the JSON names.
 

@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import ZeroBridge
+import ZeroBridgeSupervision
 
 /// The import host's side of the Node ETL peer: where to find it, how a file goes to it and comes back as records
 /// (with a retry when the peer was lost holding the call), the opt-in `$evaluate` transform, and the counts `stats`

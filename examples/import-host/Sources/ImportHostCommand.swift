@@ -3,6 +3,8 @@ import Dispatch
 import Foundation
 import Logging
 import ZeroBridge
+import ZeroBridgeJobs
+import ZeroBridgeSupervision
 
 /// The import service: a ZeroBridge host serving `importFolder`, `search` and `stats` over a SQLite database. It reads
 /// the files; the Node ETL peer parses them (their bytes go to it as attachments); `catalogChanged` is broadcast on
