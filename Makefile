@@ -83,7 +83,7 @@ test-install:
 # Each Swift module's site is built with warnings as errors (a broken symbol link, a tutorial directive, an article
 # that does not resolve) and must document every public symbol (scripts/docc_coverage.py reads docc's coverage).
 # The Python docs' check (pdoc's warnings, a docstring for every public name) is peers/python/tests/test_api_docs.py.
-DOCC_TARGETS := ZeroBridge
+DOCC_TARGETS := ZeroBridge ZeroBridgeJobs ZeroBridgeSupervision
 DOCS := .build/docs
 DOCC := swift package --allow-writing-to-directory $(DOCS) generate-documentation --warnings-as-errors \
   --enable-inherited-docs --experimental-skip-synthesized-symbols --experimental-documentation-coverage \

@@ -55,7 +55,7 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
         public var curve: Curve?
         /// Signed connections (SPEC 3.1): by default, a new key when the host writes a connection file.
         public var signing: Signing = .automatic
-        /// Where and how jobs are journaled (SPEC 7.16); used once a job action is registered (``job(_:replacing:_:)``).
+        /// Where and how jobs are journaled (SPEC 7.16); used once a job action is registered (`job(_:replacing:_:)`, in ZeroBridgeJobs).
         public var jobs = JobsConfiguration()
         /// Shares a context with other sockets (needed for `inproc://`); nil makes one. With ``curve``, the host runs
         /// the context's ZAP handler, so the context must not have one already.
