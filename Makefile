@@ -8,7 +8,7 @@ SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 SWIFT_BIN := .build/debug
 export ZEROBRIDGE_BIN := $(CURDIR)/$(SWIFT_BIN)/zerobridge
 
-.PHONY: deps deps-system deps-python build test test-swift test-protocol test-python test-node test-examples demo bench soak fuzz fuzz-corpus bench-security clean
+.PHONY: deps deps-system deps-python build test test-swift test-protocol test-python test-node test-examples test-docs docs demo bench soak fuzz fuzz-corpus bench-security clean
 
 # --- installing what is missing -------------------------------------------------------------
 deps: deps-system deps-python
@@ -23,6 +23,7 @@ deps-system:
 	command -v ip >/dev/null || missing="$$missing iproute2"; \
 	command -v tcpdump >/dev/null || missing="$$missing tcpdump"; \
 	[ -f /usr/share/nodejs/tweetnacl/package.json ] || missing="$$missing node-tweetnacl"; \
+	command -v tsc >/dev/null || missing="$$missing node-typescript"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
@@ -35,7 +36,7 @@ deps-python: $(VENV)/.installed
 $(VENV)/.installed: peers/python/pyproject.toml Makefile
 	@[ -x $(PY) ] || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q pyzmq pytest pytest-timeout jsonschema tqdm mypy rfc8785 atheris
+	$(PY) -m pip install -q pyzmq pytest pytest-timeout jsonschema tqdm mypy rfc8785 atheris pdoc
 	$(PY) -m pip install -q -e peers/python
 	$(PY) -m pip install -q 'setuptools>=77'
 	@touch $@
@@ -46,7 +47,7 @@ build: deps-system
 
 # --- tests: every suite the repo has; any failure fails the target -------------------------
 test: deps build
-	@$(MAKE) --no-print-directory test-swift test-protocol test-python test-node test-examples test-install
+	@$(MAKE) --no-print-directory test-swift test-protocol test-python test-node test-examples test-install test-docs
 
 # Every suite has a time limit (3 minutes a test); this bounds the whole run too, so a hang fails instead of waiting.
 test-swift:
@@ -77,6 +78,35 @@ test-examples:
 test-install:
 	$(PYTEST) examples/adopt/test_versions.py
 	PYTHON=$(CURDIR)/$(PY) timeout 1500 bash examples/adopt/run.sh
+
+# --- documentation: DocC for the Swift modules (swift-docc-plugin), pdoc for the Python peer ---------------------
+# Each Swift module's site is built with warnings as errors (a broken symbol link, a tutorial directive, an article
+# that does not resolve) and must document every public symbol (scripts/docc_coverage.py reads docc's coverage).
+# The Python docs' check (pdoc's warnings, a docstring for every public name) is peers/python/tests/test_api_docs.py.
+DOCC_TARGETS := ZeroBridge ZeroBridgeJobs ZeroBridgeSupervision
+DOCS := .build/docs
+DOCC := swift package --allow-writing-to-directory $(DOCS) generate-documentation --warnings-as-errors \
+  --enable-inherited-docs --experimental-skip-synthesized-symbols --experimental-documentation-coverage \
+  --transform-for-static-hosting
+
+define docc-build
+	@mkdir -p $(DOCS)
+	@for target in $(DOCC_TARGETS); do \
+	  echo "DocC: $$target"; \
+	  $(DOCC) --target $$target --output-path $(DOCS)/$$target >$(DOCS)/$$target.log 2>&1 \
+	    || { grep -vE '^\[[0-9]+/[0-9]+\]|prohibited flag' $(DOCS)/$$target.log; exit 1; }; \
+	done
+	python3 scripts/docc_coverage.py $(addprefix $(DOCS)/,$(DOCC_TARGETS))
+endef
+
+test-docs: deps-system
+	$(docc-build)
+
+# The sites in .build/docs/<module> (static: serve the folder, open /documentation/<module> or /tutorials/zerobridge),
+# the Python API in .build/docs/python/index.html.
+docs: deps
+	$(docc-build)
+	$(PY) scripts/python_docs.py $(DOCS)/python
 
 # --- installing the CLI: a release build of zerobridge copied to $(PREFIX)/bin ---------------
 PREFIX ?= /usr/local

@@ -5,7 +5,7 @@ extension BridgeHost {
     /// Serves a typed action as a **job** (SPEC 7.16): a request for it starts a journaled job that outlives the
     /// request and its session, and streams it; any peer can attach to it later (`$job.attach`), by its id or by
     /// the request's idempotency key, and get the progress it missed, then the rest, then the result. Register
-    /// job actions before ``start()``, so that jobs a killed host left running can resume from their checkpoint.
+    /// job actions before `start()`, so that jobs a killed host left running can resume from their checkpoint.
     ///
     /// For example:
     /// ```swift

@@ -19,6 +19,7 @@ import ZeroBridge
 public struct BridgeJob: Sendable {
     /// The job's id, as `$job.*` and the peers' job APIs name it.
     public let id: String
+    /// The action the job serves.
     public let action: String
     /// The idempotency key it was started with.
     public let key: String?
@@ -44,6 +45,8 @@ public struct BridgeJob: Sendable {
         try await progress(try JSONValueEncoder().encode(value))
     }
 
+    /// Reports `value` and saves `checkpoint` together: a host restarted after this resumes the job from
+    /// `checkpoint` rather than from an earlier one.
     public func progress<P: Encodable, C: Encodable>(_ value: P, checkpoint: C) async throws {
         try await progress(try JSONValueEncoder().encode(value), checkpoint: try JSONValueEncoder().encode(checkpoint))
     }
@@ -55,6 +58,7 @@ public struct BridgeJob: Sendable {
         try await journal.saveCheckpoint(job: id, value)
     }
 
+    /// Saves `value` as the point a restarted host resumes the job from (``checkpoint(as:)`` reads it).
     public func checkpoint<C: Encodable>(_ value: C) async throws {
         try await checkpoint(try JSONValueEncoder().encode(value))
     }

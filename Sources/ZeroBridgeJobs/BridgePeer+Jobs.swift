@@ -3,7 +3,9 @@ import ZeroBridge
 /// One progress message of a job as an attached caller receives it (SPEC 7.16): the job's own `seq`, so that a
 /// caller that keeps the last one can attach again after it and miss nothing.
 public struct JobProgress: Sendable, Hashable {
+    /// The job's own number for this progress: attach again with `afterSeq` set to it to get what follows.
     public var seq: Int
+    /// What the job reported.
     public var payload: JSONValue
     /// How many earlier messages the journal no longer held (pruned past its bound); nil when none were missed.
     public var skipped: Int?

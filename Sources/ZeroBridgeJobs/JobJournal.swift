@@ -388,6 +388,7 @@ final class JobJournal: Sendable {
 /// What the journal says of one job: the record `$job.start`, `$job.cancel` and `$job.list` answer with
 /// (`protocol/schema/job.schema.json`).
 public struct JobRecord: Sendable, Hashable {
+    /// Where a job is in its life: `running` (or `suspended`), then one of the four final states.
     public enum State: String, Sendable, Hashable, CaseIterable {
         /// `suspended`: a graceful stop cut it; it resumes from its checkpoint at the host's next start.
         case running, suspended, succeeded, failed, cancelled, interrupted
@@ -402,18 +403,24 @@ public struct JobRecord: Sendable, Hashable {
         }
     }
 
+    /// The job's id, given by the host; attach to it or cancel it by this.
     public var id: String
+    /// The action it runs.
     public var action: String
+    /// The idempotency key its starter gave, if any: a second start with it attaches instead.
     public var key: String?
     /// Who started it (SPEC 7.16): `curve:` and the starter's CURVE key, `name:` and its peer name, or empty for an
     /// anonymous peer. Never sent: it decides who may list, attach to and cancel the job.
     var owner: String
+    /// Where the job is in its life.
     public var state: State
     /// The `seq` of its latest progress; 0 before any.
     public var lastSeq: Int
     /// How many times its handler was started: more than 1 only for a job resumed from a checkpoint.
     public var runs: Int
+    /// When it was started, in milliseconds since 1970 (UTC).
     public var createdMs: Int
+    /// When it ended, in milliseconds since 1970 (UTC); nil while it runs.
     public var finishedMs: Int?
     /// Why it failed, was cancelled or was interrupted.
     public var error: BridgeError?

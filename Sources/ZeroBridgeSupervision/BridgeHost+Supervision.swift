@@ -4,7 +4,7 @@ import Synchronization
 extension BridgeHost {
     /// Launches the peer (now, or when the host starts) and keeps it running until the host shuts down (SPEC 10.1):
     /// restarted when it exits, hangs or is never ready, with a backoff, until it restarts too often; its output goes
-    /// to the host's logger. The host's ``shutdown()`` stops it (`bye`, SIGTERM, SIGKILL).
+    /// to the host's logger. The host's `shutdown()` stops it (`bye`, SIGTERM, SIGKILL).
     ///
     /// Refused (`not_allowed`) when the host only lets CURVE keys on an allow-list connect (a launched peer's key could
     /// not be on it), or listens on `inproc://` (another process cannot connect there); refused (`invalid_payload`)

@@ -34,7 +34,9 @@ public final class Supervised: BridgeCaller, Sendable {
 
     /// How a program ended.
     public enum Exit: Sendable, Equatable, CustomStringConvertible {
+        /// It exited with this status.
         case code(Int32)
+        /// A signal ended it (9: SIGKILL, 15: SIGTERM).
         case signal(Int32)
 
         public var description: String {
@@ -47,13 +49,19 @@ public final class Supervised: BridgeCaller, Sendable {
 
     /// What happened to the peer, in order.
     public enum Event: Sendable, Equatable {
+        /// Its process started.
         case started(pid: Int32)
+        /// It said `hello` and was welcomed: calls go to it now.
         case up(pid: Int32)
+        /// Its process ended, and how.
         case exited(pid: Int32, Exit)
         /// Not welcomed within the ready timeout, or its session was lost while its process ran: it is killed.
         case hung(reason: String)
+        /// It is started again after this backoff.
         case restarting(after: Duration)
+        /// It restarted too often; the host does not start it again by itself.
         case gaveUp(reason: String)
+        /// The host stopped it (``stop()``, or the host's shutdown).
         case stopped
     }
 
@@ -107,6 +115,7 @@ public final class Supervised: BridgeCaller, Sendable {
 
     /// The name the peer says `hello` with.
     public var name: String { configuration.name }
+    /// Where the peer is now: starting, up, restarting, gave up or stopped.
     public var state: State { inner.withLock { $0.state } }
     /// The pid of its program while one runs.
     public var pid: Int32? { inner.withLock { $0.pid } }

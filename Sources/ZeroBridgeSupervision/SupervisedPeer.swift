@@ -18,6 +18,7 @@ public struct SupervisedPeer: Sendable {
     public var name: String
     /// A path, or a name looked up in `PATH`.
     public var executable: String
+    /// The program's arguments (never the endpoint or keys: those reach it through its environment).
     public var arguments: [String]
     /// Added to the host's own environment.
     public var environment: [String: String] = [:]
@@ -28,13 +29,16 @@ public struct SupervisedPeer: Sendable {
     /// How long to wait before the first restart; it doubles with each restart, up to ``maxBackoff``, and starts over
     /// once the peer has been up for a minute.
     public var backoff: Duration = .milliseconds(250)
+    /// The longest wait between restarts.
     public var maxBackoff: Duration = .seconds(8)
     /// More restarts than this within ``restartWindow``: the host gives up on the peer.
     public var restartLimit = 5
+    /// The window ``restartLimit`` counts restarts in.
     public var restartWindow: Duration = .seconds(60)
     /// When stopping: how long to wait for the program to exit after `bye`, and again after SIGTERM, before SIGKILL.
     public var stopGrace: Duration = .seconds(5)
 
+    /// A program started as `executable` with `arguments` that must say `hello` as `name`.
     public init(name: String, executable: String, arguments: [String] = []) {
         self.name = name
         self.executable = executable

@@ -51,4 +51,23 @@ if grep -E 'Compiling (GRDB|Subprocess) ' "$scratch/swift-build.log" \
     exit 1
 fi
 swift test --skip-build --scratch-path "$scratch/calculator/.build"
+
+step "The DocC tutorial: its calculator host, its Python and Node front-ends and its fixture test"
+# The tutorial (Sources/ZeroBridge/ZeroBridge.docc/Tutorials) shows these very files, linked into its Resources.
+cp -R "$root/examples/adopt/fixtures" "$scratch/fixtures"
+mkfifo "$scratch/calculator-ready"
+"$scratch/calculator/.build/debug/calculator-host" 'tcp://127.0.0.1:*' >"$scratch/calculator-ready" &
+calculator=$!
+trap 'kill "$calculator" 2>/dev/null; rm -rf "$scratch"' EXIT
+exec {ready}<"$scratch/calculator-ready"   # kept open, so a later line on stdout cannot end the host with SIGPIPE
+read -r -t 120 -u "$ready" word state endpoint
+[ "$word $state" = "calculator ready" ] || { echo "the calculator host did not start: $word $state $endpoint"; exit 1; }
+expected=$'2 + 3 = 5\ncounted 1\ncounted 2\ncounted 3\ndone: 3'
+got=$(cd "$scratch/python" && .venv/bin/python frontend.py "$endpoint")
+[ "$got" = "$expected" ] || { printf 'frontend.py printed:\n%s\n' "$got"; exit 1; }
+got=$(cd "$scratch/node" && node frontend.mjs "$endpoint")
+[ "$got" = "$expected" ] || { printf 'frontend.mjs printed:\n%s\n' "$got"; exit 1; }
+(cd "$scratch/python" && ZEROBRIDGE_ENDPOINT="$endpoint" .venv/bin/python -m pytest -q -p no:cacheprovider test_calculator_fixtures.py)
+kill -TERM "$calculator"
+wait "$calculator" || { echo "the calculator host did not stop cleanly on SIGTERM (exit $?)"; exit 1; }
 step "done"

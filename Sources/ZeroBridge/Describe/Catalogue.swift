@@ -10,8 +10,11 @@ import Foundation
 /// try host.handle("echo", describedAs: .init(doc: "Answers with its payload.")) { payload, _ in payload }
 /// ```
 public struct ActionDescription: Sendable, Equatable {
+    /// One line for people: what the action does (`$describe`'s `doc`; empty when the handler gave none).
     public var doc: String
+    /// The JSON Schema of `request.payload`; `{}` (any value) when the action does not say.
     public var payload: JSONValue
+    /// The JSON Schema of `response.result`; `{}` (any value) when the action does not say.
     public var result: JSONValue
     /// Nil for an action that sends no progress.
     public var progress: JSONValue?

@@ -13,6 +13,7 @@ import Foundation
 /// }
 /// ```
 public protocol BridgeSchemaProviding {
+    /// The schema `$describe` shows for the type, in place of the one ``JSONSchema/of(_:)`` would derive.
     static var bridgeSchema: JSONValue { get }
 }
 
@@ -31,6 +32,8 @@ extension JSONValue: BridgeSchemaProviding {
 /// `CaseIterable`, initializers that validate their input) is described as any value (`{}`) with a `$comment`
 /// saying why, unless it conforms to ``BridgeSchemaProviding``.
 public enum JSONSchema {
+    /// The schema of the JSON that `type` decodes from; any value (`{}`, with a `$comment` saying why) for a type
+    /// whose decoding cannot be followed.
     public static func of<T: Decodable>(_ type: T.Type) -> JSONValue {
         if let provider = type as? any BridgeSchemaProviding.Type { return provider.bridgeSchema }
         let tracer = SchemaTracer()

@@ -2,6 +2,7 @@ extension BridgeHost {
     /// How a host keeps its jobs (SPEC 7.16), once it serves one: `host.job(...)` comes with the ZeroBridgeJobs
     /// product, which journals them in SQLite (GRDB). A plain value, so that ``Configuration`` carries it in the core.
     public struct JobsConfiguration: Sendable {
+        /// Where the job journal lives.
         public enum Journal: Sendable, Equatable {
             /// A private in-memory database: jobs outlive sessions, not the process (tests, and hosts that need no more).
             case inMemory
@@ -18,7 +19,9 @@ extension BridgeHost {
             case full
         }
 
+        /// Where jobs are journaled; in memory unless given a file.
         public var journal: Journal = .inMemory
+        /// How far a committed write survives: the process being killed (the default) or power loss too.
         public var durability: Durability = .normal
         /// How long a finished job's progress and outcome stay available to attach to.
         public var retention: Duration = .seconds(3600)
@@ -27,6 +30,7 @@ extension BridgeHost {
         /// Progress messages the journal keeps per job (the oldest are pruned past it, in batches).
         public var maxProgressPerJob = 100_000
 
+        /// The defaults: an in-memory journal, jobs kept an hour, 64 running at once.
         public init() {}
     }
 }

@@ -17,6 +17,9 @@ import ZeroMQ
 /// try await host.run()   // until graceful shutdown (a swift-service-lifecycle `Service`)
 /// ```
 public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
+    /// Where a host listens and what it allows: endpoint, name, limits, timeouts, security and jobs.
+    ///
+    /// Only the endpoint is required; every limit has a default that bounds what one peer can cost the host.
     public struct Configuration: Sendable {
         /// Where to bind: `tcp://127.0.0.1:5555` (`*` for any port), `ipc:///path`, or `inproc://name`.
         public var endpoint: String
@@ -52,17 +55,20 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
         public var curve: Curve?
         /// Signed connections (SPEC 3.1): by default, a new key when the host writes a connection file.
         public var signing: Signing = .automatic
-        /// Where and how jobs are journaled (SPEC 7.16); used once a job action is registered (``job(_:replacing:_:)``).
+        /// Where and how jobs are journaled (SPEC 7.16); used once a job action is registered (`job(_:replacing:_:)`, in ZeroBridgeJobs).
         public var jobs = JobsConfiguration()
         /// Shares a context with other sockets (needed for `inproc://`); nil makes one. With ``curve``, the host runs
         /// the context's ZAP handler, so the context must not have one already.
         public var context: Context?
+        /// Where the host logs sessions, refusals and handler failures (swift-log; the app chooses the backend).
         public var logger = Logger(label: "zerobridge.host")
         /// Whether a handler's unexpected error (neither a ``BridgeError`` nor ``BridgeErrorConvertible``) reaches
         /// the caller with its description. Off by default: the caller gets `handler_error` naming the error's type,
         /// and the description (which may name internal paths) only goes to ``logger``.
         public var revealsErrorDescriptions = false
 
+        /// A configuration that binds `endpoint` (`tcp://127.0.0.1:*` picks a free port, `ipc://path` a local
+        /// socket) and says `name` in its `welcome`, with every other setting at its default.
         public init(endpoint: String, name: String = "zerobridge") {
             self.endpoint = endpoint
             self.name = name
@@ -73,16 +79,21 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
     public enum Signing: Sendable {
         /// A new random key when the host writes a connection file (peers read it from there); none otherwise.
         case automatic
+        /// No signing, even with a connection file: for a host only trusted local processes can reach.
         case none
+        /// This key (written into the connection file when there is one): peers that already hold it keep working
+        /// across host restarts.
         case key(ConnectionKey)
     }
 
     /// CURVE (ZeroMQ RFC 26) for the host: its key pair, and which peer keys may connect.
     public struct Curve: Sendable {
+        /// The host's own key pair: peers need its public key (`serverKey`), which the connection file carries.
         public var keyPair: CurveKeyPair
         /// The public keys (Z85) of the peers that may connect; nil: any key (the traffic is still encrypted).
         public var allowedPeerKeys: Set<String>?
 
+        /// CURVE with this key pair; `allowedPeerKeys` nil lets any key connect (encrypted, not authenticated).
         public init(keyPair: CurveKeyPair, allowedPeerKeys: Set<String>? = nil) {
             self.keyPair = keyPair
             self.allowedPeerKeys = allowedPeerKeys
@@ -91,10 +102,13 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
 
     /// A peer arriving or leaving.
     public enum PeerEvent: Sendable {
+        /// A peer said `hello` and was welcomed (a new session, or one resumed under its resume token).
         case joined(RemotePeer)
+        /// A peer's session ended: it said `bye`, stopped answering heartbeats or was refused; `reason` says which.
         case left(RemotePeer, reason: BridgeError)
     }
 
+    /// The configuration the host was created with.
     public let configuration: Configuration
     public let handlers = HandlerTable()
     /// What ZeroBridgeJobs and ZeroBridgeSupervision add to the host, once used (see ``HostExtension``).
@@ -147,6 +161,7 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
     private let inFlightTotal: Link.HostWideInFlight
     private let keyInUse = Mutex<ConnectionKey?>(nil)
 
+    /// A host that will serve `configuration`; nothing is bound until ``start()`` (or ``run()``).
     public init(configuration: Configuration) {
         self.configuration = configuration
         inFlightTotal = Link.HostWideInFlight(limit: configuration.maxInFlightTotal)
@@ -352,7 +367,9 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
     /// What a broadcast reached: the named peers it was sent to, and those skipped because their outgoing queue
     /// was over its bound (SPEC 7.15), each by name.
     public struct BroadcastReport: Sendable, Equatable {
+        /// The names of the peers the event was queued for.
         public var delivered: [String]
+        /// The names of the peers that did not get it because they had not read earlier broadcasts (SPEC 7.15).
         public var skipped: [String]
     }
 

@@ -13,6 +13,7 @@ public final class RemotePeer: BridgeCaller, @unchecked Sendable {
     public struct Info: Sendable, Hashable {
         /// The peer's name; nil for an anonymous peer (one that never said `hello`).
         public var name: String?
+        /// The session the host gave it in `welcome`: it changes when the peer connects anew, not when it resumes.
         public var sessionID: String
         /// The actions it serves to the host.
         public var actions: [String]
@@ -36,8 +37,11 @@ public final class RemotePeer: BridgeCaller, @unchecked Sendable {
         self.defaultTimeout = defaultTimeout
     }
 
+    /// What the peer said of itself in its latest `hello`.
     public var info: Info { state.withLock { $0 } }
+    /// The peer's name; nil for an anonymous peer.
     public var name: String? { info.name }
+    /// The peer's current session id (see ``Info/sessionID``).
     public var sessionID: String { info.sessionID }
     /// Whether the peer is still connected.
     public var isConnected: Bool { !link.isClosed }

@@ -15,6 +15,8 @@ import Foundation
 public final class ShutdownSignal: Sendable {
     private let readEnd: Int32
 
+    /// Starts catching `signals` (their default action, ending the process, no longer happens) until this
+    /// object is released; ``wait()`` returns when one arrives.
     public init(trapping signals: [Int32]) {
         var ends: [Int32] = [-1, -1]
         precondition(pipe(&ends) == 0, "no file descriptors left for a pipe")

@@ -19,7 +19,7 @@ public struct BridgeRequest: Sendable {
     public let action: String
     /// When the caller gives up (`timeout_ms` after arrival); nil when it set none.
     public let deadline: ContinuousClock.Instant?
-    /// Whether the caller asked for progress; when not, ``progress(_:)`` sends nothing.
+    /// Whether the caller asked for progress; when not, `progress(_:)` sends nothing.
     public let wantsProgress: Bool
     /// On a host: the peer that sent the request, to call back into. Nil on a ``BridgePeer`` (the sender is its host).
     public let peer: RemotePeer?

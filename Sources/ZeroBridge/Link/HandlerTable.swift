@@ -92,7 +92,9 @@ public final class HandlerTable: Sendable {
 
 /// Registering a handler failed: the name is taken (and `replacing` was not set), or the name is not valid.
 public struct BridgeRegistrationError: Error, Sendable, CustomStringConvertible {
+    /// The action name the registration was for.
     public var action: String
+    /// Why it was refused: the name is taken, or it is not a valid action name.
     public var reason: String
     public var description: String { "cannot register a handler for '\(action)': \(reason)" }
 }
@@ -108,7 +110,9 @@ public struct BridgeRegistrationError: Error, Sendable, CustomStringConvertible 
 /// try host.register(importer)   // the host does not keep `importer` alive
 /// ```
 public protocol BridgeHandler: AnyObject, Sendable {
+    /// The action this object answers: its name, payload and result types.
     associatedtype Action: BridgeAction
+    /// Answers one request: the decoded payload in, the result out (or a thrown error: see <doc:Errors>).
     func handle(_ payload: Action.Payload, request: BridgeRequest) async throws -> Action.Result
 }
 

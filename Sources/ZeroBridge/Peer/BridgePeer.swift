@@ -18,7 +18,12 @@ import ZeroMQ
 /// await peer.close()
 /// ```
 public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable {
+    /// Where a peer connects and how: endpoint, name, timeouts, limits and keys.
+    ///
+    /// Make one with ``init(endpoint:name:)``, from a connection file with ``init(connectionFile:name:keyPair:)``,
+    /// or for a peer its host launched with ``supervised(name:environment:)``.
     public struct Configuration: Sendable {
+        /// The host's endpoint, such as `tcp://127.0.0.1:5555` or `ipc:///tmp/app.sock` (a scheme is required).
         public var endpoint: String
         /// The name the host knows this peer by.
         public var name: String
@@ -43,8 +48,11 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
         public var waitsForName = false
         /// Shares a context with other sockets (needed for `inproc://`); nil makes one.
         public var context: Context?
+        /// Where the peer logs reconnects and refusals (swift-log).
         public var logger = Logger(label: "zerobridge.peer")
 
+        /// A configuration for the host at `endpoint`, saying `hello` as `name`, with every other setting at its
+        /// default.
         public init(endpoint: String, name: String) {
             self.endpoint = endpoint
             self.name = name
@@ -54,9 +62,12 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
     /// CURVE for the peer: the host's public key (Z85), and the peer's own key pair, which the host may have on
     /// its allow-list.
     public struct Curve: Sendable {
+        /// The host's public key (Z85), from its connection file.
         public var serverKey: String
+        /// This peer's key pair: the host's allow-list names its public key.
         public var keyPair: CurveKeyPair
 
+        /// CURVE to the host whose public key is `serverKey`, as the owner of `keyPair`.
         public init(serverKey: String, keyPair: CurveKeyPair) {
             self.serverKey = serverKey
             self.keyPair = keyPair
@@ -65,11 +76,17 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
 
     /// What the host said in its `welcome`.
     public struct Welcome: Sendable, Hashable {
+        /// The host's name.
         public var host: String
+        /// The session the host gave this peer.
         public var sessionID: String
+        /// The actions the host serves.
         public var actions: [String]
+        /// The heartbeat interval in force for this session, used by both sides to notice the other is gone.
         public var heartbeat: Duration
+        /// The largest message the host accepts; a larger call fails `too_large` before it is sent.
         public var maxMessageBytes: Int
+        /// How many of this peer's requests the host runs at once; more are answered `overloaded`.
         public var maxInFlight: Int
         /// The hash of the host's catalogue (SPEC 7.8): compare it with the one a client was generated from.
         public var catalogue: String?
@@ -79,6 +96,7 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
         public var libraryVersion: String?
     }
 
+    /// The configuration the peer was created with.
     public let configuration: Configuration
     public let handlers = HandlerTable()
     private let signing: PeerSigning?
@@ -120,6 +138,9 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
     /// Whether the first connection's monitor saw a handshake (libzmq's retries after that are no refusal).
     private var handshook = false
 
+    /// A peer for `configuration`; ``connect(timeout:)`` connects it.
+    ///
+    /// - Throws: ``BridgeError`` `invalid_payload` when the endpoint is not one (`127.0.0.1:5599` without `tcp://`).
     public init(configuration: Configuration) throws {
         self.configuration = configuration
         subscribed = Mutex(configuration.topics)

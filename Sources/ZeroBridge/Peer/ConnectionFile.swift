@@ -3,7 +3,9 @@ import ZeroMQ
 
 /// A host's connection file (SPEC 10): where it listens, and the keys a peer needs to talk to it.
 public struct ConnectionFile: Sendable, Equatable {
+    /// The host's endpoint.
     public var endpoint: String
+    /// The host's name.
     public var host: String
     /// The key every message is signed with (SPEC 3.1); nil when the host runs without one.
     public var key: ConnectionKey?
@@ -36,6 +38,9 @@ public struct ConnectionFile: Sendable, Equatable {
         self.peer = peer
     }
 
+    /// The connection file in `file`, a parsed JSON object (what ``read(_:)`` does after reading the file).
+    ///
+    /// - Throws: ``BridgeError`` `invalid_payload` naming the member that is missing or malformed.
     public static func parse(_ file: JSONValue) throws(BridgeError) -> ConnectionFile {
         func problem(_ text: String) -> BridgeError { BridgeError(.invalidPayload, "not a connection file: \(text)") }
         guard case .object = file else { throw problem("not a JSON object") }

@@ -12,7 +12,9 @@
 /// }
 /// ```
 public protocol BridgeAction: Sendable {
+    /// What a caller sends (`request.payload`), decoded and checked before the handler runs.
     associatedtype Payload: Codable & Sendable
+    /// What the handler answers (`response.result`).
     associatedtype Result: Codable & Sendable
     /// The type of the action's progress events; untyped JSON unless the action says otherwise.
     associatedtype Progress: Codable & Sendable = JSONValue

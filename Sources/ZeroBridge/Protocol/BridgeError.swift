@@ -15,6 +15,7 @@ public struct BridgeError: Error, Sendable, Hashable, CustomStringConvertible {
         public let rawValue: String
 
         public init(rawValue: String) { self.rawValue = rawValue }
+        /// A code by its wire name, for codes of an app's own (`"out_of_stock"`) or of a newer protocol.
         public init(_ rawValue: String) { self.rawValue = rawValue }
         public init(stringLiteral value: String) { self.rawValue = value }
 
@@ -65,12 +66,14 @@ public struct BridgeError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let unreachable: Code = "unreachable"
     }
 
+    /// What went wrong, as a code callers can compare (`error.code == .timeout`).
     public var code: Code
     /// Human-readable text; compare ``code``, not this.
     public var message: String
     /// Anything more the sender chose to attach (the wire's `error.data`).
     public var data: JSONValue?
 
+    /// An error to throw from a handler: the caller gets `code`, `message` and `data` as they are.
     public init(_ code: Code, _ message: String, data: JSONValue? = nil) {
         self.code = code
         self.message = message

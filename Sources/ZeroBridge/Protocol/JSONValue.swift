@@ -11,12 +11,19 @@ import Foundation
 /// payload.description          // {"dry":false,"limit":10,"path":"/data","tags":["a","b"]}
 /// ```
 public enum JSONValue: Sendable {
+    /// JSON `null`.
     case null
+    /// `true` or `false`.
     case bool(Bool)
+    /// An integer (a number written without a fraction or exponent, within `Int`'s range).
     case int(Int)
+    /// Any other finite number.
     case double(Double)
+    /// A string.
     case string(String)
+    /// An array.
     case array([JSONValue])
+    /// An object; member order is not kept.
     case object([String: JSONValue])
     /// Raw bytes. In a message they travel as an attachment frame, which the body refers to as
     /// `{"$attachment": i}`; written as JSON text outside a message, they become a base64 string.
@@ -93,11 +100,13 @@ extension JSONValue {
         return nil
     }
 
+    /// Whether this is `null`.
     public var isNull: Bool {
         if case .null = self { return true }
         return false
     }
 
+    /// The boolean, or nil for anything else.
     public var boolValue: Bool? {
         if case .bool(let b) = self { return b }
         return nil
@@ -121,21 +130,25 @@ extension JSONValue {
         }
     }
 
+    /// The string, or nil for anything else.
     public var stringValue: String? {
         if case .string(let s) = self { return s }
         return nil
     }
 
+    /// The array's items, or nil for anything else.
     public var arrayValue: [JSONValue]? {
         if case .array(let a) = self { return a }
         return nil
     }
 
+    /// The object's members, or nil for anything else.
     public var objectValue: [String: JSONValue]? {
         if case .object(let o) = self { return o }
         return nil
     }
 
+    /// The bytes of an attachment, or nil for anything else.
     public var bytesValue: [UInt8]? {
         if case .bytes(let b) = self { return b }
         return nil

@@ -3,6 +3,7 @@ import Foundation
 
 /// The key of keyed connections (SPEC 3.1): the connection file's `key`, decoded.
 public struct ConnectionKey: Sendable, Hashable {
+    /// The key's 32 bytes.
     public let bytes: [UInt8]
     /// HMAC-SHA256 with this key, its padded key already hashed: every message's MAC starts from a copy of it.
     let authenticator: HMAC<SHA256>
@@ -24,6 +25,7 @@ public struct ConnectionKey: Sendable, Hashable {
         return ConnectionKey(hex: Signature.hex((0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }))!
     }
 
+    /// The key as 64 lowercase hex digits, as connection files hold it.
     public var hex: String { Signature.hex(bytes) }
 }
 

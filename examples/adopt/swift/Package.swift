@@ -12,6 +12,7 @@ let package = Package(
     ],
     targets: [
         .target(name: "Calculator", dependencies: [.product(name: "ZeroBridge", package: "zerobridge")]),
+        .executableTarget(name: "calculator-host", dependencies: ["Calculator", .product(name: "ZeroBridge", package: "zerobridge")]),
         .testTarget(name: "CalculatorTests", dependencies: ["Calculator", .product(name: "ZeroBridge", package: "zerobridge")]),
     ],
     swiftLanguageModes: [.v6]

@@ -114,6 +114,8 @@ class Catalogue:
         return tuple(action.name for action in self.actions)
 
     def get(self, name: str) -> ActionDescription | None:
+        """The description of the action called ``name``, or None when the catalogue has none (``catalogue[name]``
+        raises KeyError instead)."""
         for action in self.actions:
             if action.name == name:
                 return action

@@ -59,6 +59,7 @@ ERROR_CODES = frozenset(
         UNREACHABLE,
     }
 )
+"""Every error code a BridgeError can carry: the protocol's (SPEC 8) and ``unreachable`` (found locally)."""
 
 class BridgeError(Exception):
     """A protocol error: a failed call, or an error a handler raises to answer with a chosen code.
@@ -213,6 +214,7 @@ ERROR_CLASSES: dict[str, type[_FixedCodeError]] = {
         JournalFull,
     )
 }
+"""The BridgeError subclass for each code that has one (``except HandlerError``); :func:`error_from_code` uses it."""
 
 
 def error_from_code(code: str, message: str = "", data: Any = None) -> BridgeError:

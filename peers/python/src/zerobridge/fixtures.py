@@ -870,6 +870,8 @@ class _PeerUnderTest(_Transport):
 
 
 RestartHost = Callable[[], str]
+"""What a ``restart_host`` step calls: kills the host, starts it again on the same journal and endpoint, returns the
+endpoint."""
 
 
 def run_conversation(conversation: Conversation, endpoint: str, *, restart_host: RestartHost | None = None) -> None:

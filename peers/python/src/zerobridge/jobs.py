@@ -17,6 +17,8 @@ from .errors import BridgeError, error_from_code
 from .link import check_name
 
 JobState = Literal["running", "suspended", "succeeded", "failed", "cancelled", "interrupted"]
+"""``job.state`` (SPEC 7.16): ``running`` (or ``suspended``: a graceful stop cut it and the host's next start resumes
+it), then one of the four final states."""
 JOB_STATES: frozenset[str] = frozenset(get_args(JobState))
 # The states that carry an error (and, like succeeded, a finished_ms); the others are not final.
 _FAILED_STATES = frozenset({"failed", "cancelled", "interrupted"})

@@ -53,6 +53,7 @@ PROGRESS_LIMIT_BYTES = 1 << 20
 DEFAULT_MAX_IN_FLIGHT = 4096  # as the Swift and Node peers (SPEC 7.13)
 # A call's time limit when its caller gives none (SPEC 7.3, "One default"); None means no limit.
 DEFAULT_TIMEOUT = 30.0
+"""Seconds a call waits for its answer when it is given no ``timeout`` (SPEC 7.3): the same in Swift and Node."""
 
 P = TypeVar("P")
 

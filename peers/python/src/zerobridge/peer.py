@@ -914,6 +914,8 @@ class Peer:
         return register
 
     def remove_event_handler(self, name: str) -> None:
+        """Stops handling the host's events called ``name`` (registered with :meth:`on_event`): they are dropped from
+        now on, as events nobody handles are. Removing a name that has no handler does nothing."""
         self._event_handlers.pop(name, None)
 
     async def _serve(self, request: wire.Request, context: RequestContext) -> Any:

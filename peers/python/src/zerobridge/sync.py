@@ -152,6 +152,7 @@ class SyncStream:
         return self._stream.last_seq
 
     def cancel(self) -> None:
+        """Cancels the call (sends ``cancel``): ``result`` then raises BridgeCancelled, unless the answer came first."""
         self._runner.run(_apply(self._stream.cancel))
 
 
@@ -314,9 +315,12 @@ class SyncPeer:
         return self._runner.run(self._peer.describe(timeout=timeout))
 
     def post(self, action: str, payload: Any = None) -> None:
+        """As :meth:`zerobridge.Peer.post`, blocking until it is sent: an event to the host, no reply."""
         self._runner.run(self._peer.post(action, payload))
 
     def wait_connected(self, timeout: float | None = None) -> None:
+        """As :meth:`zerobridge.Peer.wait_connected`, blocking: until the host has welcomed this peer (again, after a
+        reconnect); BridgeTimeout after ``timeout`` seconds (None: no limit)."""
         self._runner.run(self._peer.wait_connected(timeout))
 
     def wait_closed(self, timeout: float | None = None) -> str:
@@ -348,6 +352,8 @@ class SyncPeer:
         result: Any = UNSET,
         progress: Any = UNSET,
     ) -> None:
+        """As :meth:`zerobridge.Peer.add_handler`: serve ``name`` with ``function`` (which runs on the peer's own
+        event-loop thread, so a blocking function holds up the peer's other work)."""
         self._runner.run(
             _apply(
                 lambda: self._peer.add_handler(name, function, doc=doc, payload=payload, result=result, progress=progress)
@@ -355,9 +361,12 @@ class SyncPeer:
         )
 
     def remove_handler(self, name: str) -> None:
+        """As :meth:`zerobridge.Peer.remove_handler`: stop serving ``name`` (the host's calls get ``unknown_action``)."""
         self._runner.run(_apply(self._peer.remove_handler, name))
 
     def on_event(self, name: str) -> Callable[[F], F]:
+        """As :meth:`zerobridge.Peer.on_event`: a decorator registering the function for the host's events ``name``."""
+
         def register(function: F) -> F:
             self._runner.run(_apply(self._peer.on_event(name), function))
             return function
@@ -365,6 +374,7 @@ class SyncPeer:
         return register
 
     def remove_event_handler(self, name: str) -> None:
+        """As :meth:`zerobridge.Peer.remove_event_handler`: events ``name`` are dropped from now on."""
         self._runner.run(_apply(self._peer.remove_event_handler, name))
 
 

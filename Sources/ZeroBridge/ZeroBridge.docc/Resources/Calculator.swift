@@ -1,0 +1,1 @@
+../../../../examples/adopt/swift/Sources/Calculator/Calculator.swift

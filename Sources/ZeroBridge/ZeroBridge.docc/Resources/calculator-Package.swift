@@ -1,0 +1,1 @@
+../../../../examples/adopt/swift/Package.swift

@@ -1,0 +1,1 @@
+../../../../examples/adopt/swift/Sources/calculator-host/main.swift

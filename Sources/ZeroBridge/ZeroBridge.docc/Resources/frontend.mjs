@@ -1,0 +1,1 @@
+../../../../examples/adopt/node/frontend.mjs

@@ -1,0 +1,1 @@
+../../../../examples/adopt/python/frontend.py

@@ -1,0 +1,1 @@
+../../../../examples/adopt/python/test_calculator_fixtures.py
