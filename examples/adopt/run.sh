@@ -50,7 +50,7 @@ cp -R "$root/examples/adopt/fixtures" "$scratch/fixtures"
 mkfifo "$scratch/calculator-ready"
 "$scratch/calculator/.build/debug/calculator-host" 'tcp://127.0.0.1:*' >"$scratch/calculator-ready" &
 calculator=$!
-trap 'kill "$calculator" 2>/dev/null; rm -rf "$scratch"' EXIT
+trap 'kill "$calculator" 2>/dev/null || true; rm -rf "$scratch"' EXIT
 exec {ready}<"$scratch/calculator-ready"   # kept open, so a later line on stdout cannot end the host with SIGPIPE
 read -r -t 120 -u "$ready" word state endpoint
 [ "$word $state" = "calculator ready" ] || { echo "the calculator host did not start: $word $state $endpoint"; exit 1; }
