@@ -37,7 +37,7 @@ test('a TypeScript program using every entry point type-checks (tsc --strict)', 
   try {
     await mkdir(path.join(scratch, 'node_modules'));
     await symlink(packageRoot, path.join(scratch, 'node_modules', 'zerobridge'), 'dir');
-    await copyFile(path.join(packageRoot, 'test', 'types', 'consumer.ts'), path.join(scratch, 'consumer.ts'));
+    await copyFile(path.join(packageRoot, 'test-helpers', 'types-consumer.ts'), path.join(scratch, 'consumer.ts'));
     await writeFile(path.join(scratch, 'package.json'), JSON.stringify({ type: 'module', private: true }));
     // No @types/node (not in Debian): the declarations must stand on the ES and DOM libraries alone.
     await writeFile(path.join(scratch, 'tsconfig.json'), JSON.stringify({

@@ -9,6 +9,6 @@ let endpoint = CommandLine.arguments.dropFirst().first ?? "tcp://127.0.0.1:5555"
 let host = try makeCalculatorHost(endpoint: endpoint)
 try host.start()
 // Front-ends (and the tutorial's test) read the endpoint from this line: port 0 (`tcp://127.0.0.1:*`) picks a free one.
-print("calculator ready \(host.boundEndpoint ?? endpoint)")
-fflush(stdout)  // a pipe gets stdout in blocks: send the line now
+// Written at once (print() would hold it in a buffer while stdout is a pipe).
+FileHandle.standardOutput.write(Data("calculator ready \(host.boundEndpoint ?? endpoint)\n".utf8))
 try await host.runUntilSignalled()

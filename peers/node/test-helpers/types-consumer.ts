@@ -1,4 +1,4 @@
-// A TypeScript program using both entry points as an app would; types.test.js type-checks it with tsc --strict.
+// A TypeScript program using both entry points as an app would; test/types.test.js type-checks it with tsc --strict.
 import { connect, BridgeError, Peer, version, curveKeyPair, type RequestContext } from 'zerobridge';
 import {
   DEFAULT_WITHIN_MS, FixtureFailure, FixtureFormatError, MISSING, checkMessageCase, frameBytes, jsonEqual,
