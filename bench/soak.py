@@ -683,7 +683,8 @@ def websocket_stalled_readers(binary: Path, readers: int = 64, n: int = 100_000)
 
 
 def websocket_churn(binary: Path, connections: int = 10_000, threads: int = 4) -> tuple[dict[str, Any], bool | None]:
-    """10,000 WebSocket connections opened (upgrade, keyed hello, welcome) and dropped, 4 at a time."""
+    """10,000 WebSocket connections opened (upgrade, keyed hello, welcome) and dropped, 4 at a time: half say bye
+    first, half do not (their named sessions wait out the host's grace, within its 10,000 sessions)."""
     host = websocket_host(binary)
     try:
         watch = Watch(host)
@@ -695,6 +696,8 @@ def websocket_churn(binary: Path, connections: int = 10_000, threads: int = 4) -
                 try:
                     client = websocket_client(host)
                     client.hello(f"churn-{secrets.token_hex(6)}")
+                    if index % 2:  # half leave as a peer does, half just drop (their sessions wait out the grace)
+                        client.send(type="bye")
                     client.close()
                     welcomed[index] += 1
                 except Exception as failure:  # counted and reported: the row fails on any
