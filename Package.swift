@@ -25,6 +25,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
         // `swift package generate-documentation` (make docs, make test-docs): the DocC catalogs under Sources/*/*.docc.
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
     ],
     targets: [
         .systemLibrary(
@@ -41,6 +42,11 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 // Signatures of keyed connections (SPEC 3.1) and the catalogue hash: HMAC-SHA256 and SHA-256 (BoringSSL).
                 .product(name: "Crypto", package: "swift-crypto"),
+                // WebSocket connections for browser peers (SPEC 2.2), and serving their page: SwiftNIO's HTTP/1 and WebSocket.
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
             ]
         ),
         .target(
@@ -109,6 +115,7 @@ let package = Package(
         .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ", "TestSupport"]),
         .testTarget(name: "ZeroBridgeTests", dependencies: [
             "ZeroBridge", "ZeroBridgeJobs", "ZeroBridgeSupervision", "ZeroBridgeConformance", "ZeroMQ", "TestSupport", .product(name: "Crypto", package: "swift-crypto"),
+            .product(name: "NIOCore", package: "swift-nio"),
         ]),
         .testTarget(name: "zerobridgeTests", dependencies: ["zerobridge", "ZeroBridgeConformance", "ZeroBridgeFixtures", "TestSupport"]),
         .testTarget(name: "ZeroBridgeFixturesTests", dependencies: ["ZeroBridgeFixtures", "ZeroBridgeConformance", "ZeroBridge", "ZeroMQ", "TestSupport"]),
