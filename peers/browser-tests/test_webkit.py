@@ -24,10 +24,19 @@ def call_from_the_host_side(host: Host, action: str, payload: Any) -> Any:
         async with zerobridge.connect(str(host.connection_file), name="native") as native:
             return await native.call("callPeer", payload | {"action": action}, timeout=30)
 
-    try:
-        return asyncio.run(run())
-    except zerobridge.BridgeError as error:
-        return {"code": error.code, "message": str(error)}
+    outcome: dict[str, Any] = {}
+
+    def in_a_thread() -> None:  # Playwright's sync API keeps an event loop running in this one
+        try:
+            outcome["value"] = asyncio.run(run())
+        except zerobridge.BridgeError as error:
+            outcome["value"] = {"code": error.code, "message": str(error)}
+
+    caller = threading.Thread(target=in_a_thread)
+    caller.start()
+    caller.join(timeout=60)
+    assert not caller.is_alive(), "the host-side call did not end within 60 s"
+    return outcome["value"]
 
 
 def test_posts_reply_reject_and_resolve_undefined(keyed_host: Host, page: Page) -> None:
@@ -92,6 +101,6 @@ def test_a_page_unloaded_mid_call_is_peer_lost_at_the_host(keyed_host: Host, pag
     caller.start()
     page.wait_for_function("() => window.entered === true", timeout=30_000)
     page.goto("about:blank")  # the page unloads with the host's call in it
-    caller.join(timeout=60)
+    caller.join(timeout=90)
     assert not caller.is_alive()
     assert outcome["result"]["code"] == "peer_lost", outcome
