@@ -3,71 +3,60 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import pathlib
-import select
-import subprocess
-import time
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
 
 import pytest
 from playwright.sync_api import Browser, ConsoleMessage, Page, sync_playwright
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SITE = pathlib.Path(__file__).resolve().parent / "site"
-ZEROBRIDGE_BIN = os.environ.get("ZEROBRIDGE_BIN", str(ROOT / ".build" / "debug" / "zerobridge"))
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
-READY_TIMEOUT_S = 60
+
+
+def _websocket_helpers() -> ModuleType:
+    """tests/websocket/conftest.py, the host's own WebSocket tests' helpers, loaded under a name of its own (two
+    modules named conftest cannot share sys.modules)."""
+    spec = importlib.util.spec_from_file_location("websocket_host_helpers", ROOT / "tests" / "websocket" / "conftest.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+WEBSOCKET = _websocket_helpers()
 
 
 @dataclass
 class Host:
-    """A running `zerobridge serve`: its ZeroMQ endpoint, WebSocket endpoint, page URL and connection file (if keyed)."""
+    """A running `zerobridge serve --conformance --ws ... --web-root site/`, and its connection file when keyed."""
 
-    process: subprocess.Popen[bytes]
-    endpoint: str
-    websocket: str
-    page: str
+    running: Any  # tests/websocket/conftest.py's WebSocketHost
     connection_file: pathlib.Path | None
 
+    @property
+    def websocket(self) -> str:
+        return str(self.running.websocket)
+
     def url(self, path: str) -> str:
-        return self.page.rstrip("/") + "/" + path.lstrip("/")
+        return str(self.running.page).rstrip("/") + "/" + path.lstrip("/")
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        self.running.stop()
 
 
-def start_host(tmp: pathlib.Path, *, keyed: bool = True, extra: tuple[str, ...] = ()) -> Host:
-    """`serve --conformance --ws 127.0.0.1:0 --web-root site/`, keyed through a connection file unless `keyed` is false."""
-    if not os.access(ZEROBRIDGE_BIN, os.X_OK):
-        pytest.fail(f"{ZEROBRIDGE_BIN} does not exist (run `swift build`, or set ZEROBRIDGE_BIN)")
-    connection_file = tmp / "host.json" if keyed else None
-    args = [ZEROBRIDGE_BIN, "serve", "--conformance", "--endpoint", "tcp://127.0.0.1:*", "--ws", "127.0.0.1:0",
-            "--web-root", str(SITE), *extra]
-    args += ["--connection-file", str(connection_file)] if connection_file else ["--no-key", "--ws-allow-unkeyed"]
-    process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, bufsize=0)
-    assert process.stdout is not None
-    lines: dict[str, str] = {}
-    deadline = time.monotonic() + READY_TIMEOUT_S
-    while "ready" not in lines:
-        left = deadline - time.monotonic()
-        if left <= 0 or not select.select([process.stdout], [], [], left)[0]:
-            process.kill()
-            pytest.fail(f"{' '.join(args)} printed no ready line within {READY_TIMEOUT_S} s")
-        line = process.stdout.readline().decode()
-        if not line:
-            pytest.fail(f"{' '.join(args)} exited with {process.wait()} before it was ready")
-        _, word, value = line.strip().split(" ", 2)
-        lines[word] = value
-    return Host(process, lines["ready"], lines["websocket"], lines["page"], connection_file)
+def start_host(tmp: pathlib.Path, *, keyed: bool = True) -> Host:
+    """The host's WebSocket tests' host (tests/websocket), serving site/; keyed through tmp/host.json unless `keyed` is false."""
+    running = WEBSOCKET.start_host(tmp, "--web-root", str(SITE), keyed=keyed)
+    return Host(running, tmp / "host.json" if keyed else None)
 
 
 @pytest.fixture(scope="session")

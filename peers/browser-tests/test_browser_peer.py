@@ -7,7 +7,7 @@ import subprocess
 
 from playwright.sync_api import Page
 
-from conftest import ZEROBRIDGE_BIN, Host, connection_key
+from conftest import WEBSOCKET, Host, connection_key
 
 # Connects the page's peer once (window.peer), with the handlers the host reaches through its callback action.
 CONNECT = """async (options) => {
@@ -121,7 +121,7 @@ def test_a_wrong_key_is_refused(keyed_host: Host, page: Page) -> None:
 
 def test_a_generated_typed_client_runs_in_the_page(keyed_host: Host, page: Page, tmp_path) -> None:  # type: ignore[no-untyped-def]
     assert keyed_host.connection_file is not None
-    subprocess.run([ZEROBRIDGE_BIN, "types", "--connection-file", str(keyed_host.connection_file), "--typescript",
+    subprocess.run([WEBSOCKET.ZEROBRIDGE_BIN, "types", "--connection-file", str(keyed_host.connection_file), "--typescript",
                     str(tmp_path / "client")], check=True, capture_output=True, timeout=60)
     module = (tmp_path / "client.js").read_text()
     assert "import " not in module.replace("import type", ""), "the generated client imports nothing a page cannot load"
