@@ -8,7 +8,7 @@ SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 SWIFT_BIN := .build/debug
 export ZEROBRIDGE_BIN := $(CURDIR)/$(SWIFT_BIN)/zerobridge
 
-.PHONY: deps deps-system deps-python build test test-swift test-protocol test-python test-websocket test-node test-examples test-install test-docs docs demo bench soak fuzz fuzz-corpus bench-security clean
+.PHONY: deps deps-system deps-python build test test-swift test-protocol test-python test-websocket test-node test-browser test-examples test-install test-docs docs demo bench soak fuzz fuzz-corpus bench-security clean
 
 # --- installing what is missing -------------------------------------------------------------
 deps: deps-system deps-python
@@ -24,6 +24,7 @@ deps-system:
 	command -v tcpdump >/dev/null || missing="$$missing tcpdump"; \
 	[ -f /usr/share/nodejs/tweetnacl/package.json ] || missing="$$missing node-tweetnacl"; \
 	command -v tsc >/dev/null || missing="$$missing node-typescript"; \
+	command -v chromium >/dev/null || missing="$$missing chromium"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
@@ -33,11 +34,12 @@ deps-system:
 deps-python: $(VENV)/.installed
 
 # rfc8785 is the reference of the differential tests, atheris the Python fuzzer (fuzz/), websockets the client of the
-# host's WebSocket tests (tests/websocket).
+# host's WebSocket tests (tests/websocket), playwright drives Debian's chromium in the browser tests (it downloads no
+# browser of its own: peers/browser-tests/conftest.py).
 $(VENV)/.installed: peers/python/pyproject.toml Makefile
 	@[ -x $(PY) ] || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q pyzmq pytest pytest-timeout jsonschema tqdm mypy rfc8785 atheris pdoc websockets
+	$(PY) -m pip install -q pyzmq pytest pytest-timeout jsonschema tqdm mypy rfc8785 atheris pdoc websockets playwright
 	$(PY) -m pip install -q -e peers/python
 	$(PY) -m pip install -q 'setuptools>=77'
 	@touch $@
@@ -48,7 +50,7 @@ build: deps-system
 
 # --- tests: every suite the repo has; any failure fails the target -------------------------
 test: deps build
-	@$(MAKE) --no-print-directory test-swift test-protocol test-python test-websocket test-node test-examples test-install test-docs
+	@$(MAKE) --no-print-directory test-swift test-protocol test-python test-websocket test-node test-browser test-examples test-install test-docs
 
 # Every suite has a time limit (3 minutes a test); this bounds the whole run too, so a hang fails instead of waiting.
 test-swift:
@@ -69,6 +71,10 @@ test-websocket:
 
 test-node:
 	node --test peers/node/test/
+
+# The browser peer and the WebKit layer in headless Chromium (Playwright) against the real host over WebSockets.
+test-browser:
+	$(PYTEST) peers/browser-tests
 
 # The import service end to end: the built import host, the Node ETL peer and both front-ends, as processes;
 # and the clients `zerobridge types` generates, type-checked (mypy --strict) and run against a live host.
