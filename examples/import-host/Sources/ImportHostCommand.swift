@@ -113,6 +113,7 @@ struct ImportHostCommand: AsyncParsableCommand {
             }
         }
         try host.handle(Search.self) { payload, _ in try await catalog.search(payload) }
+        try host.handle(Folders.self) { _, _ in try roots.folders() }
         try host.handle(Stats.self) { [weak host, etlPeer] _, _ in
             var stats = try await catalog.stats()
             stats.etl = etl.status(connected: host?.peers.contains { $0.name == etlPeer && $0.isConnected } ?? false)

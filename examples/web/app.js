@@ -1,0 +1,192 @@
+// The import service's page, written as for a WKWebView: plain requests go to the host's handlers through
+// window.webkit.messageHandlers (WKScriptMessageHandlerWithReply: a Promise of the reply). WebKit has no streaming,
+// so the import's live progress, its cancelling and the catalogChanged broadcasts go through the browser peer,
+// connected with what the host injected into the page (globalThis.__zerobridge).
+
+import { connect } from '/_zerobridge/browser.js';
+
+const $ = (id) => document.getElementById(id);
+const count = (n) => n.toLocaleString('en');
+/** How many hits a search shows. */
+const SEARCH_LIMIT = 10;
+/** How many catalogChanged entries the page keeps: the oldest go first. */
+const CHANGES_KEPT = 50;
+/** How many failed files the outcome lists. */
+const ERRORS_SHOWN = 20;
+
+/** A request to a host handler, as a page in a WKWebView makes it. */
+function ask(handler, body = null) {
+  const handlers = globalThis.webkit?.messageHandlers;
+  if (!handlers?.[handler]) return Promise.reject(new Error(`no message handler '${handler}' in this page`));
+  return handlers[handler].postMessage(body);
+}
+
+/** Sets a <data> element: its machine-readable value and its text. */
+function setNumber(id, value, text = count(value)) {
+  const element = $(id);
+  element.value = String(value);
+  element.textContent = text;
+}
+
+function setState(state, text) {
+  document.body.dataset.state = state;
+  if (text !== undefined) $('progress-text').textContent = text;
+  const importing = state === 'importing';
+  $('start').disabled = importing || $('folder').options.length === 0;
+  $('folder').disabled = importing;
+  $('cancel').disabled = !importing;
+}
+
+function showProgress(p) {
+  const bar = $('bar');
+  bar.max = Math.max(p.filesTotal, 1);
+  bar.value = p.filesDone;
+  setNumber('files-done', p.filesDone);
+  setNumber('files-total', p.filesTotal);
+  setNumber('records', p.records);
+  setNumber('files-failed', p.filesFailed);
+  setNumber('files-per-second', Math.round(p.filesPerSecond));
+  const percent = p.filesTotal === 0 ? 100 : Math.floor((100 * p.filesDone) / p.filesTotal);
+  $('progress-text').textContent = `Importing: ${percent}%${p.currentFile ? `, at ${p.currentFile}` : ''}`;
+}
+
+function showOutcome(text, errors = []) {
+  $('outcome').hidden = false;
+  $('outcome-text').textContent = text;
+  const list = $('error-list');
+  list.replaceChildren(...errors.slice(0, ERRORS_SHOWN).map((error) => {
+    const item = document.createElement('li');
+    item.textContent = `${error.file}: [${error.kind}] ${error.message}`;
+    return item;
+  }));
+  $('errors').hidden = errors.length === 0;
+}
+
+async function refreshStats() {
+  const stats = await ask('stats');
+  setNumber('catalogue-files', stats.files);
+  setNumber('catalogue-records', stats.records);
+}
+
+/** A search hit's snippet, its matched words (in [brackets] from the host) marked, as text nodes only. */
+function snippet(text) {
+  const parts = text.split(/\[([^\]]*)\]/);
+  return parts.map((part, i) => {
+    if (i % 2 === 0) return document.createTextNode(part);
+    const mark = document.createElement('mark');
+    mark.textContent = part;
+    return mark;
+  });
+}
+
+async function search(query) {
+  const found = await ask('search', { query, limit: SEARCH_LIMIT });
+  const summary = $('search-summary');
+  summary.dataset.total = String(found.total);
+  summary.textContent = found.total === 0 ? `No record matches “${found.query}”.`
+    : `${count(found.total)} records match “${found.query}”${found.total > found.hits.length ? `; the best ${found.hits.length}:` : ':'}`;
+  $('hits').replaceChildren(...found.hits.map((hit) => {
+    const item = document.createElement('li');
+    Object.assign(item.dataset, { file: hit.file, record: String(hit.record), format: hit.format });
+    const title = document.createElement('strong');
+    title.textContent = hit.title;
+    const where = document.createElement('span');
+    where.className = 'where';
+    where.textContent = ` ${hit.file} #${hit.record} (${hit.format})`;
+    const text = document.createElement('p');
+    text.append(...snippet(hit.snippet));
+    item.append(title, where, text);
+    return item;
+  }));
+}
+
+function showChange(change) {
+  const item = document.createElement('li');
+  Object.assign(item.dataset, {
+    run: String(change.run), folder: change.folder, status: change.status, filesImported: String(change.filesImported),
+    records: String(change.records), files: String(change.files), recordsTotal: String(change.recordsTotal),
+  });
+  const time = document.createElement('time');
+  time.dateTime = new Date().toISOString();
+  time.textContent = new Date().toLocaleTimeString('en-GB');
+  item.append(time, ` Run ${change.run} ${change.status} (${change.folder}): ${count(change.filesImported)} files, `
+    + `${count(change.records)} records imported; the catalogue holds ${count(change.files)} files, `
+    + `${count(change.recordsTotal)} records.`);
+  const list = $('changes');
+  list.prepend(item);
+  while (list.children.length > CHANGES_KEPT) list.lastElementChild.remove();
+}
+
+let peer;
+let job = null;
+
+async function runImport(path) {
+  $('outcome').hidden = true;
+  showProgress({ filesDone: 0, filesTotal: 0, records: 0, filesFailed: 0, filesPerSecond: 0 });
+  setState('importing', `Starting the import of ${path}…`);
+  try {
+    ({ job } = await peer.startJob('importFolder', { path }));
+    const call = peer.attachJob({ job });
+    for await (const progress of call.progress) showProgress(progress);
+    const result = await call.result;
+    showProgress({ ...result, filesDone: result.filesTotal });
+    setState('completed', `Imported ${count(result.filesImported)} of ${count(result.filesTotal)} files.`);
+    showOutcome(`${count(result.filesImported)} files imported (${count(result.filesFailed)} failed): `
+      + `${count(result.records)} records in ${result.seconds.toFixed(1)} s.`, result.errors);
+  } catch (error) {
+    if (error.code === 'cancelled') {
+      setState('cancelled', 'Cancelled: each file is in the database whole or not at all.');
+    } else {
+      setState('failed', `The import failed: ${error.message}`);
+    }
+  } finally {
+    job = null;
+  }
+  await refreshStats();
+}
+
+async function cancelImport() {
+  if (job === null) return;
+  $('cancel').disabled = true;
+  $('progress-text').textContent = 'Cancelling…';
+  try {
+    await peer.cancelJob({ job });
+  } catch (error) {
+    $('progress-text').textContent = `Could not cancel: ${error.message}`;
+  }
+}
+
+async function start() {
+  const { folders, omitted } = await ask('folders');
+  $('folder').replaceChildren(...folders.map(({ path, name }) => new Option(name, path)));
+  if (omitted > 0) $('folder').title = `${omitted} more folders are not listed`;
+
+  peer = await connect();
+  peer.on('catalogChanged', (change) => {
+    showChange(change);
+    refreshStats().catch(() => {});
+  });
+  await peer.subscribe('catalog');
+  const host = globalThis.__zerobridge?.info?.host;
+  $('connection').textContent = `Connected${host ? ` to ${host}` : ''}.`;
+  $('search').disabled = false;
+  setState('idle');
+  await refreshStats();
+}
+
+$('import-form').addEventListener('submit', (event) => {
+  event.preventDefault();
+  runImport($('folder').value);
+});
+$('cancel').addEventListener('click', cancelImport);
+$('search-form').addEventListener('submit', (event) => {
+  event.preventDefault();
+  search($('query').value.trim()).catch((error) => {
+    $('search-summary').textContent = `The search failed: ${error.message}`;
+  });
+});
+
+start().catch((error) => {
+  document.body.dataset.state = 'disconnected';
+  $('connection').textContent = `Cannot reach the import host: ${error.message}`;
+});
