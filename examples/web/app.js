@@ -124,6 +124,7 @@ async function runImport(path) {
   $('outcome').hidden = true;
   showProgress({ filesDone: 0, filesTotal: 0, records: 0, filesFailed: 0, filesPerSecond: 0 });
   setState('importing', `Starting the import of ${path}…`);
+  document.body.dataset.imports = String(Number(document.body.dataset.imports ?? 0) + 1);
   try {
     ({ job } = await peer.startJob('importFolder', { path }));
     const call = peer.attachJob({ job });
