@@ -100,6 +100,9 @@ async function search(query) {
   }));
 }
 
+/** A folder's own name, as the folder list shows it. */
+const folderName = (path) => path.split('/').filter(Boolean).pop() ?? path;
+
 function showChange(change) {
   const item = document.createElement('li');
   Object.assign(item.dataset, {
@@ -109,7 +112,10 @@ function showChange(change) {
   const time = document.createElement('time');
   time.dateTime = new Date().toISOString();
   time.textContent = new Date().toLocaleTimeString('en-GB');
-  item.append(time, ` Run ${change.run} ${change.status} (${change.folder}): ${count(change.filesImported)} files, `
+  const folder = document.createElement('strong');
+  folder.textContent = folderName(change.folder);
+  folder.title = change.folder;
+  item.append(time, ` Run ${change.run} `, folder, ` ${change.status}: ${count(change.filesImported)} files, `
     + `${count(change.records)} records imported; the catalogue holds ${count(change.files)} files, `
     + `${count(change.recordsTotal)} records.`);
   const list = $('changes');
@@ -123,7 +129,7 @@ let job = null;
 async function runImport(path) {
   $('outcome').hidden = true;
   showProgress({ filesDone: 0, filesTotal: 0, records: 0, filesFailed: 0, filesPerSecond: 0 });
-  setState('importing', `Starting the import of ${path}…`);
+  setState('importing', `Starting the import of ${folderName(path)}…`);
   document.body.dataset.imports = String(Number(document.body.dataset.imports ?? 0) + 1);
   try {
     ({ job } = await peer.startJob('importFolder', { path }));
@@ -131,7 +137,7 @@ async function runImport(path) {
     for await (const progress of call.progress) showProgress(progress);
     const result = await call.result;
     showProgress({ ...result, filesDone: result.filesTotal });
-    setState('completed', `Imported ${count(result.filesImported)} of ${count(result.filesTotal)} files.`);
+    setState('completed', `The import of ${folderName(path)} completed.`);
     showOutcome(`${count(result.filesImported)} files imported (${count(result.filesFailed)} failed): `
       + `${count(result.records)} records in ${result.seconds.toFixed(1)} s.`, result.errors);
   } catch (error) {
@@ -168,8 +174,7 @@ async function start() {
     refreshStats().catch(() => {});
   });
   await peer.subscribe('catalog');
-  const host = globalThis.__zerobridge?.info?.host;
-  $('connection').textContent = `Connected${host ? ` to ${host}` : ''}.`;
+  $('connection').textContent = `Connected to ${peer.host}.`;
   $('search').disabled = false;
   setState('idle');
   await refreshStats();
