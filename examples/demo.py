@@ -234,7 +234,7 @@ def run_steps(demo: Any, manifests: dict[pathlib.Path, Any], children: list[Any]
         show("choosing batch-2 on the page and pressing Import: progress streams to the page's bar through the "
              "browser peer (WebSocket), as it does to the terminal front-ends")
         page.start_import("batch-2")
-        page.wait_for_progress(manifests[batch_2]["totals"]["files"] // 4)
+        page.wait_for_number("files-done", manifests[batch_2]["totals"]["files"] // 4)
         shown = page.numbers()
         show(f"mid-import the page shows {shown['files-done']} of {shown['files-total']} files, {shown['records']:,} records")
         check(page.wait_for_state("completed", "cancelled", "failed") == "completed", "the page's import completed")

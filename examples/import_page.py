@@ -76,9 +76,12 @@ class ImportPage:
         self.start_import(folder_name)
         return self.wait_for_state("completed", "cancelled", "failed")
 
-    def wait_for_progress(self, files_done: int) -> None:
-        self.page.wait_for_function("n => Number(document.getElementById('files-done').value) >= n", arg=files_done,
+    def wait_for_number(self, figure: str, at_least: int) -> int:
+        """Waits until one of the page's figures (the id of its <data> element: files-done, records, catalogue-files
+        ...) is at least `at_least`; returns it."""
+        self.page.wait_for_function("([id, n]) => Number(document.getElementById(id).value) >= n", arg=[figure, at_least],
                                     timeout=WAIT_MS)
+        return self.numbers()[figure]
 
     def cancel(self) -> str:
         self.page.click("#cancel")

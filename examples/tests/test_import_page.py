@@ -110,9 +110,10 @@ def test_an_import_from_the_page_shows_what_the_database_holds(page_host: PageHo
 def test_cancel_from_the_page_leaves_whole_files(page_host: PageHost, page: ImportPage,
                                                  dataset: tuple[pathlib.Path, dict[str, Any]]) -> None:
     _, manifest = dataset
-    page_host.start_etl("--delay-per-file-ms", "40")  # 120 files: about 5 s at the least, so the cancel lands mid-way
+    # 120 files, 4 at a time, each held 200 ms: 6 s at the least, so the cancel lands mid-way.
+    page_host.start_etl("--delay-per-file-ms", "200")
     page.start_import("inbox")
-    page.wait_for_progress(4)
+    page.wait_for_number("records", 1)  # a file is in the database
     assert page.cancel() == "cancelled"
 
     run = page_host.wait_for_stats(lambda stats: stats["lastImport"]["status"] != "running")["lastImport"]
