@@ -18,6 +18,7 @@ let package = Package(
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
         .package(url: "https://github.com/swiftlang/swift-subprocess", from: "1.0.2"),
         .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
     ],
     targets: [
         .systemLibrary(
@@ -38,6 +39,11 @@ let package = Package(
                 .product(name: "Subprocess", package: "swift-subprocess"),
                 // Signatures of keyed connections (SPEC 3.1) and the catalogue hash: HMAC-SHA256 and SHA-256 (BoringSSL).
                 .product(name: "Crypto", package: "swift-crypto"),
+                // WebSocket connections for browser peers (SPEC 2.2), and serving their page: SwiftNIO's HTTP/1 and WebSocket.
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
             ]
         ),
         .executableTarget(

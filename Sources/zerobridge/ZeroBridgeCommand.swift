@@ -71,13 +71,32 @@ struct Serve: AsyncParsableCommand {
         valueName: "NAME=COMMAND"))
     var peers: [String] = []
 
+    @Option(help: ArgumentHelp(
+        "Also accept WebSocket connections (browser peers, SPEC 2.2) on HOST:PORT, e.g. 127.0.0.1:8080 (port 0 picks one).",
+        discussion: "The connection key is then required by default, and prints `zerobridge websocket ws://HOST:PORT/zerobridge` before the ready line.",
+        valueName: "HOST:PORT"))
+    var ws: String?
+
+    @Option(help: "With --ws: serve this folder (a Vite or Svelte build output as it is) at /, with the bridge's configuration injected into each HTML page; prints `zerobridge page URL`.")
+    var webRoot: String?
+
+    @Option(name: .customLong("allow-origin"), help: "With --ws: an origin allowed beside the host's own (e.g. http://localhost:5173 for a dev server). Repeatable.")
+    var allowedOrigins: [String] = []
+
+    @Flag(help: "With --ws and --no-key: open sessions on WebSocket connections without a key (tests and development only: any local process and any allowed page can then use the host).")
+    var wsAllowUnkeyed = false
+
     @Option(help: "Only peers whose CURVE public keys (Z85, one a line; a line starting with # that is not a key is a comment) are in this file may connect. Implies --curve.")
     var allowPeerKeys: String?
 
     func validate() throws {
-        guard conformance else {
-            throw ValidationError("nothing to serve: pass --conformance (services such as examples/import-host bring their own executable)")
+        guard conformance || webRoot != nil else {
+            throw ValidationError("nothing to serve: pass --conformance or --web-root (services such as examples/import-host bring their own executable)")
         }
+        guard ws != nil || (webRoot == nil && allowedOrigins.isEmpty && !wsAllowUnkeyed) else {
+            throw ValidationError("--web-root, --allow-origin and --ws-allow-unkeyed go with --ws HOST:PORT")
+        }
+        _ = try webSocketOptions()
         guard maxMessageBytes > 0, maxInFlight > 0, maxInFlightTotal > 0, heartbeatMs >= 50 else {
             throw ValidationError("--max-message-bytes, --max-in-flight and --max-in-flight-total must be positive, --heartbeat-ms at least 50")
         }
@@ -99,6 +118,21 @@ struct Serve: AsyncParsableCommand {
         }
     }
 
+    /// --ws HOST:PORT and what goes with it; nil without --ws.
+    func webSocketOptions() throws -> WebSocketOptions? {
+        guard let ws else { return nil }
+        guard let colon = ws.lastIndex(of: ":"), let port = Int(ws[ws.index(after: colon)...]), (0...65535).contains(port),
+              case let host = ws[..<colon].trimmingCharacters(in: CharacterSet(charactersIn: "[]")), !host.isEmpty else {
+            throw ValidationError("--ws takes HOST:PORT, such as 127.0.0.1:8080 or [::1]:0, not '\(ws)'")
+        }
+        for origin in allowedOrigins where URL(string: origin)?.host == nil || !(origin.hasPrefix("http://") || origin.hasPrefix("https://")) {
+            throw ValidationError("--allow-origin takes an origin such as http://localhost:5173, not '\(origin)'")
+        }
+        var options = WebSocketOptions(host: host, port: port, webRoot: webRoot, allowedOrigins: allowedOrigins)
+        options.allowsUnkeyedConnections = wsAllowUnkeyed
+        return options
+    }
+
     func run() async throws {
         var logger = Logger(label: "zerobridge")
         logger.logLevel = logLevel
@@ -114,6 +148,7 @@ struct Serve: AsyncParsableCommand {
         configuration.connectionFile = connectionFile
         configuration.logger = logger
         if let journal { configuration.jobs.journal = .file(journal) }
+        configuration.webSocket = try webSocketOptions()
         if noKey { configuration.signing = .none }
         if curve || curveSecretKeyFile != nil || allowPeerKeys != nil {
             let keyPair = try curveSecretKeyFile.map(CurveKeys.load(orCreate:)) ?? CurveKeyPair.generate()
@@ -121,11 +156,14 @@ struct Serve: AsyncParsableCommand {
             FileHandle.standardError.write(Data("zerobridge: CURVE server key \(keyPair.publicKey)\n".utf8))
         }
         let host = BridgeHost(configuration: configuration)
-        try Conformance.install(on: host)
+        if conformance { try Conformance.install(on: host) }
         for peer in try supervisedPeers() { try host.supervise(peer) }
         try host.start()
         // Trap the signals before saying ready, so a stop that follows the ready line at once is not lost.
         let stop = ShutdownSignal(trapping: [SIGTERM, SIGINT])
+        // Before the ready line, so that whoever waits for it knows them all.
+        if let endpoint = host.webSocketEndpoint { FileHandle.standardOutput.write(Data("zerobridge websocket \(endpoint)\n".utf8)) }
+        if let page = host.pageURL { FileHandle.standardOutput.write(Data("zerobridge page \(page)\n".utf8)) }
         // One line, flushed at once: scripts and tests wait for it before connecting.
         FileHandle.standardOutput.write(Data("zerobridge ready \(host.boundEndpoint ?? endpoint)\n".utf8))
         await stop.wait()

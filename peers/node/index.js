@@ -5,8 +5,7 @@ export { Peer } from './src/peer.js';
 export { BridgeError } from './src/errors.js';
 export { curveKeyPair } from './src/curve.js';
 
-/** The version of this package and of the other ZeroBridge libraries: the repository's VERSION file says the same. */
-export const version = '2.0.0';
+export { version } from './src/version.js';
 
 /**
  * Creates a peer, connects it, says hello and resolves once the host has welcomed it. Without an endpoint

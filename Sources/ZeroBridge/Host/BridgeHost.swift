@@ -46,6 +46,9 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
         public var maxConnections: Int?
         /// How long a graceful shutdown waits for requests in flight before cancelling them.
         public var drainTimeout: Duration = .seconds(5)
+        /// WebSocket connections for browser peers and the page they load (SPEC 2.2); nil: ZeroMQ only. With it, the
+        /// host has a connection key by default (``Signing/automatic``), for ZeroMQ peers too.
+        public var webSocket: WebSocketOptions?
         /// Where to write a connection file (mode 0600) for peers, if anywhere.
         public var connectionFile: String?
         /// Encryption and peer keys (SPEC 2.1); nil: plaintext, and any process that reaches the endpoint may connect.
@@ -71,7 +74,8 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
 
     /// Whether every message must be signed with a connection key (SPEC 3.1).
     public enum Signing: Sendable {
-        /// A new random key when the host writes a connection file (peers read it from there); none otherwise.
+        /// A new random key when the host writes a connection file (peers read it from there) or listens for
+        /// WebSocket connections (the page gets it injected); none otherwise.
         case automatic
         case none
         case key(ConnectionKey)
@@ -109,6 +113,7 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
         let endpoint: String
         let context: Context
         let zap: ZAPHandler?
+        var webSocket: WebSocketListener?
     }
 
     /// Named peers, readable from any thread, and who waits for which.
@@ -120,7 +125,7 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
 
     // Confined to the socket thread (set before it starts).
     private var socketThread: SocketThread?
-    private var sessions: [[UInt8]: Session] = [:]
+    var sessions: [[UInt8]: Session] = [:]
     private var sessionsByID: [String: Session] = [:]
     /// Each name's one live session (SPEC 6, Names).
     private var sessionsByName: [String: Session] = [:]
@@ -163,6 +168,9 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
     /// The key every message must be signed with, when the host requires one (written to its connection file).
     public var connectionKey: ConnectionKey? { keyInUse.withLock { $0 } }
 
+    /// The port of the WebSocket listener; nil before ``start()`` or without one.
+    var webSocketPort: Int? { started.withLock { $0?.webSocket?.port } }
+
     /// The endpoint actually bound (a `*` port resolved); nil before ``start()``.
     public var boundEndpoint: String? { started.withLock { $0?.endpoint } }
 
@@ -197,9 +205,13 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
             // are how running out of file descriptors shows; `closed` tells when shutting down freed the endpoint.
             let monitor = try SocketMonitor(watching: router, events: [.accepted, .disconnected, .acceptFailed, .closed])
             let key: ConnectionKey? = switch configuration.signing {
-            case .automatic: configuration.connectionFile == nil ? nil : .generate()
+            case .automatic: configuration.connectionFile == nil && configuration.webSocket == nil ? nil : .generate()
             case .none: nil
             case .key(let key): key
+            }
+            // A page of an allowed origin is not proof enough (SPEC 2.2): the key is what lets a connection in.
+            if let options = configuration.webSocket, key == nil, !options.allowsUnkeyedConnections {
+                throw BridgeError(.notAllowed, "WebSocket connections need a connection key: give the host one, or allow unkeyed connections for development")
             }
             // An abstract socket has no file, so no permissions: unlike a path socket, it keeps no local user out.
             if configuration.curve == nil, key == nil, Self.isAbstractIPC(endpoint) {
@@ -215,7 +227,17 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
             descriptors = DescriptorBudget(maxConnections: configuration.maxConnections)
             keyInUse.withLock { $0 = key }
             let thread = try SocketThread(socket: router)
-            started = Started(thread: thread, endpoint: endpoint, context: context, zap: zap)
+            // Before the thread starts: what WebSocket peers send meanwhile waits in its queue of jobs.
+            let webSocket = try configuration.webSocket.map { options in
+                do {
+                    return try startWebSocketListener(options, thread: thread, key: key, budget: descriptors!.others)
+                } catch {
+                    zap?.stop()
+                    descriptors?.release()
+                    throw error
+                }
+            }
+            started = Started(thread: thread, endpoint: endpoint, context: context, zap: zap, webSocket: webSocket)
             socketThread = thread
             listeningEndpoint = endpoint
             self.monitor = monitor
@@ -227,6 +249,10 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
                 closing: { [self] in releaseEndpoint() }))
             if let path = configuration.connectionFile { try writeConnectionFile(path, endpoint: endpoint, key: key) }
             configuration.logger.info("listening", metadata: ["endpoint": "\(endpoint)"])
+            if let webSocket, let options = configuration.webSocket {
+                configuration.logger.info("listening for WebSocket connections", metadata: [
+                    "endpoint": "ws://\(WebSocketOptions.authority(options.host, webSocket.port))\(WebSocketListener.bridgePath)"])
+            }
         }
         // Outside the lock: launching reads the endpoint and key bound above.
         supervision.hostStarted(self)
@@ -256,6 +282,8 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
         // While the socket is open, so that each launched peer is told bye before its process is stopped.
         await supervision.stopAll()
         await thread.stop()
+        // After the thread's last byes were handed to the connections: they are written before each close frame.
+        await started.withLock { $0?.webSocket }?.stop()
         let zap = started.withLock { started in
             defer { started = nil }
             return started?.zap
@@ -496,7 +524,7 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
     /// An answer with `"id": null` to a connection that has no session, signed when it has a channel (SPEC 3.1) and
     /// `unsigned` is not asked for. Such answers share one queue; past 1 MiB (connections that do not read them) they
     /// are logged, not queued.
-    private func answerWithoutSession(_ routingID: [UInt8], _ error: BridgeError, unsigned: Bool = false) {
+    func answerWithoutSession(_ routingID: [UInt8], _ error: BridgeError, unsigned: Bool = false) {
         guard strangers.queuedBytes < 1 << 20 else {
             return configuration.logger.debug("answer not queued: 1 MiB of answers to connections without a session wait",
                                               metadata: ["code": "\(error.code.rawValue)"])
@@ -572,7 +600,7 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
 
     /// An anonymous session ends with its connection, and its work with it (SPEC 7.6). A named one waits for its
     /// peer to resume it over a new connection, or is lost by heartbeat (7.7): a reconnect closes the old connection.
-    private func connectionClosed(_ routingID: [UInt8]) {
+    func connectionClosed(_ routingID: [UInt8]) {
         guard let session = sessions[routingID] else { return }
         guard session.name == nil else {
             // Kept for its peer to resume, for the host's grace at most (SPEC 6): see tick.

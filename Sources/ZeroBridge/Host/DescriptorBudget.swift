@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// The host's connections against its open-file limit (SPEC 7.17). Confined to the host's socket thread.
 ///
@@ -30,6 +31,9 @@ struct DescriptorBudget {
     private var spares: [Int32] = []
     /// Connections shed since the host started.
     private(set) var shedCount = 0
+    /// Connections the host has beside its ROUTER (the HTTP listener's, WebSocket ones included), counted by the
+    /// listener as it accepts them: they share the descriptors, so they share the bound.
+    let others = OtherConnections()
 
     init(maxConnections: Int?) {
         var limit = rlimit()
@@ -37,6 +41,7 @@ struct DescriptorBudget {
         let fromLimit = limit.rlim_cur >= rlim_t(Int.max) ? Int.max
             : max(Int(limit.rlim_cur) - Self.reserve(forLimit: Int(limit.rlim_cur)), 1)
         self.maxConnections = maxConnections ?? fromLimit
+        others.publish(zeroMQ: 0, bound: self.maxConnections)
         takeSpares()
     }
 
@@ -44,29 +49,32 @@ struct DescriptorBudget {
     var bound: Int { min(maxConnections, ceiling) }
 
     /// Connections open now.
-    var connectionCount: Int { open.count }
+    var connectionCount: Int { open.count + others.count }
 
     /// libzmq accepted a connection over `fd`: whether it is kept (otherwise it was shed).
     mutating func accepted(_ fd: Int32) -> Bool {
-        guard open.count < bound, spares.count == Self.spareCount else {
+        guard connectionCount < bound, spares.count == Self.spareCount else {
             endConnection(fd)
             shedCount += 1
             return false
         }
         open.insert(fd)
+        others.publish(zeroMQ: open.count, bound: bound)
         return true
     }
 
     /// The connection over `fd` closed: its descriptor goes back to the spares first, if they are short.
     mutating func disconnected(_ fd: Int32) {
         open.remove(fd)
+        others.publish(zeroMQ: open.count, bound: bound)
         takeSpares()
     }
 
     /// An accept failed for want of descriptors: the spares are given up, so libzmq's next accept succeeds (and that
     /// connection is shed) instead of spinning. Returns whether there were spares to give.
     mutating func exhausted() -> Bool {
-        ceiling = min(ceiling, max(open.count - Self.spareCount, 1))
+        ceiling = min(ceiling, max(connectionCount - Self.spareCount, 1))
+        others.publish(zeroMQ: open.count, bound: bound)
         guard !spares.isEmpty else { return false }
         for fd in spares { close(fd) }
         spares.removeAll()
@@ -92,4 +100,34 @@ struct DescriptorBudget {
 /// Ends a connection libzmq owns without closing its descriptor under it: libzmq sees the end and closes it.
 private func endConnection(_ fd: Int32) {
     _ = shutdown(fd, Int32(SHUT_RDWR))
+}
+
+/// The connections of the host's HTTP listener, against the same bound as its ROUTER's (SPEC 2.2, 7.17): the listener
+/// admits one while all connections together are under the bound, and sheds it otherwise. Readable from any thread.
+final class OtherConnections: Sendable {
+    private let open = Atomic<Int>(0)
+    private let zeroMQ = Atomic<Int>(0)
+    private let bound = Atomic<Int>(Int.max)
+
+    var count: Int { open.load(ordering: .relaxed) }
+
+    /// The ROUTER's side, published by the budget on the socket thread.
+    func publish(zeroMQ count: Int, bound: Int) {
+        zeroMQ.store(count, ordering: .relaxed)
+        self.bound.store(bound, ordering: .relaxed)
+    }
+
+    /// A connection accepted: whether it is kept (then ``closed()`` must follow), or shed.
+    func admit() -> Bool {
+        let now = open.add(1, ordering: .relaxed).newValue
+        guard now + zeroMQ.load(ordering: .relaxed) <= bound.load(ordering: .relaxed) else {
+            open.subtract(1, ordering: .relaxed)
+            return false
+        }
+        return true
+    }
+
+    func closed() {
+        open.subtract(1, ordering: .relaxed)
+    }
 }

@@ -37,6 +37,9 @@ final class SocketThread: @unchecked Sendable {
     private var nextTick = ContinuousClock.now
     private var socketReplaced = false
     private var threadID: pthread_t?
+    /// Connections that reach the owner other than through the socket (WebSocket), by the routing id the owner knows
+    /// them by. Confined to the thread.
+    private var attached: [[UInt8]: any AttachedConnection] = [:]
     /// Jobs handed over and not run yet. Once the thread has ended, a job still runs (a call fails at once on its
     /// closed link instead of waiting for a thread that is gone): on the thread that handed it over, one drainer at
     /// a time, so jobs never run concurrently.
@@ -129,6 +132,22 @@ final class SocketThread: @unchecked Sendable {
             outbox.isListed = true
             waiting.append(outbox)
         }
+    }
+
+    /// From now on, messages sent to `routingID` go to `connection` instead of the socket. Only on the thread.
+    func attach(_ connection: any AttachedConnection, as routingID: [UInt8]) {
+        attached[routingID] = connection
+    }
+
+    /// Messages to `routingID` are unreachable from now on (its connection ended). Only on the thread.
+    func detach(_ routingID: [UInt8]) {
+        attached[routingID] = nil
+    }
+
+    /// Hands the owner one message that arrived over an attached connection: `frames` are the routing id, then the
+    /// frames as the peer sent them, exactly as the socket delivers them. Only on the thread.
+    func deliver(_ frames: [Frame]) {
+        owner?.received(frames)
     }
 
     /// Closes the socket without lingering, dropping whatever libzmq still holds for it, and goes on with `new`
@@ -240,6 +259,9 @@ final class SocketThread: @unchecked Sendable {
         // A bounded batch, so outbound work and timers are not starved by a flood.
         for _ in 0..<512 {
             guard let frames = try? socket.receive(dontWait: true) else { return }
+            // An attached connection's routing id is the owner's to give (128 random bits): a socket peer claiming one is
+            // not let in as that connection.
+            if !attached.isEmpty, let routingID = frames.first, attached[routingID.bytes] != nil { continue }
             owner.received(frames)
         }
     }
@@ -303,12 +325,15 @@ final class SocketThread: @unchecked Sendable {
         outbox.backoff = min(outbox.backoff * 2, .milliseconds(50))
     }
 
-    private enum Transmission { case sent, refused, unreachable }
+    enum Transmission { case sent, refused, unreachable }
 
     /// Sends the parts of one message without waiting. libzmq queues the parts of a message all or none, so only
     /// the first can be refused: EAGAIN when the connection's high-water mark is reached, EHOSTUNREACH (a ROUTER
     /// with ROUTER_MANDATORY) when the peer has gone.
     private func transmitting(_ message: OutboundMessage) -> Transmission {
+        if !attached.isEmpty, message.envelope.count == 2, let connection = attached[message.envelope[0]] {
+            return connection.transmit(signature: message.envelope[1], frames: message.frames)
+        }
         let last = message.envelope.count + message.frames.count - 1
         var index = 0
         func put(_ part: [UInt8]) throws -> Bool {

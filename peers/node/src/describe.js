@@ -1,7 +1,6 @@
 // SPEC 7.8 `$describe`: the descriptions of the actions this peer serves, its catalogue, and the catalogue's hash,
-// the SHA-256 of its RFC 8785 (JSON Canonicalization Scheme) form.
-
-import { createHash } from 'node:crypto';
+// the SHA-256 of its RFC 8785 (JSON Canonicalization Scheme) form. The SHA-256 is the platform's, passed in as
+// `sha256Hex(text)`: node:crypto's answers at once, the browser's WebCrypto with a promise.
 import { serialize } from './values.js';
 
 /**
@@ -32,13 +31,8 @@ export function canonicalJson(value) {
   }
 }
 
-/** Lowercase hex SHA-256 of the UTF-8 bytes of `value`'s RFC 8785 form. */
-export function canonicalHash(value) {
-  return createHash('sha256').update(canonicalJson(value), 'utf8').digest('hex');
-}
-
-/** A catalogue's hash (SPEC 7.8): the canonical hash of its `actions` array. */
-export const catalogueHash = (actions) => canonicalHash(actions);
+/** Lowercase hex SHA-256 of the UTF-8 bytes of `value`'s RFC 8785 form (or a promise of it, as `sha256Hex` gives). */
+export const canonicalHash = (value, sha256Hex) => sha256Hex(canonicalJson(value));
 
 /**
  * A schema given to handle(): a JSON Schema (an object, or true/false), copied as JSON (so later changes to the
@@ -85,10 +79,14 @@ export function describeAction(action, options) {
   return description;
 }
 
-/** The catalogue of these descriptions (reserved `$` names left out): `{catalogue: hash, actions}`, sorted by name. */
-export function buildCatalogue(descriptions) {
+/**
+ * The catalogue of these descriptions (reserved `$` names left out): `{catalogue: hash, actions}`, sorted by name;
+ * a promise of it when `sha256Hex` answers with one.
+ */
+export function buildCatalogue(descriptions, sha256Hex) {
   const actions = [...descriptions].filter((d) => !d.name.startsWith('$')).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
-  return { catalogue: catalogueHash(actions), actions };
+  const hash = canonicalHash(actions, sha256Hex);
+  return typeof hash === 'string' ? { catalogue: hash, actions } : hash.then((catalogue) => ({ catalogue, actions }));
 }
 
 /** Whether a `$describe` result looks like a catalogue: `{catalogue, actions: [{name, payload, ...}, ...]}`. */

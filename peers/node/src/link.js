@@ -4,8 +4,8 @@
 // The link knows nothing of sockets or sessions: it is given a `send(frames)` and an `isFull()`, and
 // reports session-level messages (welcome, bye, hello) to its owner.
 
-import { randomBytes } from 'node:crypto';
 import { BridgeError } from './errors.js';
+import { randomBytes, toHex } from './bytes.js';
 import { decode, encode, encodeProgress, messageBytes, bodies, isName } from './wire.js';
 import { ValueRefusal, encodeRequest, encodeEvent, encodeResult, encodeFailure, serializePayload } from './values.js';
 
@@ -141,7 +141,7 @@ function errorBody(error) {
 export class Link {
   /**
    * @param {object} options
-   * @param {(frames: Buffer[]) => void} options.send  writes one message; throws a BridgeError when it cannot
+   * @param {(frames: Uint8Array[]) => void} options.send writes one message; throws a BridgeError when it cannot
    * @param {() => boolean} options.isFull             whether what waits for the host is at its bound (SPEC 7.13);
    *                                                   the owner calls onRoom() when it may no longer be
    * @param {Map<string, Function>} options.handlers   action name -> handler, read at each request
@@ -174,7 +174,7 @@ export class Link {
     this.describe = options.describe ?? (() => ({ catalogue: null, actions: [] }));
     this.checkPayload = options.checkPayload ?? (() => null);
     this.log = options.log;
-    this.idPrefix = `${randomBytes(4).toString('hex')}-`;
+    this.idPrefix = `${toHex(randomBytes(4))}-`;
     this.nextId = 0;
     this.calls = new Map(); // our requests in flight, by id
     this.waiting = []; // our calls not sent yet, waiting for room (SPEC 7.13), in order

@@ -1,149 +1,40 @@
-// Keyed connections (SPEC 3.1): frame 0 as `h.<nonce>.<ms>.<mac>` (the opening hello of a connection's channel)
-// or `m.<counter>.<mac>` (everything after it), the MAC an HMAC-SHA256 with the connection key. The peer only
-// plays the peer side (PeerChannel); the primitives are shared with the tests' host.
+// Keyed connections (SPEC 3.1) in Node: the channel of src/channel.js over node:crypto's HMAC-SHA256, which answers
+// at once, and the primitives the tests' host signs with.
 
-import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
+import { PeerChannel as Channel, macParts, messageSignature, newNonce, openingSignature } from './channel.js';
 
-const MAX_COUNTER = 2n ** 63n - 1n;
-// Strict forms: lowercase hex of fixed length, decimals without sign or leading zeros (at most 19 digits, so
-// nothing huge is ever turned into a BigInt).
-const OPENING = /^h\.([0-9a-f]{32})\.(0|[1-9][0-9]{0,18})\.([0-9a-f]{64})$/;
-const MESSAGE = /^m\.([1-9][0-9]{0,18})\.([0-9a-f]{64})$/;
+export { CLOCK_WINDOW_MS, bodyType, clockSkewDiagnosis, newNonce, parseKey, parseSignature } from './channel.js';
 
-/** The connection key from its hex form (an even, non-zero number of digits, either case); throws a TypeError otherwise. */
-export function parseKey(hex) {
-  if (typeof hex !== 'string' || !/^(?:[0-9a-fA-F]{2})+$/.test(hex)) {
-    throw new TypeError('a connection key is hex: a non-zero, even number of hex digits');
-  }
-  return Buffer.from(hex, 'hex');
-}
+/** Lowercase hex SHA-256 of the UTF-8 bytes of `text` (the catalogue hash, SPEC 7.8). */
+export const sha256Hex = (text) => createHash('sha256').update(text, 'utf8').digest('hex');
 
-/** 128 bits from the CSPRNG, as 32 lowercase hex digits: the name of a new channel. */
-export const newNonce = () => randomBytes(16).toString('hex');
-
-/**
- * The MAC (32 bytes) of frames 1..n (`frames`, Buffers), for `kind` (`hello`, `p2h`, `h2p`) on `channel` at `stamp` (the
- * opening's ms or the counter). Each frame goes in with its length as 8 bytes big-endian, so frame boundaries count.
- */
-export function mac(key, kind, channel, stamp, frames) {
-  const hmac = createHmac('sha256', key);
-  hmac.update(`zerobridge-1\n${kind}\n${channel}\n${stamp}\n`, 'utf8');
-  const length = Buffer.alloc(8);
-  for (const frame of frames) {
-    length.writeBigUInt64BE(BigInt(frame.length));
-    hmac.update(length);
-    hmac.update(frame);
-  }
-  return hmac.digest();
-}
-
-/** Frame 0 of a channel's opening hello. */
-export function signOpening(key, channel, ms, frames) {
-  return Buffer.from(`h.${channel}.${ms}.${mac(key, 'hello', channel, ms, frames).toString('hex')}`, 'latin1');
-}
-
-/** Frame 0 of any later message: `counter` (a BigInt or an integer) 1..2^63-1. */
-export function signMessage(key, kind, channel, counter, frames) {
-  return Buffer.from(`m.${counter}.${mac(key, kind, channel, counter, frames).toString('hex')}`, 'latin1');
-}
-
-/**
- * Frame 0 read by the rules: `{ nonce, ms, mac }` for an opening, `{ counter, mac }` for a message (ms and counter
- * as BigInts, mac as 32 bytes), or null for anything else (empty, garbled, upper-case, out of range).
- */
-export function parseSignature(frame0) {
-  if (frame0.length === 0 || frame0.length > 120) return null;
-  const text = Buffer.from(frame0).toString('latin1'); // one char per byte: nothing non-ASCII can match
-  let match = MESSAGE.exec(text);
-  if (match) {
-    const counter = BigInt(match[1]);
-    return counter <= MAX_COUNTER ? { counter, mac: Buffer.from(match[2], 'hex') } : null;
-  }
-  match = OPENING.exec(text);
-  if (match) {
-    const ms = BigInt(match[2]);
-    return ms <= MAX_COUNTER ? { nonce: match[1], ms, mac: Buffer.from(match[3], 'hex') } : null;
-  }
-  return null;
+function hmac(key, parts) {
+  const h = createHmac('sha256', key);
+  for (const part of parts) h.update(part);
+  return h.digest();
 }
 
 /** Whether a received MAC is the expected one, in time that does not depend on where they differ. */
 export const macMatches = (received, expected) => received.length === expected.length && timingSafeEqual(received, expected);
 
-/** The `type` of a body frame, or null when it is not a JSON object with a string type. */
-export function bodyType(frame) {
-  return bodyOf(frame)?.type ?? null;
-}
+const NODE_HMAC = {
+  mac: hmac,
+  verify: (key, parts, received) => macMatches(received, hmac(key, parts)),
+};
 
-function bodyOf(frame) {
-  try {
-    const body = JSON.parse(Buffer.from(frame).toString('utf8'));
-    return typeof body?.type === 'string' ? body : null;
-  } catch {
-    return null;
-  }
-}
+/** The MAC (32 bytes) of frames 1..n for `kind` on `channel` at `stamp` (src/channel.js macParts). */
+export const mac = (key, kind, channel, stamp, frames) => hmac(key, macParts(kind, channel, stamp, frames));
 
-/**
- * The peer's side of one keyed connection: a fresh channel, opened by the first message it signs (which must be
- * the connection's hello); it then signs `p2h` with counters 1, 2, ... and accepts the host's `h2p` messages with
- * increasing counters: before the first welcome only the answers to the hello, the welcome or a `response` with
- * `"id": null` (a `name_taken`: SPEC 3.1 has it signed for the channel like anything else).
- */
-export class PeerChannel {
+/** Frame 0 of a channel's opening hello. */
+export const signOpening = (key, channel, ms, frames) => Buffer.from(openingSignature(channel, ms, mac(key, 'hello', channel, ms, frames)));
+
+/** Frame 0 of any later message: `counter` (a BigInt or an integer) 1..2^63-1. */
+export const signMessage = (key, kind, channel, counter, frames) => Buffer.from(messageSignature(counter, mac(key, kind, channel, counter, frames)));
+
+/** The peer's side of one keyed connection, signing and checking at once (src/channel.js). */
+export class PeerChannel extends Channel {
   constructor(key, nonce = newNonce()) {
-    this.key = key;
-    this.nonce = nonce;
-    this.opened = false;
-    this.sent = 0n; // the counter of the last message signed after the opening
-    this.received = 0n; // the greatest counter accepted from the host
-    this.welcomed = false;
+    super(key, NODE_HMAC, nonce);
   }
-
-  /** Frame 0 for the next message, `frames` its frames 1..n (Buffers). */
-  sign(frames, now = Date.now()) {
-    if (!this.opened) {
-      this.opened = true;
-      return signOpening(this.key, this.nonce, now, frames);
-    }
-    this.sent += 1n;
-    return signMessage(this.key, 'p2h', this.nonce, this.sent, frames);
-  }
-
-  /** Why a message from the host is refused, or null when it is accepted (and its counter recorded). */
-  refusal(frame0, frames) {
-    const parsed = parseSignature(frame0);
-    if (parsed === null) return frame0.length === 0 ? 'no signature' : 'not a signature';
-    if (parsed.counter === undefined) return 'an opening signature (only a peer opens a channel)';
-    if (parsed.counter <= this.received) return `counter ${parsed.counter} replayed or out of order (last accepted ${this.received})`;
-    if (!macMatches(parsed.mac, mac(this.key, 'h2p', this.nonce, parsed.counter, frames))) return 'wrong signature';
-    if (!this.welcomed) {
-      const body = bodyOf(frames[0]);
-      if (body?.type === 'welcome') this.welcomed = true;
-      else if (!(body?.type === 'response' && body.id === null)) return 'a message before the channel\'s first welcome';
-    }
-    this.received = parsed.counter;
-    return null;
-  }
-}
-
-/** How far an opening's ms may be from the host's clock (SPEC 3.1). */
-export const CLOCK_WINDOW_MS = 300_000;
-
-/**
- * What to tell the user about an `unauthorized` answer whose `error.data` carries `clock_skew_ms` (the opening's clock
- * minus the host's, SPEC 3.1): the clocks differ, not the key. Null for any other answer.
- */
-export function clockSkewDiagnosis(data) {
-  const skew = data?.clock_skew_ms;
-  if (!Number.isInteger(skew)) return null;
-  const window = Number.isInteger(data.window_ms) ? data.window_ms : CLOCK_WINDOW_MS;
-  return `the host's clock and this peer's differ by ${skewAmount(skew)} (this peer's is ${skew > 0 ? 'ahead' : 'behind'}), `
-    + `more than the ${Math.floor(window / 1000)} s window for an opening hello: set both clocks right (NTP)`;
-}
-
-/** Whole seconds, or milliseconds when whole seconds would hide that it is past the window. */
-function skewAmount(skew) {
-  const seconds = Math.floor((Math.abs(skew) + 500) / 1000);
-  return seconds * 1000 <= CLOCK_WINDOW_MS ? `${Math.abs(skew)} ms` : `${seconds} s`;
 }

@@ -13,6 +13,8 @@
 // Values are those values.js accepts: null, booleans, finite numbers, BigInts (integers), strings, arrays, plain
 // objects (a member whose value is undefined is absent) and bytes.
 
+import { bytesEqual } from './bytes.js';
+
 const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
 const IDENTIFIER = /^[A-Za-z_$][A-Za-z0-9_$]*$/;
 const TYPE_NAMES = new Set(['null', 'boolean', 'object', 'array', 'number', 'string', 'integer']);
@@ -70,7 +72,7 @@ export function jsonEqual(a, b) {
   const tb = typeof b;
   if ((ta === 'number' || ta === 'bigint') && (tb === 'number' || tb === 'bigint')) return a == b; // eslint-disable-line eqeqeq
   if (a === null || b === null || ta !== 'object' || tb !== 'object') return false;
-  if (isBytes(a) || isBytes(b)) return isBytes(a) && isBytes(b) && Buffer.compare(a, b) === 0;
+  if (isBytes(a) || isBytes(b)) return isBytes(a) && isBytes(b) && bytesEqual(a, b);
   if (Array.isArray(a) !== Array.isArray(b)) return false;
   if (Array.isArray(a)) return a.length === b.length && a.every((item, i) => jsonEqual(item, b[i]));
   const names = Object.keys(a).filter((name) => a[name] !== undefined);

@@ -10,6 +10,7 @@
 // is left out, as JSON.stringify does; `undefined` as the whole value is null (a handler that returns nothing).
 
 import { MAX_DEPTH } from './wire.js';
+import { EMPTY, utf8Bytes, utf8Length } from './bytes.js';
 
 const INT64_MIN = -(2n ** 63n);
 const INT64_MAX = 2n ** 63n - 1n;
@@ -150,8 +151,7 @@ function writeObject(value, walk, depth) {
   const prototype = Object.getPrototypeOf(value);
   if (prototype !== Object.prototype && prototype !== null) {
     if (value instanceof Uint8Array) {
-      const bytes = Buffer.isBuffer(value) ? value : Buffer.from(value.buffer, value.byteOffset, value.byteLength);
-      walk.attachments.push(bytes);
+      walk.attachments.push(value);
       return `{"$attachment":${walk.attachments.length - 1}}`;
     }
     throw new ValueRefusal(pathTo(walk, depth), notPlain(value));
@@ -204,7 +204,7 @@ export function serialize(value, root = 'payload', depth = 2) {
 /** Like serialize(), plus `bytes`: the weight of the text and the attachments (held progress counts it). */
 export function serializePayload(value, root = 'payload', depth = 2) {
   const { json, attachments } = serialize(value, root, depth);
-  let bytes = Buffer.byteLength(json, 'utf8');
+  let bytes = utf8Length(json);
   for (const attachment of attachments) bytes += attachment.length;
   return { json, attachments, bytes };
 }
@@ -213,8 +213,7 @@ export function serializePayload(value, root = 'payload', depth = 2) {
 // Written as text around the checked value's JSON (the body's own fields are the peer's, so they need no check):
 // one walk per message, where encode(body) would walk the value once more inside JSON.stringify.
 
-const EMPTY = Buffer.alloc(0);
-const frames = (json, attachments) => (attachments.length === 0 ? [EMPTY, Buffer.from(json, 'utf8')] : [EMPTY, Buffer.from(json, 'utf8'), ...attachments]);
+const frames = (json, attachments) => (attachments.length === 0 ? [EMPTY, utf8Bytes(json)] : [EMPTY, utf8Bytes(json), ...attachments]);
 
 /** The frames of a request; throws a ValueRefusal (path from `payload`) for a payload that cannot be carried. */
 export function encodeRequest(id, action, payload, timeoutMs, progress, deadline, idempotencyKey) {

@@ -1,14 +1,12 @@
 // Message bodies <-> ZeroMQ frames, and the validation rules of PROTOCOL-OUTLINE.md and the team's
 // decisions: what is a well-formed body of each type, and which error code a bad one earns.
 
-import { readFileSync } from 'node:fs';
 import { BridgeError } from './errors.js';
-import { curveKey } from './curve.js';
+import { EMPTY, utf8Bytes, utf8Length } from './bytes.js';
 
 export const PROTOCOL_VERSION = 1;
 export const MAX_DEPTH = 64;
 const NAME_MAX = 128;
-const EMPTY = Buffer.alloc(0);
 const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
 const TYPES = new Set(['hello', 'welcome', 'request', 'response', 'progress', 'event', 'cancel', 'ping', 'pong', 'bye']);
@@ -204,7 +202,7 @@ function uncarriable(text) {
 
 /**
  * Decodes the frames a DEALER received: `[signature, body, ...attachments]`.
- * Returns `{ body }` (attachment references replaced by Buffers) or, for a message that cannot be
+ * Returns `{ body }` (attachment references replaced by their frames) or, for a message that cannot be
  * understood, `{ error: BridgeError, id, type }` where `id` is the message's readable id (else null)
  * and `error.code` is `bad_message` or `unsupported_version`.
  */
@@ -255,7 +253,7 @@ function toJson(value) {
     const raw = this[key];
     if (raw instanceof Uint8Array) {
       attachments ??= [];
-      attachments.push(Buffer.isBuffer(raw) ? raw : Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength));
+      attachments.push(raw);
       return { $attachment: attachments.length - 1 };
     }
     return member;
@@ -270,7 +268,7 @@ function toJson(value) {
  */
 export function encode(body) {
   const { json, attachments } = toJson(body);
-  return [EMPTY, Buffer.from(json, 'utf8'), ...attachments];
+  return [EMPTY, utf8Bytes(json), ...attachments];
 }
 
 /**
@@ -280,7 +278,7 @@ export function encode(body) {
  */
 export function encodePayload(payload) {
   const { json = 'null', attachments } = toJson(payload ?? null);
-  let bytes = Buffer.byteLength(json, 'utf8');
+  let bytes = utf8Length(json);
   for (const attachment of attachments) bytes += attachment.length;
   return { json, attachments, bytes };
 }
@@ -289,7 +287,7 @@ export function encodePayload(payload) {
 export function encodeProgress(id, seq, payload, skipped = 0) {
   const extra = skipped > 0 ? `,"skipped":${skipped}` : '';
   const json = `{"v":1,"type":"progress","id":${JSON.stringify(id)},"seq":${seq}${extra},"payload":${payload.json}}`;
-  return [EMPTY, Buffer.from(json, 'utf8'), ...payload.attachments];
+  return [EMPTY, utf8Bytes(json), ...payload.attachments];
 }
 
 /** Bytes that count against `max_message_bytes`: the body and the attachments (frames 1..n). */
@@ -320,52 +318,3 @@ export const bodies = {
   pong: () => ({ v: 1, type: 'pong' }),
   bye: () => ({ v: 1, type: 'bye' }),
 };
-
-/**
- * Reads a connection file: `{"protocol": 1, "endpoint", "host", "signature_scheme": "hmac-sha256", "key",
- * "curve_server_key"?, "peer"?}`. Returns `{ endpoint, host, key }`, plus `curveServerKey` (Z85) and `peer` (the
- * name a supervising host launched this peer under, SPEC 10.1) when the file has them; throws a BridgeError
- * (`bad_message`) naming the file and the problem.
- */
-export function readConnectionFile(path) {
-  let text;
-  try {
-    text = readFileSync(path, 'utf8');
-  } catch (error) {
-    throw new BridgeError('bad_message', `cannot read the connection file ${path}: ${error.message}`, { cause: error });
-  }
-  let parsed;
-  try {
-    parsed = JSON.parse(text);
-  } catch (error) {
-    throw new BridgeError('bad_message', `the connection file ${path} is not JSON: ${error.message}`);
-  }
-  const problem = connectionFileProblem(parsed);
-  if (problem) throw new BridgeError('bad_message', `the connection file ${path} is not valid: ${problem}`);
-  const info = { endpoint: parsed.endpoint, host: parsed.host, key: parsed.key };
-  if (parsed.curve_server_key !== undefined) info.curveServerKey = parsed.curve_server_key;
-  if (parsed.peer !== undefined) info.peer = parsed.peer;
-  return info;
-}
-
-/** Why a parsed connection file is invalid, or null. */
-export function connectionFileProblem(file) {
-  if (!isObject(file)) return 'it is not a JSON object';
-  if (file.protocol !== 1 || !Number.isInteger(file.protocol)) return 'protocol must be the integer 1';
-  if (typeof file.endpoint !== 'string' || !/^(tcp|ipc|inproc):\/\/[^*]+$/.test(file.endpoint)) {
-    return 'endpoint must be a tcp://, ipc:// or inproc:// address without wildcards';
-  }
-  if (!isName(file.host)) return 'host must be a string of 1..128 characters';
-  if (file.signature_scheme !== 'hmac-sha256') return 'signature_scheme must be "hmac-sha256"';
-  if (typeof file.key !== 'string' || !/^([0-9a-fA-F]{2})*$/.test(file.key)) return 'key must be hex (an even number of digits) or empty';
-  if (has(file, 'curve_server_key')) {
-    if (typeof file.curve_server_key !== 'string') return 'curve_server_key must be the host\'s CURVE public key in Z85 (40 characters)';
-    try {
-      curveKey(file.curve_server_key, 'curve_server_key');
-    } catch (error) {
-      return error.message;
-    }
-  }
-  if (has(file, 'peer') && !isName(file.peer)) return 'peer must be a string of 1..128 characters';
-  return null;
-}

@@ -13,6 +13,8 @@ import { repoRoot } from '../test-helpers/processes.js';
 const fixtures = [JSON.parse(readFileSync(path.join(repoRoot, 'protocol/fixtures/signatures.json'), 'utf8'))].flat();
 const [fixture] = fixtures;
 const key = parseKey(fixture.key);
+// What the shared core gives: plain Uint8Arrays (a Buffer is one, but deepEqual tells them apart).
+const bytes = (text, encoding) => new Uint8Array(Buffer.from(text, encoding));
 const toFrame = (frame) => (typeof frame === 'string' ? Buffer.from(frame, 'utf8') : Buffer.from(frame.hex, 'hex'));
 
 describe('signatures.json: sign', () => {
@@ -26,8 +28,8 @@ describe('signatures.json: sign', () => {
         : signMessage(key, c.kind, c.channel, c.counter, frames);
       assert.equal(frame0.toString('latin1'), c.frame0);
       assert.deepEqual(parseSignature(frame0), c.kind === 'hello'
-        ? { nonce: c.channel, ms: BigInt(c.ms), mac: Buffer.from(c.frame0.split('.')[3], 'hex') }
-        : { counter: BigInt(c.counter), mac: Buffer.from(c.frame0.split('.')[2], 'hex') });
+        ? { nonce: c.channel, ms: BigInt(c.ms), mac: bytes(c.frame0.split('.')[3], 'hex') }
+        : { counter: BigInt(c.counter), mac: bytes(c.frame0.split('.')[2], 'hex') });
     });
   }
 });
@@ -57,9 +59,9 @@ describe('signing: the peer\'s channel', () => {
 
   test('opens with its hello at the given clock, then signs p2h from counter 1', () => {
     const channel = new PeerChannel(key, opening.channel);
-    assert.equal(channel.sign(opening.frames.map(toFrame), opening.ms).toString('latin1'), opening.frame0);
-    assert.equal(channel.sign(first.frames.map(toFrame)).toString('latin1'), first.frame0);
-    assert.match(channel.sign([Buffer.from('{}')]).toString('latin1'), /^m\.2\.[0-9a-f]{64}$/);
+    assert.equal(Buffer.from(channel.sign(opening.frames.map(toFrame), opening.ms)).toString('latin1'), opening.frame0);
+    assert.equal(Buffer.from(channel.sign(first.frames.map(toFrame))).toString('latin1'), first.frame0);
+    assert.match(Buffer.from(channel.sign([Buffer.from('{}')])).toString('latin1'), /^m\.2\.[0-9a-f]{64}$/);
   });
 
   test('each channel gets a fresh 128-bit nonce and opens with the wall clock', () => {
@@ -121,8 +123,8 @@ describe('signing: frame 0 and keys', () => {
       `m.99999999999999999999.${hex}`, `h.${'0'.repeat(32)}.9223372036854775808.${hex}`]) {
       assert.equal(parseSignature(Buffer.from(text, 'latin1')), null, JSON.stringify(text));
     }
-    assert.deepEqual(parseSignature(Buffer.from(`m.9223372036854775807.${hex}`)), { counter: 2n ** 63n - 1n, mac: Buffer.from(hex, 'hex') });
-    assert.deepEqual(parseSignature(Buffer.from(`h.${'0'.repeat(32)}.0.${hex}`)), { nonce: '0'.repeat(32), ms: 0n, mac: Buffer.from(hex, 'hex') });
+    assert.deepEqual(parseSignature(Buffer.from(`m.9223372036854775807.${hex}`)), { counter: 2n ** 63n - 1n, mac: bytes(hex, 'hex') });
+    assert.deepEqual(parseSignature(Buffer.from(`h.${'0'.repeat(32)}.0.${hex}`)), { nonce: '0'.repeat(32), ms: 0n, mac: bytes(hex, 'hex') });
     // A multi-byte character must not pass for its code units.
     assert.equal(parseSignature(Buffer.concat([Buffer.from('m.1.'), Buffer.from(`${hex.slice(1)}\u00e9`, 'utf8')])), null);
   });
@@ -135,7 +137,7 @@ describe('signing: frame 0 and keys', () => {
   });
 
   test('a key is hex of an even, non-zero number of digits, either case', () => {
-    assert.deepEqual(parseKey('0aFf'), Buffer.from([0x0a, 0xff]));
+    assert.deepEqual(parseKey('0aFf'), new Uint8Array([0x0a, 0xff]));
     for (const bad of ['', 'abc', 'zz', '0x00', ' 00', 42]) assert.throws(() => parseKey(bad), TypeError, String(bad));
   });
 });

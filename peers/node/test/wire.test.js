@@ -6,7 +6,8 @@ import assert from 'node:assert/strict';
 import { readdirSync, readFileSync, writeFileSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { decode, encode, encodePayload, encodeProgress, bodies, messageBytes, connectionFileProblem, readConnectionFile, isName } from '../src/wire.js';
+import { decode, encode, encodePayload, encodeProgress, bodies, messageBytes, isName } from '../src/wire.js';
+import { connectionFileProblem, readConnectionFile } from '../src/connection-file.js';
 import { repoRoot } from '../test-helpers/processes.js';
 
 const fixtures = path.join(repoRoot, 'protocol/fixtures');

@@ -1,0 +1,372 @@
+// The browser peer (SPEC 2.2, 3.2; since 1.7): the session of src/core.js over a WebSocket, signing with WebCrypto's
+// HMAC-SHA256. The same API as the Node peer:
+//
+//   import { connect } from '/_zerobridge/browser.js';
+//   const peer = await connect();                       // a page the host serves: globalThis.__zerobridge says where
+//   const sum = await peer.call('add', { a: 1, b: 2 });
+//
+// Nothing here (or in what it imports) uses node:* or Buffer: a page loads it as it is, with no build step.
+
+import { PeerCore } from './core.js';
+import { PeerChannel, parseKey } from './channel.js';
+import { BridgeError } from './errors.js';
+import { isName, isObject } from './wire.js';
+import { randomBytes, toHex, utf8Bytes } from './bytes.js';
+import { decodeWebSocketMessage, encodeWebSocketMessage } from './websocket-frames.js';
+
+export { BridgeError } from './errors.js';
+export { version } from './version.js';
+
+/** The subprotocol a bridge connection offers (SPEC 2.2); a host that does not select it is not a ZeroBridge host. */
+export const SUBPROTOCOL = 'zerobridge.1';
+// What may wait to be written before calls wait for room (SPEC 7.13): the socket's bufferedAmount, the queue before
+// the connection is up, and messages still being signed.
+const SEND_BUFFER_BYTES = 1024 * 1024;
+// How often a full socket is looked at again: a WebSocket has no drain event.
+const DRAIN_POLL_MS = 5;
+// How long close() lets what is written reach the host before closing the socket.
+const CLOSE_LINGER_MS = 1000;
+
+function defaultLog(level, message) {
+  if (level === 'warn') console.warn(`zerobridge: ${message}`);
+  else console.debug(`zerobridge: ${message}`);
+}
+
+// --- WebCrypto ------------------------------------------------------------------------------------------------------
+
+const subtle = () => {
+  if (!globalThis.crypto?.subtle) {
+    throw new BridgeError('unauthorized', 'this page has no WebCrypto (crypto.subtle exists only in secure contexts: http://127.0.0.1, '
+      + 'http://localhost or https), so it cannot sign for a keyed host');
+  }
+  return globalThis.crypto.subtle;
+};
+
+// One CryptoKey per connection key: importing is asynchronous, and every message is signed with the same key.
+const cryptoKeys = new WeakMap();
+function hmacKey(key) {
+  let imported = cryptoKeys.get(key);
+  if (imported === undefined) {
+    imported = subtle().importKey('raw', key, { name: 'HMAC', hash: 'SHA-256' }, false, ['sign', 'verify']);
+    cryptoKeys.set(key, imported);
+  }
+  return imported;
+}
+
+/** The parts of src/channel.js macParts() as one buffer: WebCrypto takes the whole input at once. */
+function joined(parts) {
+  let total = 0;
+  for (const part of parts) total += part.length;
+  const out = new Uint8Array(total);
+  let at = 0;
+  for (const part of parts) {
+    out.set(part, at);
+    at += part.length;
+  }
+  return out;
+}
+
+/** HMAC-SHA256 for src/channel.js, from WebCrypto: promises; verify() is WebCrypto's own comparison. */
+export const WEBCRYPTO_HMAC = {
+  mac: async (key, parts) => new Uint8Array(await subtle().sign('HMAC', await hmacKey(key), joined(parts))),
+  verify: async (key, parts, mac) => subtle().verify('HMAC', await hmacKey(key), mac, joined(parts)),
+};
+
+/** Lowercase hex SHA-256 of the UTF-8 bytes of `text` (a catalogue's hash, SPEC 7.8), from WebCrypto: a promise. */
+export const sha256Hex = async (text) => toHex(new Uint8Array(await subtle().digest('SHA-256', utf8Bytes(text))));
+
+// --- the transport --------------------------------------------------------------------------------------------------
+
+/** A transport error with the codes the session knows from the ZMTP DEALER. */
+class TransportError extends Error {
+  constructor(message, code) {
+    super(message);
+    this.name = 'TransportError';
+    this.code = code;
+  }
+}
+
+/**
+ * A WebSocket to a host's `/zerobridge` with the interface the session expects of a transport (src/zmtp.js ZmtpDealer's):
+ * `connect()`, `send(frames)`, `reconnect(delay)`, `close(lingerMs)`, `connected`, `queuedBytes`, `sendBufferBytes`,
+ * `sendQueueLimit`, and the events connect, disconnect, message, drain, error, unreachable. It redials by itself
+ * after a loss, with backoff. A frame 0 given as a promise (a WebCrypto signature) is awaited; messages go out in
+ * the order they were sent either way.
+ */
+export class WebSocketTransport {
+  #listeners = new Map();
+  #socket = null;
+  #closed = false;
+  #everOpened = false;
+  #attempts = 0; // dials since the last open, for the backoff
+  #redial = null;
+  #pending = []; // sent before the connection was up (unkeyed: a keyed session keeps its own, unsigned)
+  #pendingBytes = 0;
+  #writing = null; // the write of the last message whose signature is awaited, or null
+  #writingBytes = 0;
+  #drainPoll = null;
+  #whenClosed = null;
+
+  constructor(endpoint, { sendQueueLimit = 1000, reconnectIvl = 100, reconnectIvlMax = 5000, log = defaultLog } = {}) {
+    if (typeof globalThis.WebSocket !== 'function') throw new TypeError('this platform has no WebSocket (a browser has one; Node 20 does not)');
+    this.endpoint = endpoint;
+    this.sendQueueLimit = sendQueueLimit;
+    this.sendBufferBytes = SEND_BUFFER_BYTES;
+    this.reconnectIvl = reconnectIvl;
+    this.reconnectIvlMax = reconnectIvlMax;
+    this.log = log;
+    this.connected = false;
+    // What the session asks of a ZMTP transport: a WebSocket has no CURVE (SPEC 2.2).
+    this.mechanism = 'NULL';
+    this.curvePublicKey = null;
+    this.curveServerKey = null;
+  }
+
+  on(event, listener) {
+    if (!this.#listeners.has(event)) this.#listeners.set(event, []);
+    this.#listeners.get(event).push(listener);
+    return this;
+  }
+
+  #emit(event, ...args) {
+    for (const listener of this.#listeners.get(event) ?? []) {
+      try {
+        listener(...args);
+      } catch (error) {
+        this.log('warn', `a ${event} listener threw: ${error?.message ?? error}`);
+      }
+    }
+  }
+
+  get queuedBytes() {
+    return (this.#socket?.bufferedAmount ?? 0) + this.#pendingBytes + this.#writingBytes;
+  }
+
+  connect() {
+    if (this.#socket === null && this.#redial === null && !this.#closed) this.#dial();
+    return this;
+  }
+
+  #dial() {
+    this.#redial = null;
+    this.#attempts += 1;
+    let socket;
+    try {
+      socket = new WebSocket(this.endpoint, SUBPROTOCOL);
+    } catch (error) { // a malformed URL: nothing will ever connect
+      this.#emit('unreachable', Object.assign(new Error(`cannot open a WebSocket to ${this.endpoint}: ${error.message}`), { code: 'EINVAL' }));
+      return;
+    }
+    socket.binaryType = 'arraybuffer';
+    this.#socket = socket;
+    socket.onopen = () => this.#opened(socket);
+    socket.onmessage = (event) => this.#received(socket, event.data);
+    socket.onclose = (event) => this.#ended(socket, event);
+  }
+
+  #opened(socket) {
+    if (socket !== this.#socket) return;
+    if (socket.protocol !== SUBPROTOCOL) {
+      socket.close(1002, 'subprotocol');
+      this.#emit('error', new TransportError(`the server at ${this.endpoint} did not select the subprotocol ${SUBPROTOCOL}: not a ZeroBridge host`, 'EPROTO'));
+      return;
+    }
+    this.connected = true;
+    this.#everOpened = true;
+    this.#attempts = 0;
+    this.#emit('connect'); // the session's hello goes first; what waited follows
+    const pending = this.#pending;
+    this.#pending = [];
+    this.#pendingBytes = 0;
+    for (const frames of pending) this.#write(frames);
+    if (pending.length > 0) this.#emit('drain');
+  }
+
+  #received(socket, data) {
+    if (socket !== this.#socket) return;
+    if (typeof data === 'string') {
+      this.log('warn', `the host sent a text WebSocket message: a protocol message is binary (SPEC 3.2); answered as a message without frames`);
+      this.#emit('message', []);
+      return;
+    }
+    let frames;
+    try {
+      frames = decodeWebSocketMessage(new Uint8Array(data));
+    } catch (error) {
+      this.log('warn', `the host sent a WebSocket message that is not frames (${error.message}); answered as a message without frames`);
+      frames = [];
+    }
+    this.#emit('message', frames);
+  }
+
+  #ended(socket, event) {
+    if (socket !== this.#socket) return;
+    this.#socket = null;
+    this.#writing = null;
+    this.#writingBytes = 0;
+    const wasConnected = this.connected;
+    this.connected = false;
+    if (this.#closed) {
+      this.#whenClosed?.();
+      return;
+    }
+    if (wasConnected) this.#emit('disconnect');
+    else if (!this.#everOpened && this.#attempts === 1) {
+      // A browser tells a refused upgrade (wrong Origin, 403) from no server at all only in its console: say both.
+      this.#emit('unreachable', Object.assign(new Error(`no WebSocket upgrade at ${this.endpoint} (close code ${event.code}): no host listens `
+        + 'there, or it refused this page (its Origin not allowed)'), { code: 'ECONNREFUSED' }));
+    }
+    const delay = this.#attempts <= 1 ? this.reconnectIvl : Math.min(this.reconnectIvl * 2 ** (this.#attempts - 1), this.reconnectIvlMax);
+    this.#redial = setTimeout(() => this.#dial(), delay);
+  }
+
+  send(frames) {
+    if (this.#closed) throw new TransportError('the socket is closed', 'ECLOSED');
+    if (!Array.isArray(frames) || frames.length === 0) throw new TypeError('a message is a non-empty array of frames');
+    if (this.connected) {
+      this.#write(frames);
+      return;
+    }
+    if (this.#pending.length >= this.sendQueueLimit) {
+      throw new TransportError(`not connected to ${this.endpoint} and ${this.#pending.length} messages are already queued`, 'EAGAIN');
+    }
+    this.#pending.push(frames);
+    this.#pendingBytes += weight(frames);
+  }
+
+  #write(frames) {
+    const socket = this.#socket;
+    if (this.#writing === null && typeof frames[0]?.then !== 'function') {
+      socket.send(encodeWebSocketMessage(frames));
+      this.#watchRoom();
+      return;
+    }
+    // A signature still being computed: this message, and every one after it until it is out, wait their turn.
+    const bytes = weight(frames);
+    this.#writingBytes += bytes;
+    const previous = this.#writing ?? Promise.resolve();
+    const written = previous.then(() => frames[0]).then((signature) => {
+      if (socket !== this.#socket) return; // the connection it was signed for is gone, and the message with it
+      this.#writingBytes -= bytes;
+      socket.send(encodeWebSocketMessage([signature, ...frames.slice(1)]));
+      this.#watchRoom();
+    }).catch((error) => {
+      this.log('warn', `could not sign a message: ${error?.message ?? error}; closing the connection (the channel cannot go on without it)`);
+      if (socket === this.#socket) socket.close(4000, 'signing failed');
+    }).finally(() => {
+      if (this.#writing === written) this.#writing = null;
+    });
+    this.#writing = written;
+  }
+
+  /** After a write that filled the buffer: polls until there is room again, then emits drain (SPEC 7.13). */
+  #watchRoom() {
+    if (this.#drainPoll !== null || this.queuedBytes < this.sendBufferBytes) return;
+    this.#drainPoll = setInterval(() => {
+      if (this.queuedBytes >= this.sendBufferBytes && this.#socket !== null) return;
+      clearInterval(this.#drainPoll);
+      this.#drainPoll = null;
+      this.#emit('drain');
+    }, DRAIN_POLL_MS);
+  }
+
+  /** Drops this connection with everything not yet written and dials a fresh one after `delayMs` (no disconnect event). */
+  reconnect(delayMs = 0) {
+    if (this.#closed) return;
+    const socket = this.#socket;
+    this.#socket = null;
+    this.connected = false;
+    this.#pending = [];
+    this.#pendingBytes = 0;
+    this.#writing = null;
+    this.#writingBytes = 0;
+    socket?.close(1000, 'reconnecting');
+    clearTimeout(this.#redial);
+    this.#redial = setTimeout(() => this.#dial(), delayMs);
+  }
+
+  /** Closes the connection once what was written has gone out, or after `lingerMs`; resolves when it is closed. */
+  async close(lingerMs = CLOSE_LINGER_MS) {
+    if (this.#closed && this.#socket === null) return;
+    this.#closed = true;
+    clearTimeout(this.#redial);
+    clearInterval(this.#drainPoll);
+    this.#pending = [];
+    const socket = this.#socket;
+    if (socket === null) return;
+    const deadline = Date.now() + lingerMs;
+    await this.#writing;
+    while (socket.bufferedAmount > 0 && Date.now() < deadline) await new Promise((resolve) => { setTimeout(resolve, DRAIN_POLL_MS); });
+    await new Promise((resolve) => {
+      this.#whenClosed = resolve;
+      socket.close(1000, 'bye');
+      setTimeout(resolve, Math.max(0, deadline - Date.now()) + 100); // a host that never completes the close handshake
+    });
+    this.#socket = null;
+    this.connected = false;
+  }
+}
+
+/** Bytes of frames 1..n, what a queue weighs (SPEC 7.13). */
+function weight(frames) {
+  let total = 0;
+  for (let i = 1; i < frames.length; i += 1) total += frames[i].length;
+  return total;
+}
+
+// --- the peer -------------------------------------------------------------------------------------------------------
+
+/** What the host that served this page injected (SPEC decision 47): `{endpoint, key, info}`, or null. */
+export function injectedConfiguration() {
+  const injected = globalThis.__zerobridge;
+  return isObject(injected) && typeof injected.endpoint === 'string' ? injected : null;
+}
+
+/**
+ * A ZeroBridge peer in a browser: a WebSocket to a host's `/zerobridge`. The API is the Node peer's (index.d.ts);
+ * what differs: the endpoint is `ws://HOST:PORT/zerobridge` (or, without one, the page's injected configuration),
+ * `key` is the connection key in hex (the injected one by default), `name` defaults to `page-` and 8 random hex
+ * digits, there are no connection files and no CURVE, and `evaluate: true` runs `$evaluate` scripts in the page.
+ */
+export class Peer extends PeerCore {
+  constructor(endpoint, options) {
+    if (isObject(endpoint) && options === undefined) [endpoint, options] = [undefined, endpoint];
+    options ??= {};
+    const injected = injectedConfiguration();
+    if (endpoint === undefined) {
+      if (injected === null) {
+        throw new TypeError('connect() was not told where the host is, and this page has no globalThis.__zerobridge (a page the host '
+          + 'serves has it): give the host\'s ws://HOST:PORT/zerobridge endpoint');
+      }
+      endpoint = injected.endpoint;
+    }
+    if (typeof endpoint !== 'string' || !/^wss?:\/\/[^/]+\//.test(endpoint)) {
+      throw new TypeError('the browser peer connects to a WebSocket endpoint such as ws://127.0.0.1:8080/zerobridge');
+    }
+    if (options.curve !== undefined) throw new TypeError('options.curve is for ZeroMQ: a WebSocket connection has no CURVE (SPEC 2.2); it is keyed');
+    let key = options.key ?? (injected?.endpoint === endpoint ? injected.key : null) ?? '';
+    if (typeof key !== 'string') throw new TypeError('options.key must be the connection key as hex');
+    const name = options.name ?? `page-${toHex(randomBytes(4))}`;
+    if (!isName(name)) throw new TypeError('options.name (the peer name sent in hello) must be a string of 1..128 characters');
+    const where = { endpoint, key: key === '' ? null : parseKey(key), name, launched: false };
+    super(where, options, {
+      transport: (peer) => new WebSocketTransport(endpoint, {
+        sendQueueLimit: options.sendQueueLimit,
+        reconnectIvl: options.reconnectIvl,
+        reconnectIvlMax: options.reconnectIvlMax,
+        log: (level, message) => peer.log(level, message),
+      }),
+      channel: (connectionKey) => new PeerChannel(connectionKey, WEBCRYPTO_HMAC),
+      sha256Hex,
+      log: defaultLog,
+    });
+  }
+}
+
+/**
+ * Creates a browser peer, connects it, says hello and resolves once the host has welcomed it. Without an endpoint
+ * (`connect()`, `connect(options)`): the configuration the host injected into the page it served.
+ */
+export async function connect(endpoint, options) {
+  return new Peer(endpoint, options).connect();
+}

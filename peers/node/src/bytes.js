@@ -1,0 +1,64 @@
+// Bytes without Node's Buffer, for the modules both transports share (the Node peer and the browser peer): UTF-8 and
+// hex through the platform's TextEncoder/TextDecoder, randomness from the Web Crypto API (global in Node 20 and in
+// browsers). Frames are Uint8Arrays; the Node transport's own Buffers are Uint8Arrays too.
+
+const encoder = new TextEncoder();
+// In Node, frames stay Buffers (a Uint8Array that its users read with toString()); a page has TextEncoder only.
+const NodeBuffer = globalThis.Buffer;
+
+export const EMPTY = NodeBuffer ? NodeBuffer.alloc(0) : new Uint8Array(0);
+
+/** The UTF-8 bytes of `text`. */
+export const utf8Bytes = NodeBuffer ? (text) => NodeBuffer.from(text, 'utf8') : (text) => encoder.encode(text);
+
+/** How many bytes `text` takes in UTF-8, without encoding it. */
+export function utf8Length(text) {
+  let bytes = text.length;
+  for (let i = 0; i < text.length; i += 1) {
+    const unit = text.charCodeAt(i);
+    if (unit < 0x80) continue;
+    if (unit < 0x800) bytes += 1;
+    else if (unit >= 0xd800 && unit <= 0xdbff && i + 1 < text.length && (text.charCodeAt(i + 1) & 0xfc00) === 0xdc00) {
+      bytes += 2; // a surrogate pair: two units, four bytes
+      i += 1;
+    } else bytes += 2; // three bytes (a lone surrogate is written as U+FFFD, three bytes too)
+  }
+  return bytes;
+}
+
+/** One character per byte: the ASCII signatures of SPEC 3.1 read as text. */
+export const latin1Text = (bytes) => String.fromCharCode(...bytes);
+
+/** The bytes of text made of characters U+0000..U+00FF (one byte each). */
+export function latin1Bytes(text) {
+  const bytes = new Uint8Array(text.length);
+  for (let i = 0; i < text.length; i += 1) bytes[i] = text.charCodeAt(i);
+  return bytes;
+}
+
+const HEX = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, '0'));
+
+/** Lowercase hex of `bytes`. */
+export function toHex(bytes) {
+  let out = '';
+  for (const byte of bytes) out += HEX[byte];
+  return out;
+}
+
+/** The bytes of hex text (an even number of digits, either case); throws a TypeError otherwise. */
+export function fromHex(hex) {
+  if (typeof hex !== 'string' || !/^(?:[0-9a-fA-F]{2})*$/.test(hex)) throw new TypeError('not hex: an even number of hex digits');
+  const bytes = new Uint8Array(hex.length / 2);
+  for (let i = 0; i < bytes.length; i += 1) bytes[i] = parseInt(hex.slice(2 * i, 2 * i + 2), 16);
+  return bytes;
+}
+
+/** `count` bytes from the platform's CSPRNG. */
+export const randomBytes = (count) => globalThis.crypto.getRandomValues(new Uint8Array(count));
+
+/** Whether two byte arrays hold the same bytes. */
+export function bytesEqual(a, b) {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i += 1) if (a[i] !== b[i]) return false;
+  return true;
+}

@@ -1,0 +1,158 @@
+// Keyed connections (SPEC 3.1), the platform-neutral part: frame 0 as `h.<nonce>.<ms>.<mac>` (the opening hello of a
+// connection's channel) or `m.<counter>.<mac>` (everything after it), the MAC an HMAC-SHA256 with the connection key.
+// The HMAC itself is the platform's (`primitives`): node:crypto's answers at once (src/signing.js), the browser's
+// WebCrypto with promises (src/browser.js); the channel's bookkeeping is the same for both.
+
+import { fromHex, latin1Bytes, latin1Text, randomBytes, toHex, utf8Bytes } from './bytes.js';
+
+const MAX_COUNTER = 2n ** 63n - 1n;
+// Strict forms: lowercase hex of fixed length, decimals without sign or leading zeros (at most 19 digits, so
+// nothing huge is ever turned into a BigInt).
+const OPENING = /^h\.([0-9a-f]{32})\.(0|[1-9][0-9]{0,18})\.([0-9a-f]{64})$/;
+const MESSAGE = /^m\.([1-9][0-9]{0,18})\.([0-9a-f]{64})$/;
+
+/** `fn(value)`, or a promise of it when `value` is a promise: one code path for sync and async primitives. */
+const after = (value, fn) => (typeof value?.then === 'function' ? value.then(fn) : fn(value));
+
+/** The connection key from its hex form (an even, non-zero number of digits, either case); throws a TypeError otherwise. */
+export function parseKey(hex) {
+  if (typeof hex !== 'string' || !/^(?:[0-9a-fA-F]{2})+$/.test(hex)) {
+    throw new TypeError('a connection key is hex: a non-zero, even number of hex digits');
+  }
+  return fromHex(hex);
+}
+
+/** 128 bits from the CSPRNG, as 32 lowercase hex digits: the name of a new channel. */
+export const newNonce = () => toHex(randomBytes(16));
+
+/**
+ * What the MAC of frames 1..n (`frames`) covers, for `kind` (`hello`, `p2h`, `h2p`) on `channel` at `stamp` (the
+ * opening's ms or the counter), as parts to feed the HMAC in order: each frame goes in after its length as 8 bytes
+ * big-endian, so frame boundaries count.
+ */
+export function macParts(kind, channel, stamp, frames) {
+  const parts = [utf8Bytes(`zerobridge-1\n${kind}\n${channel}\n${stamp}\n`)];
+  for (const frame of frames) {
+    const length = new Uint8Array(8);
+    new DataView(length.buffer).setBigUint64(0, BigInt(frame.length));
+    parts.push(length, frame);
+  }
+  return parts;
+}
+
+/** Frame 0 of a channel's opening hello, from its MAC. */
+export const openingSignature = (channel, ms, mac) => latin1Bytes(`h.${channel}.${ms}.${toHex(mac)}`);
+
+/** Frame 0 of any later message, from its MAC: `counter` (a BigInt or an integer) 1..2^63-1. */
+export const messageSignature = (counter, mac) => latin1Bytes(`m.${counter}.${toHex(mac)}`);
+
+/**
+ * Frame 0 read by the rules: `{ nonce, ms, mac }` for an opening, `{ counter, mac }` for a message (ms and counter
+ * as BigInts, mac as 32 bytes), or null for anything else (empty, garbled, upper-case, out of range).
+ */
+export function parseSignature(frame0) {
+  if (frame0.length === 0 || frame0.length > 120) return null;
+  const text = latin1Text(frame0); // one char per byte: nothing non-ASCII can match
+  let match = MESSAGE.exec(text);
+  if (match) {
+    const counter = BigInt(match[1]);
+    return counter <= MAX_COUNTER ? { counter, mac: fromHex(match[2]) } : null;
+  }
+  match = OPENING.exec(text);
+  if (match) {
+    const ms = BigInt(match[2]);
+    return ms <= MAX_COUNTER ? { nonce: match[1], ms, mac: fromHex(match[3]) } : null;
+  }
+  return null;
+}
+
+/** The `type` of a body frame, or null when it is not a JSON object with a string type. */
+export function bodyType(frame) {
+  return bodyOf(frame)?.type ?? null;
+}
+
+const utf8 = new TextDecoder();
+
+function bodyOf(frame) {
+  try {
+    const body = JSON.parse(utf8.decode(frame));
+    return typeof body?.type === 'string' ? body : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * The peer's side of one keyed connection: a fresh channel, opened by the first message it signs (which must be
+ * the connection's hello); it then signs `p2h` with counters 1, 2, ... and accepts the host's `h2p` messages with
+ * increasing counters: before the first welcome only the answers to the hello, the welcome or a `response` with
+ * `"id": null` (a `name_taken`: SPEC 3.1 has it signed for the channel like anything else).
+ *
+ * `primitives` are the platform's HMAC-SHA256 over macParts(): `mac(key, parts)` gives the 32 bytes and
+ * `verify(key, parts, mac)` whether a received MAC is right (in time that does not depend on where it differs). With
+ * asynchronous primitives, sign() and refusal() answer with promises; the caller keeps them in message order.
+ */
+export class PeerChannel {
+  constructor(key, primitives, nonce = newNonce()) {
+    this.key = key;
+    this.primitives = primitives;
+    this.nonce = nonce;
+    this.opened = false;
+    this.sent = 0n; // the counter of the last message signed after the opening
+    this.received = 0n; // the greatest counter accepted from the host
+    this.welcomed = false;
+  }
+
+  /** Frame 0 for the next message, `frames` its frames 1..n. */
+  sign(frames, now = Date.now()) {
+    if (!this.opened) {
+      this.opened = true;
+      const parts = macParts('hello', this.nonce, now, frames);
+      return after(this.primitives.mac(this.key, parts), (mac) => openingSignature(this.nonce, now, mac));
+    }
+    this.sent += 1n;
+    const counter = this.sent;
+    return after(this.primitives.mac(this.key, macParts('p2h', this.nonce, counter, frames)), (mac) => messageSignature(counter, mac));
+  }
+
+  /** Why a message from the host is refused, or null when it is accepted (and its counter recorded). */
+  refusal(frame0, frames) {
+    const parsed = parseSignature(frame0);
+    if (parsed === null) return frame0.length === 0 ? 'no signature' : 'not a signature';
+    if (parsed.counter === undefined) return 'an opening signature (only a peer opens a channel)';
+    if (parsed.counter <= this.received) return `counter ${parsed.counter} replayed or out of order (last accepted ${this.received})`;
+    const parts = macParts('h2p', this.nonce, parsed.counter, frames);
+    return after(this.primitives.verify(this.key, parts, parsed.mac), (right) => {
+      if (!right) return 'wrong signature';
+      if (parsed.counter <= this.received) return `counter ${parsed.counter} replayed or out of order (last accepted ${this.received})`;
+      if (!this.welcomed) {
+        const body = bodyOf(frames[0]);
+        if (body?.type === 'welcome') this.welcomed = true;
+        else if (!(body?.type === 'response' && body.id === null)) return 'a message before the channel\'s first welcome';
+      }
+      this.received = parsed.counter;
+      return null;
+    });
+  }
+}
+
+/** How far an opening's ms may be from the host's clock (SPEC 3.1). */
+export const CLOCK_WINDOW_MS = 300_000;
+
+/**
+ * What to tell the user about an `unauthorized` answer whose `error.data` carries `clock_skew_ms` (the opening's clock
+ * minus the host's, SPEC 3.1): the clocks differ, not the key. Null for any other answer.
+ */
+export function clockSkewDiagnosis(data) {
+  const skew = data?.clock_skew_ms;
+  if (!Number.isInteger(skew)) return null;
+  const window = Number.isInteger(data.window_ms) ? data.window_ms : CLOCK_WINDOW_MS;
+  return `the host's clock and this peer's differ by ${skewAmount(skew)} (this peer's is ${skew > 0 ? 'ahead' : 'behind'}), `
+    + `more than the ${Math.floor(window / 1000)} s window for an opening hello: set both clocks right (NTP)`;
+}
+
+/** Whole seconds, or milliseconds when whole seconds would hide that it is past the window. */
+function skewAmount(skew) {
+  const seconds = Math.floor((Math.abs(skew) + 500) / 1000);
+  return seconds * 1000 <= CLOCK_WINDOW_MS ? `${Math.abs(skew)} ms` : `${seconds} s`;
+}

@@ -1,0 +1,62 @@
+"""fixtures/websocket-frames.json against SPEC 3.2, with a reference decoder and encoder in a few lines: the cases
+every WebSocket implementation checks itself against are themselves right, and valid against fixture.schema.json."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import struct
+
+import pytest
+from jsonschema import Draft202012Validator
+
+FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures"
+CASES = json.loads((FIXTURES / "websocket-frames.json").read_text())
+
+
+class Refused(Exception):
+    """The payload is bad_message with "id": null (SPEC 3.2)."""
+
+
+def decode(payload: bytes) -> list[bytes]:
+    frames, at = [], 0
+    while at < len(payload):
+        if len(payload) - at < 4:
+            raise Refused("a length cut short")
+        (length,) = struct.unpack_from(">I", payload, at)
+        at += 4
+        if length > len(payload) - at:
+            raise Refused("a length runs past the end")
+        frames.append(payload[at:at + length])
+        at += length
+    if len(frames) < 2:
+        raise Refused("fewer than 2 frames")
+    return frames
+
+
+def encode(frames: list[bytes]) -> bytes:
+    return b"".join(struct.pack(">I", len(frame)) + frame for frame in frames)
+
+
+def test_the_file_is_a_valid_fixture() -> None:
+    schema = json.loads((FIXTURES / "fixture.schema.json").read_text())
+    errors = list(Draft202012Validator(schema).iter_errors(CASES))
+    assert not errors, [error.message for error in errors]
+
+
+def test_names_are_unique_and_both_kinds_are_there() -> None:
+    names = [case["name"] for case in CASES]
+    assert len(names) == len(set(names))
+    assert sum("frames" in case for case in CASES) >= 5 and sum("error" in case for case in CASES) >= 5
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda case: case["name"])
+def test_case(case: dict) -> None:
+    payload = bytes.fromhex(case["hex"])
+    if "frames" in case:
+        frames = [bytes.fromhex(frame) for frame in case["frames"]]
+        assert decode(payload) == frames, case["why"]
+        assert encode(frames) == payload, case["why"]
+    else:
+        with pytest.raises(Refused):
+            decode(payload)

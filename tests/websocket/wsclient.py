@@ -1,0 +1,80 @@
+"""A minimal keyed WebSocket client of the bridge (SPEC 2.2, 3.2) for the host's tests: websockets (PyPI) for the
+transport, the Python peer's own signing for frame 0. Not a peer library: it sends what a test says and reads what
+comes back, so tests can also send what a peer never would."""
+
+from __future__ import annotations
+
+import json
+import struct
+import time
+from typing import Any
+
+from websockets.sync.client import ClientConnection, connect
+
+from zerobridge import signing
+
+SUBPROTOCOL = "zerobridge.1"
+
+
+def encode(frames: list[bytes]) -> bytes:
+    return b"".join(struct.pack(">I", len(frame)) + frame for frame in frames)
+
+
+def decode(payload: bytes) -> list[bytes]:
+    frames, at = [], 0
+    while at < len(payload):
+        (length,) = struct.unpack_from(">I", payload, at)
+        frames.append(payload[at + 4:at + 4 + length])
+        at += 4 + length
+    return frames
+
+
+def body(**fields: Any) -> bytes:
+    return json.dumps({"v": 1, **fields}, separators=(",", ":")).encode()
+
+
+class Client:
+    """One WebSocket connection; keyed when given the key (hex)."""
+
+    def __init__(self, endpoint: str, key: str | None, *, origin: str | None = None, max_size: int | None = 2**26) -> None:
+        headers = {"Origin": origin} if origin else None
+        self.ws: ClientConnection = connect(endpoint, subprotocols=[SUBPROTOCOL], origin=None,
+                                            additional_headers=headers, max_size=max_size, open_timeout=10)
+        self.channel = signing.PeerChannel(bytes.fromhex(key)) if key else None
+
+    def close(self) -> None:
+        self.ws.close()
+
+    def send_frames(self, frames: list[bytes]) -> None:
+        """Frames 1..n, signed for the channel (or with an empty frame 0 without a key)."""
+        frame0 = self.channel.sign(frames, int(time.time() * 1000)) if self.channel else b""
+        assert frame0 is not None, "a keyed connection opens with hello"
+        self.ws.send(encode([frame0, *frames]))
+
+    def send(self, **fields: Any) -> None:
+        self.send_frames([body(**fields)])
+
+    def receive(self, timeout: float = 10) -> tuple[bytes, dict[str, Any], list[bytes]]:
+        """The next message: frame 0, the body, the attachments. A signed one is checked against the channel."""
+        payload = self.ws.recv(timeout=timeout)
+        assert isinstance(payload, bytes), "the host sends binary messages"
+        frames = decode(payload)
+        if self.channel and frames[0]:
+            refusal = self.channel.refusal(frames[0], frames[1:])
+            assert refusal is None, refusal
+        return frames[0], json.loads(frames[1]), frames[2:]
+
+    def next_of(self, kind: str, timeout: float = 10, **fields: Any) -> dict[str, Any]:
+        """The next body of type `kind` with these fields, skipping others (pings answered)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            _, message, _ = self.receive(timeout=max(0.01, deadline - time.monotonic()))
+            if message["type"] == "ping":
+                self.send(type="pong")
+                continue
+            if message["type"] == kind and all(message.get(k) == v for k, v in fields.items()):
+                return message
+
+    def hello(self, name: str, **extra: Any) -> dict[str, Any]:
+        self.send(type="hello", peer=name, **extra)
+        return self.next_of("welcome")
