@@ -1,9 +1,9 @@
 // The import service's page, written as for a WKWebView: plain requests go to the host's handlers through
 // window.webkit.messageHandlers (WKScriptMessageHandlerWithReply: a Promise of the reply). WebKit has no streaming,
 // so the import's live progress, its cancelling and the catalogChanged broadcasts go through the browser peer,
-// connected with what the host injected into the page (globalThis.__zerobridge).
+// connected with what the host injected into the page (globalThis.__zerobridge): new Peer() without an endpoint.
 
-import { connect } from '/_zerobridge/browser.js';
+import { Peer } from '/_zerobridge/browser.js';
 
 const $ = (id) => document.getElementById(id);
 const count = (n) => n.toLocaleString('en');
@@ -168,12 +168,12 @@ async function start() {
   $('folder').replaceChildren(...folders.map(({ path, name }) => new Option(name, path)));
   if (omitted > 0) $('folder').title = `${omitted} more folders are not listed`;
 
-  peer = await connect();
-  peer.on('catalogChanged', (change) => {
+  // Subscribed in its first hello, and listening before it is welcomed: no broadcast slips between the two.
+  peer = new Peer({ topics: ['catalog'] }).on('catalogChanged', (change) => {
     showChange(change);
     refreshStats().catch(() => {});
   });
-  await peer.subscribe('catalog');
+  await peer.connect();
   $('connection').textContent = `Connected to ${peer.host}.`;
   $('search').disabled = false;
   setState('idle');
