@@ -159,11 +159,16 @@ def run_steps(demo: Any, manifests: dict[pathlib.Path, Any], children: list[Any]
     step("a Node front-end stays connected, subscribed to the topic `catalog` (--watch)")
     watcher.wait_for_line("watching catalogChanged on ")
 
-    step(f"the page in headless Chromium ({CHROMIUM}), through Playwright: it stays open, subscribed to `catalog`")
-    show(f"opening {url}")
-    page = ImportPage(url)
-    children.append(page)
-    show(f"the page is connected; it offers the folders {', '.join(page.folders())}")
+    pages: list[ImportPage] = []
+
+    def open_page() -> None:
+        show(f"opening {url}")
+        pages.append(ImportPage(url))
+        children.append(pages[0])
+        show(f"the page is connected; it offers the folders {', '.join(pages[0].folders())}")
+
+    attempt(f"the page in headless Chromium ({CHROMIUM}), through Playwright: it stays open, subscribed to `catalog`",
+            open_page)
 
     def python_killed_and_reattached() -> None:
         total = manifests[batch_1]["totals"]["files"]
@@ -227,7 +232,21 @@ def run_steps(demo: Any, manifests: dict[pathlib.Path, Any], children: list[Any]
 
     attempt("catalogChanged: broadcast on the topic `catalog` to every connected front-end", broadcasts)
 
+    def attachments() -> None:
+        etl_stats = demo.call("stats")["etl"]
+        expected = sum(entry["bytes"] for manifest in (manifests[batch_1], manifests[batch_2])
+                       for entry in manifest["files"].values() if entry.get("error") != "unsupported")
+        show(f"{etl_stats['filesSent']:,} files sent to the ETL peer, {etl_stats['attachmentBytes'] / 1e6:.2f} MB as "
+             f"attachment frames (calls lost with the peer and sent again count twice)")
+        check(etl_stats["attachmentBytesReceived"] == expected,
+              f"the ETL peer received {etl_stats['attachmentBytesReceived'] / 1e6:.2f} MB as bytes (Buffers, not base64 "
+              f"text): every byte of the two folders, each file once")
+
+    attempt("bytes crossing as attachments", attachments)
+
     def the_page() -> None:
+        check(bool(pages), "the page is open")
+        page = pages[0]
         listed = [change["folder"] for change in page.changes()]
         check(str(batch_1) in listed and str(batch_2) in listed,
               f"the page listed the catalogChanged of both front-ends' imports ({len(listed)} broadcast(s))")
@@ -245,8 +264,7 @@ def run_steps(demo: Any, manifests: dict[pathlib.Path, Any], children: list[Any]
               f"the page shows {shown['files-done']:,} files done, {shown['files-failed']} failed, "
               f"{shown['records']:,} records: the manifest's figures")
         stats = demo.call("stats")
-        page.page.wait_for_function("n => Number(document.getElementById('catalogue-records').value) === n",
-                                    arg=stats["records"])
+        page.wait_for_number("catalogue-records", stats["records"], exactly=True)  # stats asked after the broadcast
         check((page.numbers()["catalogue-files"], page.numbers()["catalogue-records"]) == (stats["files"], stats["records"]),
               f"the page's catalogue figures are the database's: {stats['files']:,} files, {stats['records']:,} records")
         total, hits = page.search("lighthouse espresso")
@@ -256,18 +274,6 @@ def run_steps(demo: Any, manifests: dict[pathlib.Path, Any], children: list[Any]
         print(f"screenshot: {page.screenshot(SCREENSHOT)}", flush=True)
 
     attempt("the page imports batch-2 itself, with a live progress bar, and searches the catalogue", the_page)
-
-    def attachments() -> None:
-        etl_stats = demo.call("stats")["etl"]
-        expected = sum(entry["bytes"] for manifest in (manifests[batch_1], manifests[batch_2])
-                       for entry in manifest["files"].values() if entry.get("error") != "unsupported")
-        show(f"{etl_stats['filesSent']:,} files sent to the ETL peer, {etl_stats['attachmentBytes'] / 1e6:.2f} MB as "
-             f"attachment frames (calls lost with the peer and sent again count twice)")
-        check(etl_stats["attachmentBytesReceived"] == expected,
-              f"the ETL peer received {etl_stats['attachmentBytesReceived'] / 1e6:.2f} MB as bytes (Buffers, not base64 "
-              f"text): every byte of the two folders, each file once")
-
-    attempt("bytes crossing as attachments", attachments)
 
     def transform() -> None:
         manifest = manifests[people]

@@ -76,11 +76,12 @@ class ImportPage:
         self.start_import(folder_name)
         return self.wait_for_state("completed", "cancelled", "failed")
 
-    def wait_for_number(self, figure: str, at_least: int) -> int:
+    def wait_for_number(self, figure: str, at_least: int, *, exactly: bool = False) -> int:
         """Waits until one of the page's figures (the id of its <data> element: files-done, records, catalogue-files
-        ...) is at least `at_least`; returns it."""
-        self.page.wait_for_function("([id, n]) => Number(document.getElementById(id).value) >= n", arg=[figure, at_least],
-                                    timeout=WAIT_MS)
+        ...) is at least `at_least` (or, `exactly`, equal to it); returns it."""
+        self.page.wait_for_function(
+            "([id, n, exactly]) => { const v = Number(document.getElementById(id).value); return exactly ? v === n : v >= n; }",
+            arg=[figure, at_least, exactly], timeout=WAIT_MS)
         return self.numbers()[figure]
 
     def cancel(self) -> str:

@@ -57,8 +57,9 @@ def db_totals(host: ImportHost) -> tuple[int, int]:
         return db.execute("SELECT (SELECT count(*) FROM file), (SELECT count(*) FROM record)").fetchone()
 
 
-def db_search(host: ImportHost, word: str, limit: int = 10) -> tuple[int, list[tuple[str, int]]]:
-    """What the catalogue holds for one plain word, read from SQLite's full-text index directly."""
+def db_search(host: ImportHost, word: str, limit: int = 5) -> tuple[int, list[tuple[str, int]]]:
+    """What the catalogue holds for one plain word, read from SQLite's full-text index directly: how many records
+    match, and the best `limit` (as many as the page shows), in the host's order."""
     match = f'"{word}"'
     with host.db() as db:
         total = db.execute("SELECT count(*) FROM record_fts WHERE record_fts MATCH ?", (match,)).fetchone()[0]
@@ -90,7 +91,7 @@ def test_an_import_from_the_page_shows_what_the_database_holds(page_host: PageHo
     assert shown["records"] == records
     assert page.bar() == (manifest["totals"]["files"], manifest["totals"]["files"])
     # The catalogue's figures come from `stats` after the import, through the WebKit message handler.
-    page.page.wait_for_function("n => Number(document.getElementById('catalogue-records').value) === n", arg=records)
+    page.wait_for_number("catalogue-records", records, exactly=True)
     assert (page.numbers()["catalogue-files"], page.numbers()["catalogue-records"]) == (files, records)
     assert stored_files(page_host) == {name: (entry["records"],) * 2 for name, entry in good_files(manifest).items()}
 
@@ -144,4 +145,5 @@ def test_another_frontends_import_arrives_as_a_broadcast(page_host: PageHost, pa
     assert (change["filesImported"], change["records"], change["files"], change["recordsTotal"]) == (
         files, records, files, records)
     assert output["result"]["records"] == records == manifest["totals"]["records"]
-    page.page.wait_for_function("n => Number(document.getElementById('catalogue-records').value) === n", arg=records)
+    # The page asks for stats again when a broadcast arrives.
+    assert page.wait_for_number("catalogue-records", records, exactly=True) == records

@@ -8,7 +8,7 @@ import { Peer } from '/_zerobridge/browser.js';
 const $ = (id) => document.getElementById(id);
 const count = (n) => n.toLocaleString('en');
 /** How many hits a search shows. */
-const SEARCH_LIMIT = 10;
+const SEARCH_LIMIT = 5;
 /** How many catalogChanged entries the page keeps: the oldest go first. */
 const CHANGES_KEPT = 50;
 /** How many failed files the outcome lists. */
