@@ -11,7 +11,7 @@ import { PeerCore } from './core.js';
 import { PeerChannel, parseKey } from './channel.js';
 import { BridgeError } from './errors.js';
 import { isName, isObject } from './wire.js';
-import { randomBytes, toHex, utf8Bytes } from './bytes.js';
+import { concatBytes, randomBytes, toHex, utf8Bytes } from './bytes.js';
 import { decodeWebSocketMessage, encodeWebSocketMessage } from './websocket-frames.js';
 
 export { BridgeError } from './errors.js';
@@ -53,23 +53,10 @@ function hmacKey(key) {
   return imported;
 }
 
-/** The parts of src/channel.js macParts() as one buffer: WebCrypto takes the whole input at once. */
-function joined(parts) {
-  let total = 0;
-  for (const part of parts) total += part.length;
-  const out = new Uint8Array(total);
-  let at = 0;
-  for (const part of parts) {
-    out.set(part, at);
-    at += part.length;
-  }
-  return out;
-}
-
 /** HMAC-SHA256 for src/channel.js, from WebCrypto: promises; verify() is WebCrypto's own comparison. */
 export const WEBCRYPTO_HMAC = {
-  mac: async (key, parts) => new Uint8Array(await subtle().sign('HMAC', await hmacKey(key), joined(parts))),
-  verify: async (key, parts, mac) => subtle().verify('HMAC', await hmacKey(key), mac, joined(parts)),
+  mac: async (key, parts) => new Uint8Array(await subtle().sign('HMAC', await hmacKey(key), concatBytes(parts))),
+  verify: async (key, parts, mac) => subtle().verify('HMAC', await hmacKey(key), mac, concatBytes(parts)),
 };
 
 /** Lowercase hex SHA-256 of the UTF-8 bytes of `text` (a catalogue's hash, SPEC 7.8), from WebCrypto: a promise. */

@@ -26,6 +26,27 @@ export function utf8Length(text) {
   return bytes;
 }
 
+const decoder = new TextDecoder();
+
+/** The text of UTF-8 bytes (invalid sequences as U+FFFD). */
+export const utf8Text = (bytes) => decoder.decode(bytes);
+
+/** The bytes of standard base64 text. */
+export const fromBase64 = (text) => Uint8Array.from(atob(text), (c) => c.charCodeAt(0));
+
+/** `parts` (Uint8Arrays) one after the other, in one new array. */
+export function concatBytes(parts) {
+  let total = 0;
+  for (const part of parts) total += part.length;
+  const out = new Uint8Array(total);
+  let at = 0;
+  for (const part of parts) {
+    out.set(part, at);
+    at += part.length;
+  }
+  return out;
+}
+
 /** One character per byte: the ASCII signatures of SPEC 3.1 read as text. */
 export const latin1Text = (bytes) => String.fromCharCode(...bytes);
 
