@@ -39,6 +39,12 @@ class ImportPage:
         finally:
             self._playwright.stop()
 
+    def reload(self) -> str:
+        """Reloads the page, as a person pressing F5 would; returns the state it comes back to (importing, when it
+        attached again to the import it had running)."""
+        self.page.reload()
+        return self.wait_for_state("idle", "importing", "completed", "cancelled", "failed")
+
     def state(self) -> str:
         return self.page.eval_on_selector("body", "body => body.dataset.state")
 

@@ -130,6 +130,27 @@ def test_cancel_from_the_page_leaves_whole_files(page_host: PageHost, page: Impo
     assert "Cancelled" in page.text("#progress-text")
 
 
+def test_a_reloaded_page_attaches_again_to_its_import(page_host: PageHost, page: ImportPage,
+                                                       dataset: tuple[pathlib.Path, dict[str, Any]]) -> None:
+    """The import is a job: reloading the page mid-import does not lose it. The page attaches to it again by the id
+    it kept (sessionStorage) and shows its outcome; the host ran it once."""
+    _, manifest = dataset
+    page_host.start_etl("--delay-per-file-ms", "200")
+    page.start_import("inbox")
+    page.wait_for_number("records", 1)
+    page.reload()
+    # Whether the job was still running or had just finished, the page follows it to its outcome.
+    assert page.wait_for_state("completed", "cancelled", "failed") == "completed", page.text("#progress-text")
+    files, records = db_totals(page_host)
+    shown = page.numbers()
+    assert (shown["files-done"], shown["files-done"] - shown["files-failed"], shown["records"]) == (
+        manifest["totals"]["files"], files, records)
+    assert (files, records) == (manifest["totals"]["good"], manifest["totals"]["records"])
+    with page_host.db() as db:
+        assert db.execute("SELECT count(*), min(status) FROM importRun").fetchone() == (1, "completed")
+    assert page.reload() == "idle"  # the job ended: nothing is left to attach to
+
+
 def test_another_frontends_import_arrives_as_a_broadcast(page_host: PageHost, page: ImportPage, samples: pathlib.Path,
                                                          dataset: tuple[pathlib.Path, dict[str, Any]]) -> None:
     page_host.start_etl()

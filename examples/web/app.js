@@ -126,6 +126,19 @@ function showChange(change) {
 let peer;
 let job = null;
 
+// The import this tab runs, kept in its sessionStorage: reloaded, the page attaches to the job again instead of losing
+// it (a job outlives its caller, SPEC 7.16). The job id is what proves it is this page's job, as the key is kept here.
+const SAVED_JOB = 'zerobridge-import-job';
+
+function savedJob() {
+  try {
+    const saved = JSON.parse(sessionStorage.getItem(SAVED_JOB) ?? 'null');
+    return typeof saved?.job === 'string' && typeof saved?.path === 'string' ? saved : null;
+  } catch {
+    return null;  // not ours, or damaged: nothing to attach to
+  }
+}
+
 async function runImport(path) {
   $('outcome').hidden = true;
   showProgress({ filesDone: 0, filesTotal: 0, records: 0, filesFailed: 0, filesPerSecond: 0 });
@@ -133,6 +146,17 @@ async function runImport(path) {
   document.body.dataset.imports = String(Number(document.body.dataset.imports ?? 0) + 1);
   try {
     ({ job } = await peer.startJob('importFolder', { path }));
+  } catch (error) {
+    setState('failed', `The import could not start: ${error.message}`);
+    return;
+  }
+  sessionStorage.setItem(SAVED_JOB, JSON.stringify({ job, path }));
+  await follow(path);
+}
+
+/** Follows the job in `job` to its end: its progress (from the first report), then its outcome. */
+async function follow(path) {
+  try {
     const call = peer.attachJob({ job });
     for await (const progress of call.progress) showProgress(progress);
     const result = await call.result;
@@ -148,6 +172,7 @@ async function runImport(path) {
     }
   } finally {
     job = null;
+    sessionStorage.removeItem(SAVED_JOB);
   }
   await refreshStats();
 }
@@ -176,8 +201,16 @@ async function start() {
   await peer.connect();
   $('connection').textContent = `Connected to ${peer.host}.`;
   $('search').disabled = false;
-  setState('idle');
   await refreshStats();
+  const saved = savedJob();
+  if (saved === null) {
+    setState('idle');
+    return;
+  }
+  ({ job } = saved);
+  $('folder').value = saved.path;
+  setState('importing', `Attached again to the import of ${folderName(saved.path)}…`);
+  await follow(saved.path);
 }
 
 $('import-form').addEventListener('submit', (event) => {
