@@ -21,11 +21,11 @@ function ask(handler, body = null) {
   return handlers[handler].postMessage(body);
 }
 
-/** Sets a <data> element: its machine-readable value and its text. */
-function setNumber(id, value, text = count(value)) {
+/** Sets a <data> element: its machine-readable value, and the same number as text. */
+function setNumber(id, value) {
   const element = $(id);
   element.value = String(value);
-  element.textContent = text;
+  element.textContent = count(value);
 }
 
 function setState(state, text) {
