@@ -8,7 +8,7 @@ SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 SWIFT_BIN := .build/debug
 export ZEROBRIDGE_BIN := $(CURDIR)/$(SWIFT_BIN)/zerobridge
 
-.PHONY: deps deps-system deps-python build test test-swift test-protocol test-python test-node test-examples demo bench soak fuzz fuzz-corpus bench-security clean
+.PHONY: deps deps-system deps-python build test test-swift test-protocol test-python test-websocket test-node test-browser test-examples demo bench soak fuzz fuzz-corpus bench-security clean
 
 # --- installing what is missing -------------------------------------------------------------
 deps: deps-system deps-python
@@ -32,12 +32,13 @@ deps-system:
 # setuptools 77 reads pyproject's SPDX license; test-install builds the wheel with this environment's, offline.
 deps-python: $(VENV)/.installed
 
-# rfc8785 is the reference of the differential tests, atheris the Python fuzzer (fuzz/), playwright drives Debian's
-# chromium for the page tests and make demo (never its own browser download).
+# rfc8785 is the reference of the differential tests, atheris the Python fuzzer (fuzz/), websockets the client of the
+# host's WebSocket tests (tests/websocket), playwright drives Debian's chromium in the browser tests, the import page's
+# tests and make demo (it downloads no browser of its own: peers/browser-tests/conftest.py).
 $(VENV)/.installed: peers/python/pyproject.toml Makefile
 	@[ -x $(PY) ] || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q pyzmq pytest pytest-timeout jsonschema tqdm mypy rfc8785 atheris playwright
+	$(PY) -m pip install -q pyzmq pytest pytest-timeout jsonschema tqdm mypy rfc8785 atheris websockets playwright
 	$(PY) -m pip install -q -e peers/python
 	$(PY) -m pip install -q 'setuptools>=77'
 	@touch $@
@@ -48,7 +49,7 @@ build: deps-system
 
 # --- tests: every suite the repo has; any failure fails the target -------------------------
 test: deps build
-	@$(MAKE) --no-print-directory test-swift test-protocol test-python test-node test-examples test-install
+	@$(MAKE) --no-print-directory test-swift test-protocol test-python test-websocket test-node test-browser test-examples test-install
 
 # Every suite has a time limit (3 minutes a test); this bounds the whole run too, so a hang fails instead of waiting.
 test-swift:
@@ -63,8 +64,16 @@ test-protocol:
 test-python:
 	$(PYTEST) peers/python/tests
 
+# The host's WebSocket listener and page (SPEC 2.2, 3.2) from a real WebSocket client, against the built binary.
+test-websocket:
+	ZEROBRIDGE_BIN=$(CURDIR)/.build/debug/zerobridge $(PYTEST) tests/websocket
+
 test-node:
 	node --test peers/node/test/
+
+# The browser peer and the WebKit layer in headless Chromium (Playwright) against the real host over WebSockets.
+test-browser:
+	$(PYTEST) peers/browser-tests
 
 # The import service end to end: the built import host, the Node ETL peer and both front-ends, as processes;
 # and the clients `zerobridge types` generates, type-checked (mypy --strict) and run against a live host.

@@ -39,7 +39,8 @@ class Client:
     def __init__(self, endpoint: str, key: str | None, *, origin: str | None = None, max_size: int | None = 2**26) -> None:
         headers = {"Origin": origin} if origin else None
         self.ws: ClientConnection = connect(endpoint, subprotocols=[SUBPROTOCOL], origin=None,
-                                            additional_headers=headers, max_size=max_size, open_timeout=10)
+                                            additional_headers=headers, max_size=max_size, open_timeout=10,
+                                            ping_interval=None)  # tests read when they choose (a stalled reader too)
         self.channel = signing.PeerChannel(bytes.fromhex(key)) if key else None
 
     def close(self) -> None:

@@ -16,6 +16,8 @@ const HELD_PROGRESS_PER_REQUEST = 64;
 const HELD_PROGRESS_BYTES = 1024 * 1024;
 export const DEFAULT_MAX_IN_FLIGHT = 4096;
 const MAX_TIMER_MS = 2 ** 31 - 1; // setTimeout fires at once for longer delays
+// A later turn of the event loop: Node's setImmediate, a page's setTimeout (a browser has no setImmediate).
+const nextTurn = globalThis.setImmediate ?? ((run) => setTimeout(run, 0));
 
 /** A one-shot timer for any delay, even past setTimeout's 24.8-day limit (far deadlines). */
 class Timer {
@@ -493,7 +495,7 @@ export class Link {
     }
     // Started on a later turn, after the rest of what was read with it: a cancel that came along
     // means the handler never begins (SPEC 7.3).
-    setImmediate(() => {
+    nextTurn(() => {
       if (entry.done) return;
       let pending;
       try {

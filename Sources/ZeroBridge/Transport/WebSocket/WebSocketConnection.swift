@@ -8,7 +8,7 @@ import ZeroMQ
 final class WebSocketConnection: AttachedConnection, @unchecked Sendable {
     /// Bytes handed to NIO and not yet written to the kernel before the connection refuses more (SPEC 2.2: the
     /// transport's own queue, where a ZeroMQ connection has its high-water mark). The session's outbox holds the rest.
-    static let maxUnwrittenBytes = 1 << 20
+    static let maxUnwrittenBytes = 256 << 10
     /// Messages read and not yet taken by the socket thread before reading stops (libzmq's receive high-water mark
     /// on the ROUTER is the same 1000): a flooding peer waits in its own TCP window, not in the host's memory.
     static let maxUndelivered = 1000

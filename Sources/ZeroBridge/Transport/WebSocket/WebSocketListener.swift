@@ -42,9 +42,10 @@ final class WebSocketListener: Sendable {
             return nil
         }
 
-        /// 421 for a `Host` that is not one of the listener's own names (every request, files included).
+        /// 421 for a `Host` that is not one of the listener's own names, or more than one (every request, files included).
         func hostRefusal(_ head: HTTPRequestHead) -> HTTPResponseStatus? {
-            guard let host = head.headers.first(name: "Host"), allowedHosts.contains(host.lowercased()) else { return .misdirectedRequest }
+            let hosts = head.headers["Host"]
+            guard hosts.count == 1, allowedHosts.contains(hosts[0].lowercased()) else { return .misdirectedRequest }
             return nil
         }
     }

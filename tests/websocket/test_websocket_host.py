@@ -1,0 +1,327 @@
+"""The host's WebSocket listener (SPEC 2.2, 3.2, decisions 46-47) against the real `zerobridge serve` binary, from a
+real WebSocket client (websockets): sessions as on ZeroMQ, and each way in that must be refused or bounded."""
+
+from __future__ import annotations
+
+import http.client
+import pathlib
+import socket
+import struct
+import threading
+import time
+
+import pytest
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
+from websockets.sync.client import connect
+
+from conftest import WebSocketHost, start_host
+from wsclient import SUBPROTOCOL, Client, body, encode
+
+
+def get(host: WebSocketHost, path: str, headers: dict[str, str] | None = None) -> http.client.HTTPResponse:
+    connection = http.client.HTTPConnection("127.0.0.1", host.port, timeout=10)
+    connection.request("GET", path, headers=headers or {})
+    return connection.getresponse()
+
+
+def refused_status(host: WebSocketHost, **kwargs: object) -> int:
+    with pytest.raises(InvalidStatus) as refused:
+        connect(host.websocket, open_timeout=10, **kwargs)  # type: ignore[arg-type]
+    return refused.value.response.status_code
+
+
+# --- sessions, as on ZeroMQ ------------------------------------------------------------------------------------
+
+def test_keyed_hello_welcome_and_calls_both_directions(host: WebSocketHost) -> None:
+    client = Client(host.websocket, host.key)
+    welcome = client.hello("page", actions=["render"])
+    assert welcome["host"] == "conformance" and welcome["limits"]["max_message_bytes"] == 65536
+    client.send(type="request", id="r1", action="echo", payload={"text": "hé ✓"})
+    assert client.next_of("response", id="r1")["result"] == {"text": "hé ✓"}
+    # Progress, then the response (SPEC 7.2).
+    client.send(type="request", id="r2", action="count", payload={"n": 3}, progress=True)
+    seen = [client.next_of("progress", id="r2")["payload"]["i"] for _ in range(3)]
+    assert seen == [1, 2, 3]
+    assert client.next_of("response", id="r2")["result"] == {"n": 3}
+    # The host calls the page (the evaluateJavaScript role), and the page answers.
+    client.send(type="request", id="r3", action="callback", payload={"action": "render", "payload": {"x": 1}})
+    call = client.next_of("request", action="render")
+    assert call["payload"] == {"x": 1}
+    client.send(type="response", id=call["id"], ok=True, result={"rendered": True})
+    assert client.next_of("response", id="r3")["result"] == {"rendered": True}
+    client.close()
+
+
+def test_attachments_cross_as_raw_frames(host: WebSocketHost) -> None:
+    client = Client(host.websocket, host.key)
+    client.hello("attachments")
+    blob = bytes(range(256)) * 40
+    client.send_frames([body(type="request", id="a1", action="echo", payload={"file": {"$attachment": 0}}), blob])
+    while True:
+        _, message, attachments = client.receive()
+        if message.get("id") == "a1":
+            break
+    assert message["result"] == {"file": {"$attachment": 0}} and attachments == [blob]
+    client.close()
+
+
+def test_each_connection_is_its_own_session_and_names_are_shared_with_zeromq_rules(host: WebSocketHost) -> None:
+    first, second = Client(host.websocket, host.key), Client(host.websocket, host.key)
+    one, two = first.hello("tab"), second.hello("other-tab")
+    assert one["session"] != two["session"]
+    # The name is taken while its session lives (SPEC 6, Names), whatever the transport.
+    third = Client(host.websocket, host.key)
+    third.send(type="hello", peer="tab")
+    refusal = third.next_of("response")
+    assert refusal["id"] is None and refusal["error"]["code"] == "name_taken"
+    for client in (first, second, third):
+        client.close()
+
+
+# --- refused before the upgrade ---------------------------------------------------------------------------------
+
+def test_a_foreign_origin_is_refused_403(host: WebSocketHost) -> None:
+    assert refused_status(host, subprotocols=[SUBPROTOCOL], origin="http://evil.example") == 403
+    assert refused_status(host, subprotocols=[SUBPROTOCOL], origin=f"http://127.0.0.1:{host.port + 1}") == 403
+
+
+def test_own_and_allowed_origins_and_no_origin_are_let_in(host: WebSocketHost) -> None:
+    for index, origin in enumerate((f"http://127.0.0.1:{host.port}", f"http://localhost:{host.port}", "http://localhost:5173", None)):
+        client = Client(host.websocket, host.key, origin=origin)
+        assert client.hello(f"origin-{index}")["type"] == "welcome"
+        client.close()
+
+
+def test_an_upgrade_without_the_subprotocol_is_refused_400(host: WebSocketHost) -> None:
+    assert refused_status(host) == 400
+    assert refused_status(host, subprotocols=["zerobridge.2"]) == 400
+
+
+def test_a_foreign_host_header_is_refused_421(host: WebSocketHost) -> None:
+    # DNS rebinding: a name the attacker controls, resolving to 127.0.0.1, must not read the page (it holds the key).
+    assert get(host, "/", {"Host": f"rebind.evil.example:{host.port}"}).status == 421
+    assert refused_status(host, subprotocols=[SUBPROTOCOL], additional_headers={"Host": f"evil.example:{host.port}"}) == 421
+
+
+# --- keys --------------------------------------------------------------------------------------------------------
+
+def test_no_key_is_refused_unsigned_and_opens_no_session(host: WebSocketHost) -> None:
+    client = Client(host.websocket, None)
+    client.send(type="hello", peer="no-key")
+    frame0, refusal, _ = client.receive()
+    assert frame0 == b"" and refusal["id"] is None and refusal["error"]["code"] == "unauthorized"
+    client.send(type="request", id="x", action="echo", payload=1)
+    assert client.receive()[1]["error"]["code"] == "unauthorized"
+    client.close()
+
+
+def test_a_wrong_key_is_refused(host: WebSocketHost) -> None:
+    client = Client(host.websocket, "00" * 32)
+    client.send(type="hello", peer="wrong-key")
+    frame0, refusal, _ = client.receive()
+    assert frame0 == b"" and refusal["error"]["code"] == "unauthorized"
+    client.close()
+
+
+def test_unkeyed_websocket_needs_an_explicit_choice(tmp_path: pathlib.Path) -> None:
+    import subprocess
+
+    from conftest import ZEROBRIDGE_BIN
+
+    refused = subprocess.run([ZEROBRIDGE_BIN, "serve", "--conformance", "--endpoint", "tcp://127.0.0.1:*",
+                              "--ws", "127.0.0.1:0", "--no-key"], capture_output=True, timeout=60)
+    assert refused.returncode != 0 and b"key" in refused.stderr
+    unkeyed = start_host(tmp_path, keyed=False)
+    try:
+        client = Client(unkeyed.websocket, None)
+        assert client.hello("dev")["type"] == "welcome"
+        client.close()
+    finally:
+        unkeyed.stop()
+
+
+# --- bad input: answered, the connection kept (SPEC 3.2) --------------------------------------------------------
+
+@pytest.mark.parametrize("payload", [
+    pytest.param(b"", id="empty"),
+    pytest.param(encode([b'{"v":1,"type":"ping"}']), id="one-frame"),
+    pytest.param(b"\x00\x00\x00", id="length-cut-short"),
+    pytest.param(encode([b""]) + struct.pack(">I", 99) + b"{}", id="length-past-the-end"),
+    pytest.param(encode([b""] * 16_387), id="too-many-frames"),
+])
+def test_undecodable_payloads_are_bad_message_and_the_connection_is_kept(host: WebSocketHost, payload: bytes) -> None:
+    client = Client(host.websocket, host.key)
+    client.ws.send(payload)
+    frame0, refusal, _ = client.receive()
+    assert frame0 == b"" and refusal["id"] is None and refusal["error"]["code"] == "bad_message"
+    assert client.hello(f"after-bad-input-{len(payload)}")["type"] == "welcome"
+    # With the channel open, the answer is signed (Client.receive checks the signature).
+    client.ws.send(b"\x00")
+    frame0, refusal, _ = client.receive()
+    assert frame0.startswith(b"m.") and refusal["error"]["code"] == "bad_message"
+    client.close()
+
+
+def test_a_text_message_is_bad_message_saying_to_send_binary(host: WebSocketHost) -> None:
+    client = Client(host.websocket, host.key)
+    client.ws.send('{"v":1,"type":"ping"}')
+    refusal = client.receive()[1]
+    assert refusal["error"]["code"] == "bad_message" and "binary" in refusal["error"]["message"]
+    client.close()
+
+
+def test_too_large_within_the_slack_is_answered_and_the_connection_kept(host: WebSocketHost) -> None:
+    client = Client(host.websocket, host.key)
+    client.hello("large")
+    client.send_frames([body(type="request", id="big", action="echo", payload="x" * 70_000)])
+    # Keyed: refused by its size before its MAC, so its id is not read (SPEC 3.1).
+    answer = client.next_of("response")
+    assert answer["id"] is None and answer["error"]["code"] == "too_large"
+    client.send(type="request", id="small", action="echo", payload=1)
+    assert client.next_of("response", id="small")["result"] == 1
+    client.close()
+
+
+def test_a_message_past_the_websocket_bound_closes_1009_unread(host: WebSocketHost) -> None:
+    client = Client(host.websocket, host.key)
+    client.hello("oversized")
+    client.ws.send(b"\x00" * (65_536 + 131_072 + 1))
+    with pytest.raises(ConnectionClosed) as closed:
+        while True:
+            client.ws.recv(timeout=10)
+    assert closed.value.rcvd is not None and closed.value.rcvd.code == 1009
+    # Fragmented, the same bound holds for the reassembled message.
+    fragmented = Client(host.websocket, host.key)
+    fragmented.ws.send([b"\x00" * 65_536] * 4)
+    with pytest.raises(ConnectionClosed) as closed:
+        while True:
+            fragmented.ws.recv(timeout=10)
+    assert closed.value.rcvd is not None and closed.value.rcvd.code == 1009
+
+
+# --- a slow reader is bounded; the others are served ------------------------------------------------------------
+
+def test_a_stalled_reader_has_its_progress_coalesced_and_others_are_served(host: WebSocketHost) -> None:
+    # A small receive buffer (no autotuning), so the host's queues fill long before the kernel's would.
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connecting: the window stays small
+    sock.connect(("127.0.0.1", host.port))
+    stalled = Client.__new__(Client)
+    stalled.ws = connect(host.websocket, sock=sock, subprotocols=[SUBPROTOCOL], open_timeout=10, max_size=2**26,
+                         ping_interval=None)
+    from zerobridge import signing
+    stalled.channel = signing.PeerChannel(bytes.fromhex(host.key or ""))
+    stalled.hello("stalled", heartbeat_ms=120_000)  # flow control under test here, not heartbeats
+    n = 100_000
+    stalled.send(type="request", id="flood", action="count", payload={"n": n}, progress=True)
+    # While it reads nothing, another page is served promptly (a bound that holds on a loaded machine).
+    other = Client(host.websocket, host.key)
+    other.hello("responsive")
+    # The scenario is a reader that takes nothing for longer than the second after which progress is coalesced (SPEC
+    # 7.13), counted from when the host's queues are full (a few seconds of a debug build's flood): 5 s in all; the
+    # other page is served meanwhile.
+    stall_until, i = time.monotonic() + 5, 0
+    while time.monotonic() < stall_until:
+        i += 1
+        started = time.monotonic()
+        other.send(type="request", id=f"e{i}", action="echo", payload=i)
+        assert other.next_of("response", id=f"e{i}")["result"] == i
+        assert time.monotonic() - started < 5
+    assert host.rss_bytes() < 200 << 20
+    # Reading again (with room to read fast): every progress message is there in order or counted as skipped, the last is the newest.
+    sent, skipped, last = 0, 0, 0
+    while True:
+        message = stalled.next_of("progress", timeout=60) if last < n else stalled.next_of("response", id="flood", timeout=60)
+        if message["type"] == "response":
+            break
+        sent += 1
+        skipped += message.get("skipped", 0)
+        assert message["payload"]["i"] > last
+        last = message["payload"]["i"]
+    assert message["result"] == {"n": n} and last == n
+    assert skipped > 0 and sent + skipped == n
+    assert host.rss_bytes() < 200 << 20
+    other.close()
+    stalled.close()
+
+
+# --- connections past the bound are shed (SPEC 7.17) ------------------------------------------------------------
+
+def test_connections_past_the_bound_are_shed_and_kept_ones_stay(tmp_path: pathlib.Path) -> None:
+    bounded = start_host(tmp_path, "--max-connections", "3")
+    try:
+        kept = [Client(bounded.websocket, bounded.key) for _ in range(3)]
+        for index, client in enumerate(kept):
+            client.hello(f"kept-{index}")
+        with pytest.raises((InvalidHandshake, ConnectionClosed, OSError, TimeoutError)):
+            Client(bounded.websocket, bounded.key).hello("shed")
+        kept[0].send(type="request", id="still", action="echo", payload=1)
+        assert kept[0].next_of("response", id="still")["result"] == 1
+        kept.pop().close()
+        deadline = time.monotonic() + 30
+        while True:  # the closed connection's place is free once the listener has seen it close
+            try:
+                assert Client(bounded.websocket, bounded.key).hello("later")["type"] == "welcome"
+                break
+            except (InvalidHandshake, ConnectionClosed, OSError, TimeoutError):
+                assert time.monotonic() < deadline, "no connection admitted after one closed"
+                time.sleep(0.05)
+        for client in kept:
+            client.close()
+    finally:
+        bounded.stop()
+
+
+# --- the page -----------------------------------------------------------------------------------------------------
+
+def test_the_page_is_served_with_the_configuration_injected_first(host: WebSocketHost) -> None:
+    assert host.page == f"http://127.0.0.1:{host.port}/"
+    response = get(host, "/")
+    page = response.read().decode()
+    assert response.status == 200 and response.headers["Content-Type"] == "text/html; charset=utf-8"
+    assert response.headers["Cache-Control"] == "no-store" and response.headers["X-Content-Type-Options"] == "nosniff"
+    head = page.index("<head>") + len("<head>")
+    injected = f'<script>globalThis.__zerobridge = {{"endpoint":"{host.websocket}","info":'
+    assert page[head:].startswith(injected)
+    assert f'"key":"{host.key}"' in page
+    # Before the page's own scripts, the WebKit layer as a classic script.
+    assert page.index('<script src="/_zerobridge/webkit.js"></script>') < page.index('src="/assets/index-abc123.js"')
+
+
+def test_assets_get_their_content_types(host: WebSocketHost) -> None:
+    for path, kind in [("/assets/index-abc123.js", "text/javascript; charset=utf-8"),
+                       ("/assets/index-abc123.css", "text/css; charset=utf-8"), ("/assets/logo.svg", "image/svg+xml")]:
+        response = get(host, path)
+        assert response.status == 200 and response.headers["Content-Type"] == kind, path
+        assert b"__zerobridge" not in response.read()
+
+
+@pytest.mark.parametrize("path", ["/../secret.txt", "/%2e%2e/secret.txt", "/assets/..%2f..%2fsecret.txt",
+                                  "/leak.txt", "/up/secret.txt", "/.env", "/_zerobridge/..%2fpeer.js"])
+def test_nothing_outside_the_web_root_is_served(host: WebSocketHost, path: str) -> None:
+    response = get(host, path)
+    assert response.status in (403, 404), path
+    assert b"outside the web root" not in response.read()
+
+
+def test_the_browser_peer_modules_are_served(host: WebSocketHost) -> None:
+    response = get(host, "/_zerobridge/peer.js")
+    assert response.status == 200 and response.headers["Content-Type"] == "text/javascript; charset=utf-8"
+    assert get(host, "/_zerobridge/no-such-module.js").status == 404
+
+
+def test_the_bridge_path_says_why_without_an_upgrade(host: WebSocketHost) -> None:
+    assert get(host, "/zerobridge").status == 400
+    assert get(host, "/missing.html").status == 404
+
+
+def test_shutdown_says_bye_then_closes_1001(tmp_path: pathlib.Path) -> None:
+    stopping = start_host(tmp_path)
+    client = Client(stopping.websocket, stopping.key)
+    client.hello("told")
+    threading.Thread(target=stopping.stop).start()
+    assert client.next_of("bye", timeout=30)["type"] == "bye"
+    with pytest.raises(ConnectionClosed) as closed:
+        while True:
+            client.ws.recv(timeout=30)
+    assert closed.value.rcvd is not None and closed.value.rcvd.code == 1001
