@@ -4,12 +4,13 @@ it shows. Chromium is Debian's (`/usr/bin/chromium`): Playwright's own browser d
 
 from __future__ import annotations
 
+import os
 import pathlib
 from typing import Any
 
 from playwright.sync_api import Browser, Page, Playwright, sync_playwright
 
-CHROMIUM = "/usr/bin/chromium"
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")  # as peers/browser-tests take it
 # How long the page may take to reach a state: generous, as the machines are small and shared.
 WAIT_MS = 120_000
 
