@@ -116,7 +116,8 @@ class ImportPage:
         return total, [(file, record) for file, record in hits]
 
     def changes(self) -> list[dict[str, Any]]:
-        """The catalogChanged broadcasts the page listed, oldest first, as the host sent them."""
+        """The catalogChanged broadcasts the page listed, oldest first, as the host sent them (`mine`: "true" on the
+        page's own import's)."""
         items = self.page.eval_on_selector_all("#changes li", "items => items.map(i => ({...i.dataset}))")
         numeric = ("run", "filesImported", "records", "files", "recordsTotal")
         return [{key: int(value) if key in numeric else value for key, value in item.items()} for item in reversed(items)]

@@ -99,6 +99,7 @@ def test_an_import_from_the_page_shows_what_the_database_holds(page_host: PageHo
     change = page.wait_for_change(str(samples / "inbox"))
     assert (change["status"], change["filesImported"], change["records"]) == ("completed", files, records)
     assert (change["files"], change["recordsTotal"]) == (files, records)
+    assert change.get("mine") == "true"  # marked as this page's
 
     # Search: a marker word is in exactly one record; a common word's total and best hits are the database's.
     name, entry = next((name, entry) for name, entry in good_files(manifest).items() if entry["format"] == "markdown")
@@ -165,6 +166,7 @@ def test_another_frontends_import_arrives_as_a_broadcast(page_host: PageHost, pa
     assert run == [(change["run"], "completed", files, records)]
     assert (change["filesImported"], change["records"], change["files"], change["recordsTotal"]) == (
         files, records, files, records)
+    assert "mine" not in change  # not this page's import
     assert output["result"]["records"] == records == manifest["totals"]["records"]
     # The page asks for stats again when a broadcast arrives.
     assert page.wait_for_number("catalogue-records", records, exactly=True) == records

@@ -118,6 +118,14 @@ function showChange(change) {
   item.append(time, ` Run ${change.run} `, folder, ` ${change.status}: ${count(change.filesImported)} files, `
     + `${count(change.records)} records imported; the catalogue holds ${count(change.files)} files, `
     + `${count(change.recordsTotal)} records.`);
+  // The host broadcasts a run's change before it answers the run's caller: this page's own arrives while it imports.
+  if (change.folder === importingFolder) {
+    item.dataset.mine = 'true';
+    const mine = document.createElement('span');
+    mine.className = 'mine';
+    mine.textContent = 'this page';
+    item.append(' ', mine);
+  }
   const list = $('changes');
   list.prepend(item);
   while (list.children.length > CHANGES_KEPT) list.lastElementChild.remove();
@@ -125,6 +133,8 @@ function showChange(change) {
 
 let peer;
 let job = null;
+/** The folder of the import this page runs, while it runs. */
+let importingFolder = null;
 
 // The import this tab runs, kept in its sessionStorage: reloaded, the page attaches to the job again instead of losing
 // it (a job outlives its caller, SPEC 7.16). The job id is what proves it is this page's job, as the key is kept here.
@@ -156,6 +166,7 @@ async function runImport(path) {
 
 /** Follows the job in `job` to its end: its progress (from the first report), then its outcome. */
 async function follow(path) {
+  importingFolder = path;
   try {
     const call = peer.attachJob({ job });
     for await (const progress of call.progress) showProgress(progress);
@@ -172,6 +183,7 @@ async function follow(path) {
     }
   } finally {
     job = null;
+    importingFolder = null;
     sessionStorage.removeItem(SAVED_JOB);
   }
   await refreshStats();
