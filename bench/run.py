@@ -30,12 +30,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import browser_peer
 import import_service
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
 PY = sys.executable
-SECTIONS = ("transports", "security", "memory", "codec", "import")
+SECTIONS = ("transports", "security", "memory", "codec", "import", "browser")
 # How `zerobridge serve` is started for each mode of the security section (it writes a connection file in each).
 SECURITY_MODES = {"plain": ["--no-key"], "keyed": [], "curve+keyed": ["--curve"]}
 SECURITY_SCENARIOS = ("w1", "w64", "progress")
@@ -373,6 +374,12 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     if "import_service" in results:
         cost = results["import_service"].get("journal_cost")
         check("import service: files/s lost to the job journal", cost, "< 0.15", cost is not None and cost < 0.15)
+    if "browser" in results:
+        for window, goal in ((1, 0.5), (64, 1 / 3)):
+            value = results["browser"].get("ratios", {}).get(f"browser_over_node_w{window}")
+            label = "sequential" if window == 1 else f"{window} in flight"
+            check(f"tcp/ws, keyed: Chromium page peer / Node peer, {label} req/s", value, f">= {goal:.2f}",
+                  value is not None and value >= goal)
     if "memory" in results:
         inflight = results["memory"].get("inflight_10000", {})
         value = inflight.get("loaded_rss_mb")
@@ -487,6 +494,15 @@ def table(results: dict[str, Any]) -> str:
                      f"({journal['files']:,} files, journal in SQLite)")
         lines.append(f"{'import service, importFolder as a request':<44} {best['no_journal']['files_per_second']:>11,.0f} files/s  "
                      f"(no journal): the journal costs {journal['journal_cost']:.1%}")
+    page = results.get("browser", {})
+    if "error" in page:
+        lines.append(f"{'Chromium page peer':<44} error: {page['error']}")
+    elif page:
+        lines.append("")
+        lines.append("--- one keyed host: Node peer over tcp, Chromium page peer over WebSocket " + "-" * 40)
+        for label, key, latency in (("Node peer, sequential", "node_w1", True), ("Chromium page peer, sequential", "browser_w1", True),
+                                    ("Node peer, 64 in flight", "node_w64", False), ("Chromium page peer, 64 in flight", "browser_w64", False)):
+            lines.append(f"{label:<44} {describe(page.get(key), latency)}")
     names = [("ZeroBridge/limit", "zerobridge_over_limit"), ("ZeroBridge/pyzmq", "zerobridge_over_pyzmq_baseline")]
     if results["ratios"]:
         lines.append("")
@@ -572,6 +588,11 @@ def main() -> None:
                 results["import_service"] = import_service.measure(bench.bin)
             except (RuntimeError, OSError, KeyError, subprocess.CalledProcessError) as error:
                 results["import_service"] = {"error": str(error)[:200]}
+        if "browser" in sections:
+            try:
+                results["browser"] = browser_peer.measure(bench.bin, args.seconds, bench.repeat)
+            except (RuntimeError, OSError, ImportError) as error:
+                results["browser"] = {"error": str(error)[:200]}
     finally:
         for path in bench.socket_files:
             path.unlink(missing_ok=True)

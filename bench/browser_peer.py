@@ -1,0 +1,175 @@
+"""A page peer in Chromium against the Node peer, on one release host over loopback (issue 24).
+
+    .venv/bin/python bench/browser_peer.py [--bin .build/release] [--seconds 1.0] [--repeat 2]
+
+One `zerobridge serve --conformance` listens on tcp and WebSocket (`--ws 127.0.0.1:0`), keyed (a connection file):
+the Node peer (bench/node_peer.mjs, through the connection file) and the browser peer (peers/node/src/browser.js, in
+headless Chromium driven by Playwright, keyed by what the host injects into the page it serves) each echo the same
+~100-byte payload, sequentially and with 64 calls in flight, in the same run. The targets: the page's sequential
+rate at least 1/2 of the Node peer's, its rate with 64 in flight at least 1/3. `make bench` runs this too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import select
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+SITE = ROOT / "peers" / "browser-tests" / "site"
+CHROMIUM = "/usr/bin/chromium"
+WINDOWS = (1, 64)
+
+# The page's driver: bench/node_peer.mjs's echo loop (the same payload, check, warm-up and measured phase).
+PAGE_ECHO = """async ({ window, seconds, warmup }) => {
+    const { connect } = await import('/_zerobridge/browser.js');
+    const PAYLOAD = { name: 'bench', seq: 42, text: 'x'.repeat(65) };
+    const PAYLOAD_JSON = JSON.stringify(PAYLOAD);
+    const peer = await connect({ name: `bench-page-${window}` });
+    const checkedEcho = async () => {
+        const answer = await peer.call('echo', PAYLOAD);
+        if (JSON.stringify(answer) !== PAYLOAD_JSON) throw new Error(`echo returned ${JSON.stringify(answer)}`);
+    };
+    try {
+        for (let i = 0; i < warmup; i += 1) await checkedEcho();
+        const start = performance.now();
+        const end = start + seconds * 1000;
+        let completed = 0;
+        const latencies = [];
+        if (window === 1) {
+            while (performance.now() < end) {
+                const before = performance.now();
+                await checkedEcho();
+                latencies.push(performance.now() - before);
+            }
+            completed = latencies.length;
+        } else {
+            const caller = async () => {
+                let mine = 0;
+                while (performance.now() < end) { await checkedEcho(); mine += 1; }
+                return mine;
+            };
+            completed = (await Promise.all(Array.from({ length: window }, caller))).reduce((a, b) => a + b, 0);
+        }
+        const elapsed = (performance.now() - start) / 1000;
+        latencies.sort((a, b) => a - b);
+        const result = { window, requests: completed, seconds: elapsed, per_second: completed / elapsed, warmup };
+        // Microseconds to 0.1, as bench/node_peer.mjs reports them.
+        const at = (fraction) => Math.round(latencies[Math.min(latencies.length - 1, Math.floor(fraction * latencies.length))] * 10000) / 10;
+        if (latencies.length > 0) Object.assign(result, { p50_us: at(0.5), p99_us: at(0.99), p999_us: at(0.999) });
+        return result;
+    } finally {
+        await peer.close();
+    }
+}"""
+
+
+class Host:
+    """`zerobridge serve --conformance` on tcp and WebSocket, keyed, serving the browser tests' site."""
+
+    def __init__(self, binary: Path, folder: Path) -> None:
+        self.connection_file = folder / "host.json"
+        command = [str(binary / "zerobridge"), "serve", "--conformance", "--endpoint", "tcp://127.0.0.1:*", "--ws", "127.0.0.1:0",
+                   "--web-root", str(SITE), "--connection-file", str(self.connection_file), "--max-in-flight", "20000"]
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, bufsize=0)
+        assert self.process.stdout is not None
+        lines: dict[str, str] = {}
+        deadline = time.monotonic() + 60
+        while "ready" not in lines:
+            if not select.select([self.process.stdout], [], [], max(0.0, deadline - time.monotonic()))[0]:
+                self.stop()
+                raise RuntimeError(f"{' '.join(command)} printed no ready line within 60 s")
+            line = self.process.stdout.readline().decode()
+            if not line:
+                raise RuntimeError(f"{' '.join(command)} exited with {self.process.wait()}")
+            _, word, value = line.strip().split(" ", 2)
+            lines[word] = value
+        self.page = lines["page"]
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def node_echo(host: Host, window: int, seconds: float) -> dict[str, Any]:
+    done = subprocess.run(["node", str(ROOT / "bench" / "node_peer.mjs"), "echo", str(host.connection_file), "--window", str(window),
+                           "--seconds", str(seconds)], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        return {"error": (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1][:300]}
+    result: dict[str, Any] = json.loads(lines[-1])
+    return result
+
+
+def page_echo(page: Any, host: Host, window: int, seconds: float) -> dict[str, Any]:
+    page.goto(host.page.rstrip("/") + "/index.html")
+    try:
+        result: dict[str, Any] = page.evaluate(PAGE_ECHO, {"window": window, "seconds": seconds, "warmup": 500})
+    except Exception as error:  # a page that failed is a figure missing, reported as such
+        return {"error": str(error).splitlines()[0][:300]}
+    return result
+
+
+def best(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The best of a few runs: other work on a shared machine only ever slows a run down."""
+    good = [run for run in runs if "error" not in run]
+    if not good:
+        return runs[-1]
+    chosen = dict(max(good, key=lambda run: run["per_second"]))
+    chosen["runs_per_second"] = [round(run["per_second"]) for run in good]
+    return chosen
+
+
+def ratio(a: dict[str, Any], b: dict[str, Any]) -> float | None:
+    if "per_second" not in a or "per_second" not in b or not b["per_second"]:
+        return None
+    return round(a["per_second"] / b["per_second"], 3)
+
+
+def measure(binary: Path, seconds: float = 1.0, repeat: int = 2) -> dict[str, Any]:
+    from playwright.sync_api import sync_playwright  # only this section needs it
+
+    results: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="zerobridge-bench-browser-") as folder:
+        host = Host(binary, Path(folder))
+        try:
+            with sync_playwright() as playwright:
+                browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True)
+                page = browser.new_page()
+                for window in WINDOWS:
+                    # Alternated, so that a machine getting busier or quieter drifts both alike.
+                    node_runs, page_runs = [], []
+                    for _ in range(repeat):
+                        node_runs.append(node_echo(host, window, seconds))
+                        page_runs.append(page_echo(page, host, window, seconds))
+                    results[f"node_w{window}"] = best(node_runs)
+                    results[f"browser_w{window}"] = best(page_runs)
+                browser.close()
+        finally:
+            host.stop()
+    results["ratios"] = {f"browser_over_node_w{window}": ratio(results[f"browser_w{window}"], results[f"node_w{window}"])
+                         for window in WINDOWS}
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--bin", default=str(ROOT / ".build" / "release"))
+    parser.add_argument("--seconds", type=float, default=1.0)
+    parser.add_argument("--repeat", type=int, default=2)
+    args = parser.parse_args()
+    print(json.dumps(measure(Path(args.bin), args.seconds, max(1, args.repeat)), indent=2))
+
+
+if __name__ == "__main__":
+    main()
