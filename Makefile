@@ -34,8 +34,8 @@ deps-system:
 deps-python: $(VENV)/.installed
 
 # rfc8785 is the reference of the differential tests, atheris the Python fuzzer (fuzz/), websockets the client of the
-# host's WebSocket tests (tests/websocket), playwright drives Debian's chromium in the browser tests (it downloads no
-# browser of its own: peers/browser-tests/conftest.py).
+# host's WebSocket tests (tests/websocket), playwright drives Debian's chromium in the browser tests, the import page's
+# tests and make demo (it downloads no browser of its own: peers/browser-tests/conftest.py).
 $(VENV)/.installed: peers/python/pyproject.toml Makefile
 	@[ -x $(PY) ] || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip

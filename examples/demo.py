@@ -9,7 +9,10 @@ peer (it parses every file, whose bytes the host sends it as attachments), keeps
 - the Node front-end imports batch-2 while the ETL peer is killed mid-import; the host starts it again and the import
   completes, the calls it lost sent again;
 - `catalogChanged` reached both front-ends; the bytes crossed as attachments (the ETL peer's own count);
-- the opt-in transform (`$evaluate` on the ETL peer) on a small folder; Ctrl-C cancelling an import; `zerobridge call`.
+- the opt-in transform (`$evaluate` on the ETL peer) on a small folder; Ctrl-C cancelling an import; `zerobridge call`;
+- the page the host serves (examples/web, --web-root), open in headless Chromium from the start: it lists the other
+  front-ends' catalogChanged broadcasts as they come, then imports a folder itself with a live progress bar, searches,
+  and is saved as a screenshot, .demo/import-page.png.
 
 It prints what each step shows, stops what it started, and exits non-zero if a step did not show what it claims.
 """
@@ -28,6 +31,7 @@ import time
 from typing import Any, Callable
 
 import zerobridge
+from import_page import CHROMIUM, ImportPage
 from processes import Process
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -39,6 +43,8 @@ DATABASE = DEMO / "import.sqlite"
 JOURNAL = DEMO / "import-jobs.sqlite"
 CONNECTION_FILE = DEMO / "import-host.json"
 STATE_FILE = DEMO / "import-py.state.json"
+WEB_ROOT = ROOT / "examples" / "web"
+SCREENSHOT = DEMO / "import-page.png"
 # The host launches it (--etl-command) and tells it where to connect through its environment (SPEC 10.1).
 ETL_COMMAND = "node examples/etl-peer/etl-peer.mjs --allow-evaluate"
 WAIT = 90  # seconds any one condition may take before the demo calls the step failed
@@ -82,7 +88,7 @@ def read_json(path: pathlib.Path) -> Any:
 def main() -> int:
     started = time.monotonic()
     DEMO.mkdir(exist_ok=True)
-    for stale in [*DEMO.glob("import.sqlite*"), *DEMO.glob("import-jobs.sqlite*"), STATE_FILE]:
+    for stale in [*DEMO.glob("import.sqlite*"), *DEMO.glob("import-jobs.sqlite*"), STATE_FILE, SCREENSHOT]:
         stale.unlink(missing_ok=True)  # a fresh database and journal, so the figures below are this run's
 
     step("sample data: folders of CSV, JSON and Markdown, a few files broken on purpose (each with a manifest)")
@@ -94,18 +100,21 @@ def main() -> int:
 
     step("the import host (Swift, GRDB over SQLite), which launches the ETL peer (Node: parses CSV, JSON and Markdown)")
     host = Process([str(BIN / "import-host"), "--database", str(DATABASE), "--journal", str(JOURNAL),
-                    "--connection-file", str(CONNECTION_FILE), "--import-root", str(DATA), "--etl-command", ETL_COMMAND],
+                    "--connection-file", str(CONNECTION_FILE), "--import-root", str(DATA), "--etl-command", ETL_COMMAND,
+                    "--web-root", str(WEB_ROOT)],
                    echo="host")
     children: list[Any] = [host]
     failures: list[str] = []
     try:
         host.wait_for_line("zerobridge ready ")
+        url = host.wait_for_line("zerobridge page ").removeprefix("zerobridge page ")
+        show(f"the page: {url} (the host serves examples/web and injects the endpoint and key into it)")
         with zerobridge.connect_sync(str(CONNECTION_FILE), name="demo") as demo:
             etl = wait_until(lambda: (e := demo.call("stats")["etl"])["connected"] and e, "the ETL peer up")
             check(etl["supervised"]["state"] == "up",
                   f"the host launched the ETL peer ({ETL_COMMAND}, pid {etl['supervised']['pid']}), told it where to "
                   f"connect through its environment, and it is up")
-            run_steps(demo, manifests, children, failures)
+            run_steps(demo, manifests, children, failures, url)
     except AssertionError as broken:
         failures.append(str(broken))
         print(f"!! {broken}", flush=True)
@@ -117,6 +126,8 @@ def main() -> int:
     step("done")
     print(f"the database: {DATABASE} (open it with: sqlite3 {DATABASE.relative_to(ROOT)})")
     print(f"the sample data: {DATA}")
+    if SCREENSHOT.exists():
+        print(f"the page's screenshot: {SCREENSHOT}")
     print(f"demo wall time: {time.monotonic() - started:.1f} s")
     if failures:
         print(f"\n{len(failures)} step(s) did not show what they claim:")
@@ -126,7 +137,7 @@ def main() -> int:
     return 0
 
 
-def run_steps(demo: Any, manifests: dict[pathlib.Path, Any], children: list[Any], failures: list[str]) -> None:
+def run_steps(demo: Any, manifests: dict[pathlib.Path, Any], children: list[Any], failures: list[str], url: str) -> None:
     """The demo's steps. A step that fails is recorded, and the next one runs."""
     batch_1, batch_2, people = manifests
     frontend_py = [PY, "examples/frontends/import.py", "--state-file", str(STATE_FILE)]
@@ -147,6 +158,17 @@ def run_steps(demo: Any, manifests: dict[pathlib.Path, Any], children: list[Any]
     children.append(watcher)
     step("a Node front-end stays connected, subscribed to the topic `catalog` (--watch)")
     watcher.wait_for_line("watching catalogChanged on ")
+
+    pages: list[ImportPage] = []
+
+    def open_page() -> None:
+        show(f"opening {url}")
+        pages.append(ImportPage(url))
+        children.append(pages[0])
+        show(f"the page is connected; it offers the folders {', '.join(pages[0].folders())}")
+
+    attempt(f"the page in headless Chromium ({CHROMIUM}), through Playwright: it stays open, subscribed to `catalog`",
+            open_page)
 
     def python_killed_and_reattached() -> None:
         total = manifests[batch_1]["totals"]["files"]
@@ -221,6 +243,37 @@ def run_steps(demo: Any, manifests: dict[pathlib.Path, Any], children: list[Any]
               f"text): every byte of the two folders, each file once")
 
     attempt("bytes crossing as attachments", attachments)
+
+    def the_page() -> None:
+        check(bool(pages), "the page is open")
+        page = pages[0]
+        listed = [change["folder"] for change in page.changes()]
+        check(str(batch_1) in listed and str(batch_2) in listed,
+              f"the page listed the catalogChanged of both front-ends' imports ({len(listed)} broadcast(s))")
+        show("choosing batch-2 on the page and pressing Import: progress streams to the page's bar through the "
+             "browser peer (WebSocket), as it does to the terminal front-ends")
+        page.start_import("batch-2")
+        page.wait_for_number("files-done", manifests[batch_2]["totals"]["files"] // 4)
+        shown = page.numbers()
+        show(f"mid-import the page shows {shown['files-done']} of {shown['files-total']} files, {shown['records']:,} records")
+        check(page.wait_for_state("completed", "cancelled", "failed") == "completed", "the page's import completed")
+        shown = page.numbers()
+        totals = manifests[batch_2]["totals"]
+        check((shown["files-done"], shown["files-done"] - shown["files-failed"], shown["records"])
+              == (totals["files"], totals["good"], totals["records"]),
+              f"the page shows {shown['files-done']:,} files done, {shown['files-failed']} failed, "
+              f"{shown['records']:,} records: the manifest's figures")
+        stats = demo.call("stats")
+        page.wait_for_number("catalogue-records", stats["records"], exactly=True)  # stats asked after the broadcast
+        check((page.numbers()["catalogue-files"], page.numbers()["catalogue-records"]) == (stats["files"], stats["records"]),
+              f"the page's catalogue figures are the database's: {stats['files']:,} files, {stats['records']:,} records")
+        total, hits = page.search("lighthouse espresso")
+        check(total == demo.call("search", {"query": "lighthouse espresso"})["total"] and len(hits) > 0,
+              f"the page's search (a WebKit message handler call) found {total} records, as the host's search says")
+        page.wait_for_change(str(batch_2), count=2)
+        print(f"screenshot: {page.screenshot(SCREENSHOT)}", flush=True)
+
+    attempt("the page imports batch-2 itself, with a live progress bar, and searches the catalogue", the_page)
 
     def transform() -> None:
         manifest = manifests[people]

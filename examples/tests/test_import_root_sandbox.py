@@ -219,3 +219,22 @@ def test_swapping_a_file_and_a_folder_for_links_imports_nothing_from_outside(
     assert inside_imports > 0, "nothing was imported from inside either: the race says nothing"
     assert not from_outside, f"{len(from_outside)} files from outside the root were stored in {imports} imports"
     assert secrets_stored(sandboxed_host) == 0
+
+
+def test_folders_lists_each_roots_own_folders_and_nothing_through_a_link(tmp_path: pathlib.Path,
+                                                                           outside: pathlib.Path) -> None:
+    """`folders` (the page's folder choice) lists what importFolder could import: real folders directly in each root,
+    hidden ones, files and links (even to a folder inside) left out."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    for folder in (first / "b-folder" / "deeper", first / "a-folder", first / ".hidden", second / "only"):
+        folder.mkdir(parents=True)
+    (first / "file.csv").write_text("name\nx\n")
+    (first / "to-outside").symlink_to(outside, target_is_directory=True)
+    (first / "to-inside").symlink_to(first / "a-folder", target_is_directory=True)
+    host = ImportHost(tmp_path, first, "--import-root", str(second))
+    try:
+        assert host.call_ok("folders") == {"folders": [
+            {"name": "a-folder", "path": str(first / "a-folder")}, {"name": "b-folder", "path": str(first / "b-folder")},
+            {"name": "only", "path": str(second / "only")}], "omitted": 0}
+    finally:
+        host.stop()

@@ -133,6 +133,29 @@ struct Search: BridgeAction {
     }
 }
 
+/// The folders an import can name, for a front-end to offer a choice (the web page's folder list).
+struct Folders: BridgeAction {
+    static let name = "folders"
+    static let summary = "The folders an import can name: each import root's own sub-folders, sorted."
+    typealias Payload = JSONValue
+
+    struct Result: Codable, Sendable {
+        var folders: [Folder]
+        /// Folders left out past ``Folders/limit``, to keep the answer small.
+        var omitted: Int
+    }
+
+    struct Folder: Codable, Sendable {
+        /// What `importFolder` takes as its `path`.
+        var path: String
+        /// The folder's own name, for a person to choose by.
+        var name: String
+    }
+
+    /// The most folders one answer lists.
+    static let limit = 200
+}
+
 /// What the database holds.
 struct Stats: BridgeAction {
     static let name = "stats"

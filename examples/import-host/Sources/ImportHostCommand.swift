@@ -45,6 +45,14 @@ struct ImportHostCommand: AsyncParsableCommand {
     @Option(help: "The job journal (SQLite): importFolder runs as a job that outlives its caller's connection and this host process (SPEC 7.16), so a front-end that comes back re-attaches to it.")
     var journal = ".demo/import-jobs.sqlite"
 
+    @Option(help: ArgumentHelp(
+        "Serve the import service's page from this folder (examples/web) on loopback, and accept the browser's WebSocket connections beside the ZeroMQ ones (SPEC 2.2); prints `zerobridge page URL`.",
+        valueName: "DIR"))
+    var webRoot: String?
+
+    @Option(help: "With --web-root: the loopback port of the page and its WebSocket (0 picks a free one).")
+    var webPort = 0
+
     @Flag(help: "Serve importFolder as an ordinary request instead of a job, without a journal (for comparing their cost: make bench).")
     var noJobs = false
 
@@ -55,6 +63,7 @@ struct ImportHostCommand: AsyncParsableCommand {
     var logLevel: Logger.Level = .warning
 
     func validate() throws {
+        guard (0...65535).contains(webPort) else { throw ValidationError("--web-port takes a port, 0 to 65535") }
         guard etlTimeoutMs > 0 else { throw ValidationError("--etl-timeout-ms must be positive") }
         guard (1...128).contains(etlPeer.count) else { throw ValidationError("--etl-peer takes a name of 1 to 128 characters") }
         if let etlCommand, etlCommand.trimmingCharacters(in: .whitespaces).isEmpty {
@@ -78,6 +87,9 @@ struct ImportHostCommand: AsyncParsableCommand {
         configuration.maxMessageBytes = Self.maxMessageBytes
         configuration.logger = logger
         if noKey { configuration.signing = .none }
+        // The page is a front-end like the others: the host injects the endpoint and key into it, and its WebSocket
+        // session is keyed as theirs are.
+        if let webRoot { configuration.webSocket = WebSocketOptions(port: webPort, webRoot: webRoot) }
         if !noJobs {
             let journalPath = URL(fileURLWithPath: journal).standardizedFileURL
             try FileManager.default.createDirectory(at: journalPath.deletingLastPathComponent(), withIntermediateDirectories: true)
@@ -115,6 +127,7 @@ struct ImportHostCommand: AsyncParsableCommand {
             }
         }
         try host.handle(Search.self) { payload, _ in try await catalog.search(payload) }
+        try host.handle(Folders.self) { _, _ in try roots.folders() }
         try host.handle(Stats.self) { [weak host, etlPeer] _, _ in
             var stats = try await catalog.stats()
             stats.etl = etl.status(connected: host?.peers.contains { $0.name == etlPeer && $0.isConnected } ?? false)
@@ -126,6 +139,7 @@ struct ImportHostCommand: AsyncParsableCommand {
         // Signals are caught before the ready line, so a stop sent right after it is not lost.
         let stop = ShutdownSignal(trapping: [SIGINT, SIGTERM])
         FileHandle.standardOutput.write(Data("zerobridge ready \(host.boundEndpoint ?? endpoint)\n".utf8))
+        if let page = host.pageURL { FileHandle.standardOutput.write(Data("zerobridge page \(page)\n".utf8)) }
         FileHandle.standardError.write(Data("import-host: database \(catalog.path)\n".utf8))
         FileHandle.standardError.write(Data("import-host: files are opened beneath the import roots with \(roots.opening.rawValue)\n".utf8))
         await stop.wait()

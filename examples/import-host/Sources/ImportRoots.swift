@@ -67,6 +67,16 @@ struct ImportRoots: Sendable {
         }
     }
 
+    /// The folders directly in each root, as `importFolder` takes them: at most `limit`, the rest counted.
+    func folders(limit: Int = Folders.limit) throws -> Folders.Result {
+        let all = try roots.flatMap { root in
+            try openFolder(root.given).listFolders().map {
+                Folders.Folder(path: root.given == "/" ? "/" + $0 : root.given + "/" + $0, name: $0)
+            }
+        }
+        return .init(folders: Array(all.prefix(limit)), omitted: max(all.count - limit, 0))
+    }
+
     /// The root a folder lies in (its path as written), and the folder's path relative to it.
     private func locate(_ folder: String) -> (Root, String)? {
         for root in roots {
@@ -109,34 +119,48 @@ final class OpenFolder: Sendable {
         var names: [String] = []
         var folders = [""]
         while let relative = folders.popLast() {
-            // A descriptor of its own for each listing: fdopendir takes it, and reading moves its offset.
-            let directory: OpaquePointer
-            switch beneath.open(relative, in: descriptor, flags: Beneath.folderFlags) {
-            case .success(let opened):
-                guard let stream = fdopendir(opened) else {
-                    let code = errno
-                    close(opened)
-                    throw BridgeError(.invalidPayload, "cannot list '\(path)/\(relative)': \(Beneath.describe(code))")
-                }
-                directory = stream
-            case .failure(let error):
-                if relative.isEmpty { throw BridgeError(.invalidPayload, "cannot list '\(path)': \(error)") }
+            guard let entries = try entries(of: relative) else {
                 names.append(relative)  // swapped for a link since it was listed: reported when read
                 continue
             }
-            defer { closedir(directory) }
-            while let entry = readdir(directory) {
-                let name = withUnsafeBytes(of: entry.pointee.d_name) { String(cString: $0.bindMemory(to: CChar.self).baseAddress!) }
-                guard !name.hasPrefix(".") else { continue }
+            for (name, isFolder) in entries {
                 let child = relative.isEmpty ? name : relative + "/" + name
-                if Self.isFolder(entry.pointee.d_type, name, in: dirfd(directory)) {
-                    folders.append(child)
-                } else {
-                    names.append(child)
-                }
+                if isFolder { folders.append(child) } else { names.append(child) }
             }
         }
         return names.sorted()
+    }
+
+    /// The folders directly in this one (hidden names left out, no symbolic links), sorted by name.
+    func listFolders() throws -> [String] {
+        try entries(of: "")?.filter(\.isFolder).map(\.name).sorted() ?? []
+    }
+
+    /// The entries of a folder below this one (`""`: this one), hidden names left out; nil when it can no longer be
+    /// opened beneath (it was swapped for a link since it was listed). Throws when this folder itself cannot be listed.
+    private func entries(of relative: String) throws -> [(name: String, isFolder: Bool)]? {
+        // A descriptor of its own for each listing: fdopendir takes it, and reading moves its offset.
+        let directory: OpaquePointer
+        switch beneath.open(relative, in: descriptor, flags: Beneath.folderFlags) {
+        case .success(let opened):
+            guard let stream = fdopendir(opened) else {
+                let code = errno
+                close(opened)
+                throw BridgeError(.invalidPayload, "cannot list '\(path)/\(relative)': \(Beneath.describe(code))")
+            }
+            directory = stream
+        case .failure(let error):
+            if relative.isEmpty { throw BridgeError(.invalidPayload, "cannot list '\(path)': \(error)") }
+            return nil
+        }
+        defer { closedir(directory) }
+        var entries: [(name: String, isFolder: Bool)] = []
+        while let entry = readdir(directory) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(cString: $0.bindMemory(to: CChar.self).baseAddress!) }
+            guard !name.hasPrefix(".") else { continue }
+            entries.append((name, Self.isFolder(entry.pointee.d_type, name, in: dirfd(directory))))
+        }
+        return entries
     }
 
     /// Whether an entry is a folder (not a link to one), asking the file system when the listing does not say.
