@@ -18,6 +18,9 @@ let package = Package(
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
         .package(url: "https://github.com/swiftlang/swift-subprocess", from: "1.0.2"),
         .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
     ],
     targets: [
         .systemLibrary(
@@ -38,6 +41,20 @@ let package = Package(
                 .product(name: "Subprocess", package: "swift-subprocess"),
                 // Signatures of keyed connections (SPEC 3.1) and the catalogue hash: HMAC-SHA256 and SHA-256 (BoringSSL).
                 .product(name: "Crypto", package: "swift-crypto"),
+                // Telemetry (issue 27): the library only calls the API; executables bootstrap a backend.
+                .product(name: "Metrics", package: "swift-metrics"),
+            ]
+        ),
+        // The Prometheus backend and its scrape endpoint (NIOHTTP1), for the executables that bootstrap one.
+        .target(
+            name: "ZeroBridgePrometheus",
+            dependencies: [
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ]
         ),
         .executableTarget(
@@ -45,6 +62,7 @@ let package = Package(
             dependencies: [
                 "ZeroBridge",
                 "ZeroBridgeFixtures",
+                "ZeroBridgePrometheus",
                 "ZeroMQ",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -57,6 +75,7 @@ let package = Package(
             name: "import-host",
             dependencies: [
                 "ZeroBridge",
+                "ZeroBridgePrometheus",
                 "COpenBeneath",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -69,6 +88,7 @@ let package = Package(
             name: "zerobridge-bench",
             dependencies: [
                 "ZeroBridge",
+                "ZeroBridgePrometheus",
                 "ZeroMQ",
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
             ]

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import ZeroBridge
+import ZeroBridgePrometheus
 import ZeroMQ
 
 @main
@@ -10,7 +11,7 @@ struct ZeroBridgeCommand: AsyncParsableCommand {
         commandName: "zerobridge",
         abstract: "Run and poke ZeroBridge hosts: a typed JSON message bus over ZeroMQ.",
         version: zeroBridgeVersion,
-        subcommands: [Serve.self, Call.self, Types.self, Replay.self, Record.self])
+        subcommands: [Serve.self, Call.self, Top.self, Types.self, Replay.self, Record.self])
 }
 
 struct Serve: AsyncParsableCommand {
@@ -71,6 +72,12 @@ struct Serve: AsyncParsableCommand {
         valueName: "NAME=COMMAND"))
     var peers: [String] = []
 
+    @Option(help: ArgumentHelp(
+        "Serve Prometheus metrics over HTTP (GET /metrics) at PORT on loopback, or at HOST:PORT (0 picks a port).",
+        discussion: "The address is printed to stderr as `zerobridge metrics http://HOST:PORT/metrics` before the ready line.",
+        valueName: "[HOST:]PORT"))
+    var metrics: String?
+
     @Option(help: "Only peers whose CURVE public keys (Z85, one a line; a line starting with # that is not a key is a comment) are in this file may connect. Implies --curve.")
     var allowPeerKeys: String?
 
@@ -85,6 +92,9 @@ struct Serve: AsyncParsableCommand {
             throw ValidationError("--max-sessions and --max-connections must be positive, --session-grace-ms not negative")
         }
         _ = try supervisedPeers()
+        if let metrics {
+            do { _ = try MetricsEndpoint.ListenAddress.parse(metrics) } catch { throw ValidationError("--metrics: \(error)") }
+        }
     }
 
     /// The --peer NAME=COMMAND options, each a line of shell (``SupervisedPeer/shell(name:command:)``).
@@ -114,6 +124,15 @@ struct Serve: AsyncParsableCommand {
         configuration.connectionFile = connectionFile
         configuration.logger = logger
         if let journal { configuration.jobs.journal = .file(journal) }
+        // The conformance host shows its $stats to anyone (SPEC 11): it serves fixtures, not secrets.
+        configuration.statsAccess = .init(anyone: true)
+        // Bootstrapped before the host is made: the host makes its metric objects once, against the backend it finds.
+        var metricsEndpoint: MetricsEndpoint?
+        if let metrics {
+            let endpoint = try await MetricsEndpoint.start(serving: MetricsEndpoint.bootstrapPrometheus(), at: .parse(metrics))
+            FileHandle.standardError.write(Data("zerobridge metrics \(endpoint.url)\n".utf8))
+            metricsEndpoint = endpoint
+        }
         if noKey { configuration.signing = .none }
         if curve || curveSecretKeyFile != nil || allowPeerKeys != nil {
             let keyPair = try curveSecretKeyFile.map(CurveKeys.load(orCreate:)) ?? CurveKeyPair.generate()
@@ -130,6 +149,7 @@ struct Serve: AsyncParsableCommand {
         FileHandle.standardOutput.write(Data("zerobridge ready \(host.boundEndpoint ?? endpoint)\n".utf8))
         await stop.wait()
         await host.shutdown()
+        await metricsEndpoint?.stop()
     }
 }
 
