@@ -22,6 +22,7 @@ deps-system:
 	command -v python3 >/dev/null || missing="$$missing python3 python3-venv"; \
 	command -v ip >/dev/null || missing="$$missing iproute2"; \
 	command -v tcpdump >/dev/null || missing="$$missing tcpdump"; \
+	command -v tmux >/dev/null || missing="$$missing tmux"; \
 	[ -f /usr/share/nodejs/tweetnacl/package.json ] || missing="$$missing node-tweetnacl"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
@@ -31,11 +32,12 @@ deps-system:
 # setuptools 77 reads pyproject's SPDX license; test-install builds the wheel with this environment's, offline.
 deps-python: $(VENV)/.installed
 
-# rfc8785 is the reference of the differential tests, atheris the Python fuzzer (fuzz/).
+# rfc8785 is the reference of the differential tests, atheris the Python fuzzer (fuzz/), prometheus-client the parser of
+# the metrics text the scrape test reads.
 $(VENV)/.installed: peers/python/pyproject.toml Makefile
 	@[ -x $(PY) ] || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q pyzmq pytest pytest-timeout jsonschema tqdm mypy rfc8785 atheris
+	$(PY) -m pip install -q pyzmq pytest pytest-timeout jsonschema tqdm mypy rfc8785 atheris prometheus-client
 	$(PY) -m pip install -q -e peers/python
 	$(PY) -m pip install -q 'setuptools>=77'
 	@touch $@

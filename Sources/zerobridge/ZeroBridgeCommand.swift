@@ -124,8 +124,7 @@ struct Serve: AsyncParsableCommand {
         configuration.connectionFile = connectionFile
         configuration.logger = logger
         if let journal { configuration.jobs.journal = .file(journal) }
-        // The conformance host shows its $stats to anyone (SPEC 11): it serves fixtures, not secrets.
-        configuration.statsAccess = .init(anyone: true)
+        configuration.statsAccess = Conformance.statsAccess
         // Bootstrapped before the host is made: the host makes its metric objects once, against the backend it finds.
         var metricsEndpoint: MetricsEndpoint?
         if let metrics {
