@@ -1,4 +1,5 @@
 import CoreMetrics
+import Foundation
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
@@ -105,6 +106,14 @@ public final class MetricsEndpoint: Sendable {
             .get()
         let port = channel.localAddress?.port ?? address.port
         return MetricsEndpoint(channel: channel, address: ListenAddress(host: address.host, port: port).description)
+    }
+
+    /// What an executable's `--metrics` does: bootstraps Prometheus, listens, and says where on stderr as
+    /// `PROGRAM metrics http://HOST:PORT/metrics` (a port 0 resolved), before the program's ready line.
+    public static func bootstrapAndStart(at address: String, announcingAs program: String) async throws -> MetricsEndpoint {
+        let endpoint = try await start(serving: bootstrapPrometheus(), at: .parse(address))
+        FileHandle.standardError.write(Data("\(program) metrics \(endpoint.url)\n".utf8))
+        return endpoint
     }
 
     /// Stops listening; scrapes under way finish.

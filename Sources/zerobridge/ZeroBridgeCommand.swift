@@ -127,11 +127,7 @@ struct Serve: AsyncParsableCommand {
         configuration.statsAccess = Conformance.statsAccess
         // Bootstrapped before the host is made: the host makes its metric objects once, against the backend it finds.
         var metricsEndpoint: MetricsEndpoint?
-        if let metrics {
-            let endpoint = try await MetricsEndpoint.start(serving: MetricsEndpoint.bootstrapPrometheus(), at: .parse(metrics))
-            FileHandle.standardError.write(Data("zerobridge metrics \(endpoint.url)\n".utf8))
-            metricsEndpoint = endpoint
-        }
+        if let metrics { metricsEndpoint = try await MetricsEndpoint.bootstrapAndStart(at: metrics, announcingAs: "zerobridge") }
         if noKey { configuration.signing = .none }
         if curve || curveSecretKeyFile != nil || allowPeerKeys != nil {
             let keyPair = try curveSecretKeyFile.map(CurveKeys.load(orCreate:)) ?? CurveKeyPair.generate()
