@@ -103,7 +103,7 @@ let package = Package(
             "ZeroBridge", "ZeroMQ", "TestSupport", .product(name: "Crypto", package: "swift-crypto"),
             .product(name: "Metrics", package: "swift-metrics"),
         ]),
-        .testTarget(name: "zerobridgeTests", dependencies: ["zerobridge", "ZeroBridgeFixtures", "TestSupport"]),
+        .testTarget(name: "zerobridgeTests", dependencies: ["zerobridge", "ZeroBridgeFixtures", "ZeroBridgePrometheus", "TestSupport"]),
         .testTarget(name: "ZeroBridgeFixturesTests", dependencies: ["ZeroBridgeFixtures", "ZeroBridge", "ZeroMQ", "TestSupport"]),
     ],
     swiftLanguageModes: [.v6]

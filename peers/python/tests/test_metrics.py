@@ -245,3 +245,23 @@ def test_top_once_json_prints_one_valid_snapshot(start_host: Callable[..., HostP
     snapshot = json.loads(run.stdout)
     Draft202012Validator(SCHEMA).validate(snapshot)
     assert snapshot["host"] == "conformance"
+
+
+def test_top_on_a_curve_host_with_its_own_key(start_host: Callable[..., HostProcess], tmp_path: Path):
+    public, secret = zmq.curve_keypair()
+    key_file, allow_list = tmp_path / "operator.key", tmp_path / "allowed.txt"
+    key_file.write_bytes(secret + b"\n")
+    key_file.chmod(0o600)
+    allow_list.write_bytes(public + b"\n")
+    connection_file = tmp_path / "host.json"
+    host = start_host("--connection-file", str(connection_file), "--allow-peer-keys", str(allow_list),
+                      endpoint="tcp://127.0.0.1:*")
+    run = subprocess.run([ZEROBRIDGE_BIN, "top", "--connection-file", str(connection_file), "--once", "--json",
+                          "--curve-secret-key-file", str(key_file)], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["session_count"] == 1
+    # Without the listed key, the host's CURVE handshake refuses top before any $stats.
+    refused = subprocess.run([ZEROBRIDGE_BIN, "top", "--connection-file", str(connection_file), "--once"],
+                             capture_output=True, text=True, timeout=60)
+    assert refused.returncode != 0 and "unauthorized" in refused.stderr
+    assert host.process.poll() is None
