@@ -22,6 +22,7 @@ deps-system:
 	command -v python3 >/dev/null || missing="$$missing python3 python3-venv"; \
 	command -v ip >/dev/null || missing="$$missing iproute2"; \
 	command -v tcpdump >/dev/null || missing="$$missing tcpdump"; \
+	command -v tmux >/dev/null || missing="$$missing tmux"; \
 	[ -f /usr/share/nodejs/tweetnacl/package.json ] || missing="$$missing node-tweetnacl"; \
 	command -v tsc >/dev/null || missing="$$missing node-typescript"; \
 	command -v chromium >/dev/null || missing="$$missing chromium"; \
@@ -35,11 +36,12 @@ deps-python: $(VENV)/.installed
 
 # rfc8785 is the reference of the differential tests, atheris the Python fuzzer (fuzz/), websockets the client of the
 # host's WebSocket tests (tests/websocket), playwright drives Debian's chromium in the browser tests, the import page's
-# tests and make demo (it downloads no browser of its own: peers/browser-tests/conftest.py).
+# tests and make demo (it downloads no browser of its own: peers/browser-tests/conftest.py), prometheus-client the
+# parser of the metrics text the scrape test reads.
 $(VENV)/.installed: peers/python/pyproject.toml Makefile
 	@[ -x $(PY) ] || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q pyzmq pytest pytest-timeout jsonschema tqdm mypy rfc8785 atheris pdoc websockets playwright
+	$(PY) -m pip install -q pyzmq pytest pytest-timeout jsonschema tqdm mypy rfc8785 atheris pdoc websockets playwright prometheus-client
 	$(PY) -m pip install -q -e peers/python
 	$(PY) -m pip install -q 'setuptools>=77'
 	@touch $@

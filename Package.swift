@@ -25,6 +25,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
         // `swift package generate-documentation` (make docs, make test-docs): the DocC catalogs under Sources/*/*.docc.
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
     ],
     targets: [
@@ -47,6 +49,20 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOWebSocket", package: "swift-nio"),
+                // Telemetry (issue 27): the library only calls the API; executables bootstrap a backend.
+                .product(name: "Metrics", package: "swift-metrics"),
+            ]
+        ),
+        // The Prometheus backend and its scrape endpoint (NIOHTTP1), for the executables that bootstrap one.
+        .target(
+            name: "ZeroBridgePrometheus",
+            dependencies: [
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ]
         ),
         .target(
@@ -77,6 +93,7 @@ let package = Package(
                 "ZeroBridgeConformance",
                 "ZeroBridgeSupervision",
                 "ZeroBridgeFixtures",
+                "ZeroBridgePrometheus",
                 "ZeroMQ",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -91,6 +108,7 @@ let package = Package(
                 "ZeroBridge",
                 "ZeroBridgeJobs",
                 "ZeroBridgeSupervision",
+                "ZeroBridgePrometheus",
                 "COpenBeneath",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -103,6 +121,7 @@ let package = Package(
             name: "zerobridge-bench",
             dependencies: [
                 "ZeroBridge",
+                "ZeroBridgePrometheus",
                 "ZeroMQ",
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
             ]
@@ -115,9 +134,9 @@ let package = Package(
         .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ", "TestSupport"]),
         .testTarget(name: "ZeroBridgeTests", dependencies: [
             "ZeroBridge", "ZeroBridgeJobs", "ZeroBridgeSupervision", "ZeroBridgeConformance", "ZeroMQ", "TestSupport", .product(name: "Crypto", package: "swift-crypto"),
-            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOCore", package: "swift-nio"), .product(name: "Metrics", package: "swift-metrics"),
         ]),
-        .testTarget(name: "zerobridgeTests", dependencies: ["zerobridge", "ZeroBridgeConformance", "ZeroBridgeFixtures", "TestSupport"]),
+        .testTarget(name: "zerobridgeTests", dependencies: ["zerobridge", "ZeroBridgeConformance", "ZeroBridgeFixtures", "ZeroBridgePrometheus", "TestSupport"]),
         .testTarget(name: "ZeroBridgeFixturesTests", dependencies: ["ZeroBridgeFixtures", "ZeroBridgeConformance", "ZeroBridge", "ZeroMQ", "TestSupport"]),
     ],
     swiftLanguageModes: [.v6]

@@ -10,7 +10,9 @@ writes every figure, the ratios and the targets to a JSON file.
 CPU per request: the server's (host's) from /proc/PID/stat (utime + stime, every thread) over a client's whole
 run, divided by the requests it counted (warm-up included); the client's own over its measured phase, as the
 driver reports it. The security section runs the host plain, keyed (the default with a connection file) and
-CURVE + keyed, each with the Swift, Python and Node peers, and gives keyed/plain and CURVE/plain.
+CURVE + keyed, each with the Swift, Python and Node peers, and gives keyed/plain and CURVE/plain. The metrics section
+runs the host without a metrics backend and with Prometheus bootstrapped (`serve --metrics`), and times the metrics
+hooks of one request alone (no backend: swift-metrics' NOOP; Prometheus).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ import import_service
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
 PY = sys.executable
-SECTIONS = ("transports", "security", "memory", "codec", "import", "browser")
+SECTIONS = ("transports", "security", "memory", "codec", "metrics", "import", "browser")
 # How `zerobridge serve` is started for each mode of the security section (it writes a connection file in each).
 SECURITY_MODES = {"plain": ["--no-key"], "keyed": [], "curve+keyed": ["--curve"]}
 SECURITY_SCENARIOS = ("w1", "w64", "progress")
@@ -247,6 +249,23 @@ class Bench:
             out[mode] = figures
         return out
 
+    def metrics(self) -> dict[str, Any]:
+        """The cost of metrics: a fresh host per run without a backend and with Prometheus bootstrapped, the Swift
+        peer against each (ipc), taken in turns so that drift on a shared machine hits both; and the hooks alone."""
+        out: dict[str, Any] = {"off": {}, "prometheus": {}}
+        modes = (("off", []), ("prometheus", ["--metrics", "127.0.0.1:0"]))
+        for window in (1, 64):
+            for mode, options in modes:
+                host = self.host(self.endpoint("ipc", f"metrics-{mode}"), options=options)
+                try:
+                    self.step(out[mode], f"swift_w{window}", f"metrics {mode:<10} Swift peer, window {window}",
+                              self.timed(*self.bench_tool("peer", "--endpoint", host.endpoint, "--window", str(window))), host)
+                finally:
+                    host.stop()
+        out["hooks"] = {backend: run_client(self.bench_tool("telemetry", "--backend", backend))
+                        for backend in ("none", "prometheus")}
+        return out
+
     def memory(self) -> dict[str, Any]:
         """7. Host RSS, from /proc, of a fresh host process under each load."""
         out: dict[str, Any] = {}
@@ -334,6 +353,25 @@ def security_ratios(security: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def metrics_costs(metrics: dict[str, Any]) -> dict[str, Any]:
+    """What bootstrapping Prometheus costs the host (rate lost, host CPU added), and the hooks' share of a request's
+    host CPU time without a backend."""
+    out: dict[str, Any] = {}
+    for window in (1, 64):
+        off, on = metrics["off"].get(f"swift_w{window}"), metrics["prometheus"].get(f"swift_w{window}")
+        kept = ratio(rate(on), rate(off))
+        out[f"w{window}_rate_lost"] = None if kept is None else round(1 - kept, 3)
+        cpu_off, cpu_on = ((r or {}).get("server_cpu_us_per_request") for r in (off, on))
+        out[f"w{window}_host_cpu_added"] = ratio(cpu_on, cpu_off) and round(ratio(cpu_on, cpu_off) - 1, 3)
+    hooks = metrics.get("hooks", {})
+    none_ns = (hooks.get("none") or {}).get("ns_per_request")
+    host_cpu = (metrics["off"].get("swift_w64") or {}).get("server_cpu_us_per_request")
+    out["hooks_none_ns"] = none_ns and round(none_ns, 1)
+    out["hooks_prometheus_ns"] = (hooks.get("prometheus") or {}).get("ns_per_request") and round(hooks["prometheus"]["ns_per_request"], 1)
+    out["hooks_none_share_of_host_cpu"] = round(none_ns / (host_cpu * 1000), 5) if none_ns and host_cpu else None
+    return out
+
+
 def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     checks: list[dict[str, Any]] = []
 
@@ -371,6 +409,15 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
                 continue  # Node's CURVE is pure JavaScript: no target yet
             value = modes[f"{mode}_over_plain"]
             check(f"tcp: {mode}/plain, {SECURITY_LABELS[key]}", value, f">= {goal}", value is not None and value >= goal)
+    if "metrics_costs" in results:
+        costs = results["metrics_costs"]
+        for window in (1, 64):
+            lost = costs[f"w{window}_rate_lost"]
+            check(f"ipc: rate lost with Prometheus bootstrapped, Swift peer, window {window}", lost, "< 0.05",
+                  lost is not None and lost < 0.05)
+        share = costs["hooks_none_share_of_host_cpu"]
+        check("metrics hooks without a backend: share of a request's host CPU", share, "< 0.005 (none measurable)",
+              share is not None and share < 0.005)
     if "import_service" in results:
         cost = results["import_service"].get("journal_cost")
         check("import service: files/s lost to the job journal", cost, "< 0.15", cost is not None and cost < 0.15)
@@ -485,6 +532,17 @@ def table(results: dict[str, Any]) -> str:
     codec = results.get("codec", {})
     if "per_second" in codec:
         lines.append(f"{'host codec alone (decode req + encode resp)':<44} {codec['per_second']:>11,.0f}/s")
+    costs = results.get("metrics_costs")
+    if costs:
+        metrics = results["metrics"]
+        for window in (1, 64):
+            off, on = metrics["off"].get(f"swift_w{window}"), metrics["prometheus"].get(f"swift_w{window}")
+            lines.append(f"{'metrics off, Swift peer, window ' + str(window):<44} {describe(off, False)}")
+            lines.append(f"{'metrics Prometheus, Swift peer, window ' + str(window):<44} {describe(on, False)}  "
+                         f"(rate lost {costs[f'w{window}_rate_lost']}, host cpu added {costs[f'w{window}_host_cpu_added']})")
+        lines.append(f"{'metrics hooks per request, no backend':<44} {costs['hooks_none_ns']} ns  "
+                     f"({costs['hooks_none_share_of_host_cpu']} of the host's CPU per request)")
+        lines.append(f"{'metrics hooks per request, Prometheus':<44} {costs['hooks_prometheus_ns']} ns")
     journal = results.get("import_service", {})
     if "error" in journal:
         lines.append(f"{'import service':<44} error: {journal['error']}")
@@ -583,6 +641,9 @@ def main() -> None:
             results["memory"] = bench.memory()
         if "codec" in sections:
             results["codec"] = bench.codec()
+        if "metrics" in sections:
+            results["metrics"] = bench.metrics()
+            results["metrics_costs"] = metrics_costs(results["metrics"])
         if "import" in sections:
             try:
                 results["import_service"] = import_service.measure(bench.bin)

@@ -25,9 +25,11 @@ import pathlib
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from typing import Any, Callable
 
 import zerobridge
@@ -48,6 +50,17 @@ SCREENSHOT = DEMO / "import-page.png"
 # The host launches it (--etl-command) and tells it where to connect through its environment (SPEC 10.1).
 ETL_COMMAND = "node examples/etl-peer/etl-peer.mjs --allow-evaluate"
 WAIT = 90  # seconds any one condition may take before the demo calls the step failed
+
+
+def free_loopback_port() -> int:
+    """A port nothing listens on now, for the host's metrics (the host prints where it listens, but to its stderr,
+    which the demo shows rather than reads)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+METRICS_URL = f"http://127.0.0.1:{free_loopback_port()}/metrics"
 
 
 def step(text: str) -> None:
@@ -101,7 +114,9 @@ def main() -> int:
     step("the import host (Swift, GRDB over SQLite), which launches the ETL peer (Node: parses CSV, JSON and Markdown)")
     host = Process([str(BIN / "import-host"), "--database", str(DATABASE), "--journal", str(JOURNAL),
                     "--connection-file", str(CONNECTION_FILE), "--import-root", str(DATA), "--etl-command", ETL_COMMAND,
-                    "--web-root", str(WEB_ROOT)],
+                    "--web-root", str(WEB_ROOT),
+                    "--metrics", METRICS_URL.removeprefix("http://").removesuffix("/metrics")],
+
                    echo="host")
     children: list[Any] = [host]
     failures: list[str] = []
@@ -315,6 +330,25 @@ def run_steps(demo: Any, manifests: dict[pathlib.Path, Any], children: list[Any]
               "zerobridge call search answered with matches")
 
     attempt("poking the host by hand", by_hand)
+
+    def metrics_and_top() -> None:
+        show(f"the host's metrics can be scraped at {METRICS_URL} (Prometheus text format; `--metrics [HOST:]PORT`)")
+        with urllib.request.urlopen(METRICS_URL, timeout=WAIT) as response:
+            text = response.read().decode()
+        wanted = ("zerobridge_requests_total{", "zerobridge_request_duration_seconds_bucket{", "zerobridge_jobs_ended_total{",
+                  'zerobridge_supervised_restarts_total{peer="etl"} 1')
+        for line in (l for l in text.splitlines() if l.startswith(("zerobridge_requests_total", "zerobridge_supervised"))):
+            print(f"   {line}")
+        check(all(w in text for w in wanted),
+              "requests by action and outcome, their latency histogram, jobs by state and the ETL peer's one restart")
+        command = [str(BIN / "zerobridge"), "top", "--once", "--connection-file", str(CONNECTION_FILE)]
+        print("$ " + shlex.join(command), flush=True)
+        completed = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=WAIT)
+        print(completed.stdout.rstrip())
+        check(completed.returncode == 0 and "host import-host" in completed.stdout and "etl up (restarts 1)" in completed.stdout,
+              "zerobridge top --once shows the host's sessions, refusals, jobs and its supervised ETL peer")
+
+    attempt("metrics where Prometheus scrapes them, and the live view", metrics_and_top)
 
 
 if __name__ == "__main__":

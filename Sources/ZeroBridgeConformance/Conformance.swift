@@ -16,6 +16,8 @@ import ZeroBridgeSupervision
 public enum Conformance {
     /// The conformance host's `welcome.info` (SPEC 11): give it to the host's configuration.
     public static let info: [String: JSONValue] = ["protocol_revision": "1.6"]
+    /// Who may read the conformance host's `$stats` (SPEC 11): anyone, since it serves fixtures, not secrets.
+    public static let statsAccess = StatsAccess(anyone: true)
 
     public static func install(on host: BridgeHost) throws {
         try host.handle("echo", describedAs: .init(Echo.self)) { payload, _ in payload }

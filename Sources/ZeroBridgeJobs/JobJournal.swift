@@ -156,6 +156,14 @@ final class JobJournal: Sendable {
 
     // MARK: Jobs
 
+    /// How many jobs the journal holds in each state (`$stats`, SPEC 7.8): states without jobs left out.
+    func countsByState() async throws -> [String: Int] {
+        try await read { db in
+            try Row.fetchAll(db, sql: "SELECT state, COUNT(*) AS n FROM job GROUP BY state")
+                .reduce(into: [:]) { counts, row in counts[row["state"]] = row["n"] }
+        }
+    }
+
     /// The job of `action` that `owner` started with `key`, if the journal has it: keys are per owner (SPEC 7.16).
     func job(action: String, key: String, owner: String) async throws -> JobRecord? {
         try await read { db in

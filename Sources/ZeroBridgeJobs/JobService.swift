@@ -1,3 +1,4 @@
+import CoreMetrics
 import ZeroBridge
 import Foundation
 import Logging
@@ -24,6 +25,11 @@ final class JobService: Sendable {
 
     /// Progress messages read from the journal and handed to the link at once, per attached request.
     static let batch = 64
+    /// Jobs by state for a metrics backend (issue 27): made once; no-ops without one.
+    private let runningMeter = Meter(label: "zerobridge_jobs_running")
+    private let endedCounters = Dictionary(uniqueKeysWithValues: JobRecord.State.allCases.map {
+        ($0, Counter(label: "zerobridge_jobs_ended_total", dimensions: [("state", $0.rawValue)]))
+    })
 
     init(configuration: BridgeHost.JobsConfiguration, logger: Logger) throws {
         self.configuration = configuration
@@ -93,7 +99,9 @@ final class JobService: Sendable {
         let job = BridgeJob(id: record.id, action: record.action, key: record.key, resumedFrom: resumedFrom,
                             live: live, journal: journal)
         let logger = logger
+        runningMeter.increment()
         live.task = Task {
+            defer { runningMeter.decrement() }
             logger.debug("job started", metadata: ["job": "\(record.id)", "action": "\(record.action)", "run": "\(record.runs)"])
             let outcome: Result<JSONValue, BridgeError>
             do {
@@ -112,6 +120,11 @@ final class JobService: Sendable {
                 outcome = .failure(BridgeError.answering(error, revealingDescription: false))
             }
             await self.finish(record.id, outcome)
+            let state: JobRecord.State = switch outcome {
+            case .success: .succeeded
+            case .failure(let error): JobRecord.State(ending: error)
+            }
+            endedCounters[state]?.increment()
         }
     }
 
@@ -391,7 +404,7 @@ final class LiveJob: @unchecked Sendable {
     }
 }
 
-private extension Result where Failure == BridgeError {
+extension Result where Failure == BridgeError {
     var failureCode: BridgeError.Code? {
         if case .failure(let error) = self { return error.code }
         return nil

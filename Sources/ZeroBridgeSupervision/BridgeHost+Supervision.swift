@@ -55,6 +55,7 @@ final class Supervision: HostExtension {
     }
 
     func named(_ name: String) -> Supervised? { peers.withLock { $0[name] } }
+    var all: [Supervised] { peers.withLock { Array($0.values) } }
 
     /// The host has bound its endpoint: peers supervised before launch now (each once).
     func hostStarted(_ host: BridgeHost) {

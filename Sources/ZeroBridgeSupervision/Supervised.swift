@@ -1,3 +1,4 @@
+import CoreMetrics
 import ZeroBridge
 import Foundation
 import Logging
@@ -70,6 +71,8 @@ public final class Supervised: BridgeCaller, Sendable {
     private let defaultTimeout: Duration
     private let logger: Logger
     private let inner = Mutex(Inner())
+    /// Its restarts for a metrics backend (issue 27), labelled with the name the host's owner configured.
+    private let restartsCounter: Counter
 
     /// Everything that changes, under one lock.
     private struct Inner {
@@ -108,6 +111,7 @@ public final class Supervised: BridgeCaller, Sendable {
     init(_ configuration: SupervisedPeer, defaultTimeout: Duration, logger: Logger) {
         self.configuration = configuration
         self.defaultTimeout = defaultTimeout
+        restartsCounter = Counter(label: "zerobridge_supervised_restarts_total", dimensions: [("peer", configuration.name)])
         var logger = logger
         logger[metadataKey: "peer"] = "\(configuration.name)"
         self.logger = logger
@@ -263,6 +267,7 @@ public final class Supervised: BridgeCaller, Sendable {
             logger.warning("supervised peer down: restarting", metadata: ["why": "\(what)", "after": "\(backoff)"])
             guard await rest(backoff) else { break }
             inner.withLock { $0.restarts += 1 }
+            restartsCounter.increment()
             backoff = min(backoff * 2, configuration.maxBackoff)
         }
     }

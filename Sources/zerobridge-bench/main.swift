@@ -6,6 +6,7 @@
 //   zerobridge-bench peer         --endpoint E --window W [limits]    BridgePeer call("echo") -> a ZeroBridge host
 //   zerobridge-bench progress     --endpoint E --events N             BridgePeer stream("count") from the host
 //   zerobridge-bench codec        --seconds S                         the host's codec share, no sockets
+//   zerobridge-bench telemetry    --backend none|prometheus           the metrics hooks of one request, no sockets
 //
 // Limits: --seconds S (wall time of the measured phase) and --max N (requests), whichever comes first.
 // An endpoint without a scheme (`peer`, `progress`) is a host's connection file: keyed, and CURVE when it says so.
@@ -15,6 +16,7 @@
 import Foundation
 import Histogram
 import Synchronization
+import ZeroBridgePrometheus
 import ZeroMQ
 
 /// The ~100-byte payload every driver echoes (bench/run.py and the Python and Node drivers build the same one).
@@ -32,6 +34,7 @@ struct Options {
     var max = 1_000_000
     var warmup = 2_000
     var events = 200_000
+    var backend = "none"
 
     init(_ arguments: [String]) throws {
         guard let first = arguments.first else { throw Usage("no subcommand") }
@@ -46,10 +49,13 @@ struct Options {
             case "--max": max = try Self.positive(value, flag)
             case "--warmup": warmup = try Self.positive(value, flag)
             case "--events": events = try Self.positive(value, flag)
+            case "--backend":
+                guard ["none", "prometheus"].contains(value) else { throw Usage("--backend takes none or prometheus") }
+                backend = value
             default: throw Usage("unknown option \(flag)")
             }
         }
-        if command != "codec" && endpoint.isEmpty { throw Usage("--endpoint is required") }
+        if !["codec", "telemetry"].contains(command) && endpoint.isEmpty { throw Usage("--endpoint is required") }
     }
 
     private static func positive(_ text: String, _ flag: String) throws -> Int {
@@ -262,6 +268,19 @@ func codecBench(_ options: Options) {
     emit(["host_side_exchanges": iterations, "seconds": elapsed, "per_second": Double(iterations) / elapsed])
 }
 
+// MARK: The metrics hooks alone
+
+/// Nanoseconds per request of the telemetry hooks, with no backend (swift-metrics' NOOP) or with Prometheus's.
+func telemetryBench(_ options: Options) {
+    if options.backend == "prometheus" { _ = MetricsEndpoint.bootstrapPrometheus() }
+    let requests = 1_000_000
+    _ = TelemetryBenchmark.hooks(requests: requests / 10)
+    // The best of five: other work on a shared machine only ever slows a run down.
+    let best = (0 ..< 5).map { _ in TelemetryBenchmark.hooks(requests: requests) }.min()!
+    let nanoseconds = Double(best.components.seconds) * 1e9 + Double(best.components.attoseconds) / 1e9
+    emit(["backend": options.backend, "requests": requests, "ns_per_request": nanoseconds / Double(requests)])
+}
+
 // MARK: Entry
 
 do {
@@ -272,6 +291,7 @@ do {
     case "peer": try await peerBench(options)
     case "progress": try await progressBench(options)
     case "codec": codecBench(options)
+    case "telemetry": telemetryBench(options)
     default: throw Usage("unknown subcommand \(options.command)")
     }
 } catch {

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import ZeroBridge
+import ZeroMQ
 
 /// `--endpoint` or `--connection-file`: the host a command talks to as a peer (`call`, `types`).
 struct HostOptions: ParsableArguments {
@@ -21,13 +22,14 @@ struct HostOptions: ParsableArguments {
     }
 
     /// From --endpoint, or from a connection file with its key and CURVE server key (SPEC 10).
-    func peerConfiguration(name: String) throws -> BridgePeer.Configuration {
+    /// `keyPair`: the peer's own CURVE key pair, where the host admits by key (else a new one for a CURVE host).
+    func peerConfiguration(name: String, keyPair: CurveKeyPair? = nil) throws -> BridgePeer.Configuration {
         if let endpoint { return BridgePeer.Configuration(endpoint: endpoint, name: name) }
         guard let connectionFile else {
             throw ValidationError("give the host as exactly one of --endpoint or --connection-file")
         }
         do {
-            return try BridgePeer.Configuration(connectionFile: ConnectionFile.read(connectionFile), name: name)
+            return try BridgePeer.Configuration(connectionFile: ConnectionFile.read(connectionFile), name: name, keyPair: keyPair)
         } catch let error as BridgeError {
             throw ValidationError(error.message)
         }
@@ -45,10 +47,10 @@ struct HostOptions: ParsableArguments {
 
     /// A peer named `name`, welcomed by the host (logging errors only). A host that does not welcome it within
     /// `timeout` fails it with a BridgeError saying so; the peer is closed then.
-    func connectedPeer(name: String, timeout: Duration = .seconds(5)) async throws -> BridgePeer {
+    func connectedPeer(name: String, keyPair: CurveKeyPair? = nil, timeout: Duration = .seconds(5)) async throws -> BridgePeer {
         var logger = Logger(label: "zerobridge.peer")
         logger.logLevel = .error
-        var configuration = try peerConfiguration(name: name)
+        var configuration = try peerConfiguration(name: name, keyPair: keyPair)
         configuration.logger = logger
         let peer = try BridgePeer(configuration: configuration)
         do {

@@ -4,6 +4,7 @@ import Logging
 import ZeroBridge
 import ZeroBridgeConformance
 import ZeroBridgeSupervision
+import ZeroBridgePrometheus
 import ZeroMQ
 
 @main
@@ -12,7 +13,7 @@ struct ZeroBridgeCommand: AsyncParsableCommand {
         commandName: "zerobridge",
         abstract: "Run and poke ZeroBridge hosts: a typed JSON message bus over ZeroMQ.",
         version: zeroBridgeVersion,
-        subcommands: [Serve.self, Call.self, Types.self, Replay.self, Record.self])
+        subcommands: [Serve.self, Call.self, Top.self, Types.self, Replay.self, Record.self])
 }
 
 struct Serve: AsyncParsableCommand {
@@ -88,6 +89,12 @@ struct Serve: AsyncParsableCommand {
     @Flag(help: "With --ws and --no-key: open sessions on WebSocket connections without a key (tests and development only: any local process and any allowed page can then use the host).")
     var wsAllowUnkeyed = false
 
+    @Option(help: ArgumentHelp(
+        "Serve Prometheus metrics over HTTP (GET /metrics) at PORT on loopback, or at HOST:PORT (0 picks a port).",
+        discussion: "The address is printed to stderr as `zerobridge metrics http://HOST:PORT/metrics` before the ready line.",
+        valueName: "[HOST:]PORT"))
+    var metrics: String?
+
     @Option(help: "Only peers whose CURVE public keys (Z85, one a line; a line starting with # that is not a key is a comment) are in this file may connect. Implies --curve.")
     var allowPeerKeys: String?
 
@@ -106,6 +113,9 @@ struct Serve: AsyncParsableCommand {
             throw ValidationError("--max-sessions and --max-connections must be positive, --session-grace-ms not negative")
         }
         _ = try supervisedPeers()
+        if let metrics {
+            do { _ = try MetricsEndpoint.ListenAddress.parse(metrics) } catch { throw ValidationError("--metrics: \(error)") }
+        }
     }
 
     /// The --peer NAME=COMMAND options, each a line of shell (``SupervisedPeer/shell(name:command:)``).
@@ -151,6 +161,10 @@ struct Serve: AsyncParsableCommand {
         configuration.logger = logger
         if let journal { configuration.jobs.journal = .file(journal) }
         configuration.webSocket = try webSocketOptions()
+        configuration.statsAccess = Conformance.statsAccess
+        // Bootstrapped before the host is made: the host makes its metric objects once, against the backend it finds.
+        var metricsEndpoint: MetricsEndpoint?
+        if let metrics { metricsEndpoint = try await MetricsEndpoint.bootstrapAndStart(at: metrics, announcingAs: "zerobridge") }
         if noKey { configuration.signing = .none }
         if curve || curveSecretKeyFile != nil || allowPeerKeys != nil {
             let keyPair = try curveSecretKeyFile.map(CurveKeys.load(orCreate:)) ?? CurveKeyPair.generate()
@@ -170,6 +184,7 @@ struct Serve: AsyncParsableCommand {
         FileHandle.standardOutput.write(Data("zerobridge ready \(host.boundEndpoint ?? endpoint)\n".utf8))
         await stop.wait()
         await host.shutdown()
+        await metricsEndpoint?.stop()
     }
 }
 

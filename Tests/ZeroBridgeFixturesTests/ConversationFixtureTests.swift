@@ -29,6 +29,7 @@ let conformanceHost: BridgeHost = {
     configuration.maxMessageBytes = 1_048_576
     configuration.maxInFlight = 256
     configuration.info = Conformance.info
+    configuration.statsAccess = Conformance.statsAccess
     let host = BridgeHost(configuration: configuration)
     try! Conformance.install(on: host)
     try! host.start()

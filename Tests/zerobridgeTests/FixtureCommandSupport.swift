@@ -67,6 +67,7 @@ func startConformanceHost(_ change: (BridgeHost) throws -> Void = { _ in }) thro
     configuration.maxMessageBytes = 1_048_576
     configuration.maxInFlight = 256
     configuration.info = Conformance.info
+    configuration.statsAccess = Conformance.statsAccess
     let host = BridgeHost(configuration: configuration)
     try Conformance.install(on: host)
     try change(host)

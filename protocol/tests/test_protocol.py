@@ -22,6 +22,7 @@ SCHEMA_DIR = PROTOCOL / "schema"
 FIXTURES = PROTOCOL / "fixtures"
 MESSAGE_CASE_FILES = sorted((FIXTURES / "messages").glob("*.json"))
 CONNECTION_CASE_FILE = FIXTURES / "connection-files.json"
+STATS_CASE_FILE = FIXTURES / "stats.json"
 CONVERSATION_FILES = sorted((FIXTURES / "conversations").glob("*.json"))
 PEER_CONVERSATION_FILES = sorted((FIXTURES / "peer-conversations").glob("*.json"))
 
@@ -58,6 +59,7 @@ def validator(schema_file: str) -> Draft202012Validator:
 MESSAGE = validator("message.schema.json")
 CONNECTION_FILE = validator("connection-file.schema.json")
 FIXTURE = validator("fixture.schema.json")
+STATS = validator("stats.schema.json")
 
 
 def explain(v: Draft202012Validator, instance) -> str:
@@ -113,7 +115,12 @@ def test_connection_file_case(case):
     assert CONNECTION_FILE.is_valid(case["data"]) == case["valid"], explain(CONNECTION_FILE, case["data"])
 
 
-@pytest.mark.parametrize("path", MESSAGE_CASE_FILES + [CONNECTION_CASE_FILE], ids=lambda p: p.name)
+@pytest.mark.parametrize("case", list(cases([STATS_CASE_FILE])))
+def test_stats_case(case):
+    assert STATS.is_valid(case["data"]) == case["valid"], explain(STATS, case["data"])
+
+
+@pytest.mark.parametrize("path", MESSAGE_CASE_FILES + [CONNECTION_CASE_FILE, STATS_CASE_FILE], ids=lambda p: p.name)
 def test_case_file_is_a_valid_fixture(path: Path):
     data = load(path)
     assert FIXTURE.is_valid(data), explain(FIXTURE, data)

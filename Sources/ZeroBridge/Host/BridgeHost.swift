@@ -65,6 +65,8 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
         public var context: Context?
         /// Where the host logs sessions, refusals and handler failures (swift-log; the app chooses the backend).
         public var logger = Logger(label: "zerobridge.host")
+        /// Who may read the host's `$stats` snapshot (SPEC 7.8): by default nobody.
+        public var statsAccess = StatsAccess.nobody
         /// Whether a handler's unexpected error (neither a ``BridgeError`` nor ``BridgeErrorConvertible``) reaches
         /// the caller with its description. Off by default: the caller gets `handler_error` naming the error's type,
         /// and the description (which may name internal paths) only goes to ``logger``.
@@ -164,6 +166,11 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
     private let refusedCount = Atomic<Int>(0)
     /// What all sessions run at once (Configuration.maxInFlightTotal); counted by their links, on the thread.
     private let inFlightTotal: Link.HostWideInFlight
+    /// What the host counts (issue 27): the totals `$stats` reads, and metrics when a backend is bootstrapped.
+    /// On the thread, with the links that count in it.
+    let telemetry = Telemetry()
+    /// When the host was made, for its age in `$stats`.
+    let startedAt = ContinuousClock.now
     private let keyInUse = Mutex<ConnectionKey?>(nil)
 
     /// A host that will serve `configuration`; nothing is bound until ``start()`` (or ``run()``).
@@ -172,6 +179,10 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
         inFlightTotal = Link.HostWideInFlight(limit: configuration.maxInFlightTotal)
         try? handlers.add("$evaluate", replacing: true) { _, _ in
             throw BridgeError(.notAllowed, "a ZeroBridge host does not evaluate scripts")
+        }
+        try? handlers.add("$stats", replacing: true) { [weak self] _, request in
+            guard let self else { throw BridgeError(.peerLost, "the host is gone") }
+            return try await stats(for: request)
         }
     }
 
@@ -313,6 +324,7 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
             end(session, BridgeError(.cancelled, "the host is shutting down"))
         }
         sessions.removeAll()
+        for session in sessionsByID.values { telemetry.sessionEnded(transport: session.transport) }
         sessionsByID.removeAll()
         sessionsByName.removeAll()
         keyed = keyed?.withoutChannels()
@@ -360,6 +372,20 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
             connections.retire(session.routingID)
             end(session, reason)
             if !sayingBye { discardQueued(for: session) }
+        }
+    }
+
+    /// What `$stats` reads on the thread (SPEC 7.8): the sessions, longest-lived first, and the telemetry's counts.
+    func threadSnapshot() async -> ThreadSnapshot? {
+        guard let thread = started.withLock({ $0?.thread }) else { return nil }
+        return await onThread(thread) { [self] in
+            let now = ContinuousClock.now
+            let listed = sessionsByID.values.sorted { $0.openedAt < $1.openedAt }.prefix(ThreadSnapshot.maxSessions).map {
+                ThreadSnapshot.SessionSummary(id: $0.id, name: $0.name, transport: $0.transport.rawValue,
+                                              age: now - $0.openedAt, inFlight: $0.link.requestsInFlight)
+            }
+            return ThreadSnapshot(sessions: listed, sessionCount: sessionsByID.count, inFlight: telemetry.inFlight,
+                                  eventsInFlight: telemetry.eventsInFlight, totals: telemetry.totals)
         }
     }
 
@@ -448,6 +474,7 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
             if !session.link.broadcasts.awaitsPong { session.link.sendPing() }
             report.delivered.append(name)
         }
+        telemetry.broadcast(delivered: report.delivered.count, skipped: report.skipped.count)
         return report
     }
 
@@ -517,7 +544,7 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
             end(session, BridgeError(.peerLost, "the peer said bye"))
             discardQueued(for: session)
         case .welcome:
-            session.link.answer(nil, BridgeError(.badMessage, "'welcome' is sent by the host, not to it"))
+            session.link.refuse(nil, BridgeError(.badMessage, "'welcome' is sent by the host, not to it"))
         default:
             session.link.receive(message)
         }
@@ -540,6 +567,7 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
     /// `unsigned` is not asked for. Such answers share one queue; past 1 MiB (connections that do not read them) they
     /// are logged, not queued.
     func answerWithoutSession(_ routingID: [UInt8], _ error: BridgeError, unsigned: Bool = false) {
+        telemetry.refused(error.code)
         guard strangers.queuedBytes < 1 << 20 else {
             return configuration.logger.debug("answer not queued: 1 MiB of answers to connections without a session wait",
                                               metadata: ["code": "\(error.code.rawValue)"])
@@ -571,7 +599,7 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
             }
         if case .tooLarge(let reason) = verdict {
             let error = BridgeError(.tooLarge, reason)
-            if let session = sessions[routingID] { session.link.answer(nil, error) } else { answerWithoutSession(routingID, error) }
+            if let session = sessions[routingID] { session.link.refuse(nil, error) } else { answerWithoutSession(routingID, error) }
             return false
         }
         guard case .refused(let reason, let clockSkewMs) = verdict else { return true }
@@ -638,12 +666,14 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
         }
         let session = Session(routingID: routingID, id: id, heartbeat: configuration.heartbeat, thread: socketThread!,
                               handlers: handlers, limits: .init(maxInFlight: configuration.maxInFlight, hostWide: inFlightTotal),
-                              logger: configuration.logger, defaultTimeout: configuration.defaultTimeout, sign: sign)
+                              logger: configuration.logger, telemetry: telemetry, defaultTimeout: configuration.defaultTimeout,
+                              sign: sign)
         session.peerKey = peerKey
         session.remote.update { $0.curveKey = peerKey }
         session.link.revealsErrorDescriptions = configuration.revealsErrorDescriptions
         sessions[routingID] = session
         sessionsByID[id] = session
+        telemetry.sessionOpened(transport: session.transport)
         // The socket says the peer is not there: its connection closed (SPEC 7.6).
         session.link.outbox.onUnreachable = { [weak self, weak session] in
             guard let self, let session, sessions[session.routingID] === session else { return }
@@ -657,7 +687,7 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
         // What a session keeps of its hello is bounded (SPEC 6, Bounds); an over-long one changes nothing.
         let declared = [hello.actions, hello.features, hello.topics].joined().reduce(0) { $0 + $1.utf8.count }
         guard declared <= Session.maxDeclaredBytes else {
-            return session.link.answer(nil, BridgeError(.tooLarge, "the hello declares \(declared) bytes of actions, features and topics; at most \(Session.maxDeclaredBytes)"))
+            return session.link.refuse(nil, BridgeError(.tooLarge, "the hello declares \(declared) bytes of actions, features and topics; at most \(Session.maxDeclaredBytes)"))
         }
         // Resuming: the peer reconnected (a new routing id) and names its earlier session with that session's token;
         // the session, with its calls in flight, continues over the new connection.
@@ -678,7 +708,7 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
             // The name is another live session's: the hello changes nothing (SPEC 6, Names).
             configuration.logger.notice("hello refused: the name is taken",
                                         metadata: ["peer": "\(hello.peer)", "holder": "\(holder.id)", "session": "\(session.id)"])
-            session.link.answer(nil, BridgeError(.nameTaken, "the name '\(hello.peer)' is held by another live session"))
+            session.link.refuse(nil, BridgeError(.nameTaken, "the name '\(hello.peer)' is held by another live session"))
             return
         }
         let wasNamed = session.name != nil
@@ -711,7 +741,10 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
     private func forget(_ session: Session, keepingChannel: Bool = false) {
         if !keepingChannel { keyed?.close(session.routingID) }
         if sessions[session.routingID] === session { sessions[session.routingID] = nil }
-        if sessionsByID[session.id] === session { sessionsByID[session.id] = nil }
+        if sessionsByID[session.id] === session {
+            sessionsByID[session.id] = nil
+            telemetry.sessionEnded(transport: session.transport)
+        }
         if let name = session.name, sessionsByName[name] === session { sessionsByName[name] = nil }
         sessionsEndedSinceTrim = true
     }
@@ -867,6 +900,9 @@ final class Session: @unchecked Sendable {
     /// The broadcast topics its peer subscribed to (SPEC 7.15), from its latest `hello`.
     var topics: Set<String> = []
     var heartbeat: Duration
+    /// How its peer reached the host.
+    let transport = Telemetry.Transport.zmq
+    let openedAt = ContinuousClock.now
     /// When its connection was seen to close, for a named session waiting to be resumed (SPEC 6).
     var connectionClosedAt: ContinuousClock.Instant?
     /// The bytes of `actions`, `features` and `topics` names one `hello` may declare (SPEC 6, Bounds).
@@ -878,12 +914,12 @@ final class Session: @unchecked Sendable {
     typealias Sign = ([UInt8], [[UInt8]]) -> [UInt8]?
 
     init(routingID: [UInt8], id: String, heartbeat: Duration, thread: SocketThread, handlers: HandlerTable,
-         limits: Link.Limits, logger: Logger, defaultTimeout: Duration, sign: Sign? = nil) {
+         limits: Link.Limits, logger: Logger, telemetry: Telemetry, defaultTimeout: Duration, sign: Sign? = nil) {
         let address = Address(routingID)
         self.address = address
         self.id = id
         self.heartbeat = heartbeat
-        link = Link(thread: thread, handlers: handlers, limits: limits, logger: logger) { frames, outbox in
+        link = Link(thread: thread, handlers: handlers, limits: limits, logger: logger, telemetry: telemetry) { frames, outbox in
             guard let sign else { return thread.send(frames, after: address.envelope, via: outbox) }
             // Signed in send order, which is the order the peer reads them in (the counters must increase).
             guard let signature = sign(address.routingID, frames) else {

@@ -28,6 +28,8 @@ final class Link: @unchecked Sendable {
     let handlers: HandlerTable
     let limits: Limits
     let logger: Logger
+    /// What the owner counts (issue 27); shared by a host's sessions, on the same thread.
+    let telemetry: Telemetry
     /// Sends one message (its body and attachment frames) to the other side through the link's outbox; the owner
     /// adds the envelope. On the thread.
     private let transmit: ([[UInt8]], Outbox) -> Void
@@ -62,12 +64,13 @@ final class Link: @unchecked Sendable {
     private(set) var lastSent = ContinuousClock.now
     private var lastPing: ContinuousClock.Instant?
 
-    init(thread: SocketThread, handlers: HandlerTable, limits: Limits, logger: Logger,
+    init(thread: SocketThread, handlers: HandlerTable, limits: Limits, logger: Logger, telemetry: Telemetry,
          transmit: @escaping ([[UInt8]], Outbox) -> Void) {
         self.thread = thread
         self.handlers = handlers
         self.limits = limits
         self.logger = logger
+        self.telemetry = telemetry
         self.transmit = transmit
         outbox.onDrained = { [weak self] in self?.resumeFlow() }
         outbox.onRefused = { [weak self] in self?.wakeHeldProgress() }
@@ -137,6 +140,7 @@ final class Link: @unchecked Sendable {
     /// Sends an encoded message (``Message/frames()``) and notes the time, for heartbeats.
     func send(_ frames: [[UInt8]]) {
         lastSent = .now
+        telemetry.sent(bytes: frames.reduce(0) { $0 + $1.count })
         transmit(frames, outbox)
     }
 
@@ -235,16 +239,16 @@ final class Link: @unchecked Sendable {
 
     private func receive(_ request: Message.Request) {
         if requests[request.id] != nil {
-            return answer(request.id, BridgeError(.duplicateID, "a request with id '\(request.id)' is already in flight"))
+            return refuse(request.id, BridgeError(.duplicateID, "a request with id '\(request.id)' is already in flight"))
         }
         guard accepting, closedWith == nil else {
-            return answer(request.id, BridgeError(.overloaded, "shutting down; not taking new requests"))
+            return refuse(request.id, BridgeError(.overloaded, "shutting down; not taking new requests"))
         }
         guard requests.count + events.count < limits.maxInFlight else {
-            return answer(request.id, BridgeError(.overloaded, "more than \(limits.maxInFlight) requests and events in flight"))
+            return refuse(request.id, BridgeError(.overloaded, "more than \(limits.maxInFlight) requests and events in flight"))
         }
         if let hostWide = limits.hostWide, hostWide.running >= hostWide.limit {
-            return answer(request.id, BridgeError(.overloaded, "the host runs its most requests and events at once (\(hostWide.limit), all sessions)"))
+            return refuse(request.id, BridgeError(.overloaded, "the host runs its most requests and events at once (\(hostWide.limit), all sessions)"))
         }
         // At most once after giving up (SPEC 7.3): a request that arrives after its caller's deadline never starts.
         let arrivedAt = ContinuousClock.now
@@ -255,20 +259,23 @@ final class Link: @unchecked Sendable {
                 logger.warning("a request arrived long after its deadline: is the other side's clock behind this one?",
                                metadata: ["action": "\(request.action)", "late_ms": "\(late)", "timeout_ms": "\(timeoutMs)"])
             }
-            return answer(request.id, BridgeError(.timeout, "the request arrived \(late) ms after its deadline; it was not started"))
+            return refuse(request.id, BridgeError(.timeout, "the request arrived \(late) ms after its deadline; it was not started"))
         }
         let handler: HandlerTable.Handler
         switch handlers.lookup(request.action) {
         case .found(let found): handler = found
-        case .gone: return answer(request.id, BridgeError(.handlerGone, "the handler for '\(request.action)' has been released"))
-        case .unknown: return answer(request.id, BridgeError(.unknownAction, "no handler for '\(request.action)'"))
+        case .gone: return refuse(request.id, BridgeError(.handlerGone, "the handler for '\(request.action)' has been released"))
+        case .unknown: return refuse(request.id, BridgeError(.unknownAction, "no handler for '\(request.action)'"))
         }
 
         let token = counter.add(1, ordering: .relaxed).newValue
         let progress = request.wantsProgress ? ProgressQueue(budget: progressBudget) : nil
-        let entry = IncomingRequest(token: token, progress: progress)
+        // The action is the handler table's name (it was found there), so its metrics' label is bounded.
+        let entry = IncomingRequest(token: token, action: request.action, progress: progress,
+                                    startedAt: telemetry.isRecording ? arrivedAt : nil)
         requests[request.id] = entry
         limits.hostWide?.running += 1
+        telemetry.requestStarted(request.action)
         // The earlier of the two limits the caller set (SPEC 7.3).
         var deadline = request.timeoutMs.map { arrivedAt + .milliseconds($0) }
         if let wallDeadline = request.deadline {
@@ -321,17 +328,19 @@ final class Link: @unchecked Sendable {
             } catch {
                 body = Message.response(.init(id: request.id, outcome: .failure(error))).frames()
             }
-            thread.perform { [self] in finish(request.id, token: token, body: body) }
+            let failure = outcome.failureCode
+            thread.perform { [self] in finish(request.id, token: token, body: body, failure: failure) }
         }
     }
 
-    private func finish(_ id: String, token: UInt64, body: [[UInt8]]) {
+    private func finish(_ id: String, token: UInt64, body: [[UInt8]], failure: BridgeError.Code?) {
         guard let entry = requests[id], entry.token == token else { return }  // already answered
         // Progress the handler reported goes before its response, congested or not: at most 64 payloads.
         sendProgress(id, entry)
         entry.releaseJournaled()
         requests[id] = nil
         limits.hostWide?.running -= 1
+        telemetry.requestEnded(entry.action, failure: failure, startedAt: entry.startedAt)
         if let timer = entry.timer { thread.timers.cancel(timer) }
         send(body)
     }
@@ -350,6 +359,7 @@ final class Link: @unchecked Sendable {
         sendProgress(id, entry)
         requests[id] = nil
         limits.hostWide?.running -= 1
+        telemetry.requestEnded(entry.action, failure: error.code, startedAt: entry.startedAt)
         if let timer = entry.timer { thread.timers.cancel(timer) }
         entry.progress?.discard()
         entry.releaseJournaled()
@@ -362,25 +372,32 @@ final class Link: @unchecked Sendable {
         send(.response(.init(id: id, outcome: .failure(error))))
     }
 
+    /// Answers a message refused before any handler ran, and counts the refusal.
+    func refuse(_ id: String?, _ error: BridgeError) {
+        telemetry.refused(error.code)
+        answer(id, error)
+    }
+
     /// Reads one message as the other side sent it (signature, body, attachments). What cannot be understood, or
     /// is larger than `maxBytes`, is answered here (rule 5, rule 10) and nil returned; the caller handles the rest.
     func read(_ frames: ArraySlice<Frame>, maxBytes: Int) -> Message? {
         heard()
         guard frames.count >= 2 else {
-            answer(nil, BridgeError(.badMessage, "a message has a signature frame and a body frame; got \(frames.count) frame(s)"))
+            refuse(nil, BridgeError(.badMessage, "a message has a signature frame and a body frame; got \(frames.count) frame(s)"))
             return nil
         }
         let body = frames[frames.startIndex + 1]
         let size = frames.dropFirst().reduce(0) { $0 + $1.count }
         guard size <= maxBytes else {
-            answer(body.withUnsafeBytes { Message.readableID(in: $0) },
+            refuse(body.withUnsafeBytes { Message.readableID(in: $0) },
                    BridgeError(.tooLarge, "the message has \(size) bytes; the limit is \(maxBytes)"))
             return nil
         }
+        telemetry.received(bytes: size)
         let attachments = frames.count > 2 ? frames.dropFirst(2).map(\.bytes) : []
         switch body.withUnsafeBytes({ Message.decode($0, attachments: attachments) }) {
         case .failure(let failure):
-            answer(failure.id, failure.error)
+            refuse(failure.id, failure.error)
             return nil
         case .success(let message):
             return message
@@ -401,10 +418,10 @@ final class Link: @unchecked Sendable {
         // Events hold a place among the requests in flight; one over the limit is refused, not run (SPEC 7.13).
         guard requests.count + events.count < limits.maxInFlight else {
             logger.warning("event refused: too much in flight", metadata: ["action": "\(event.action)"])
-            return answer(nil, BridgeError(.overloaded, "event '\(event.action)' not run: more than \(limits.maxInFlight) requests and events in flight"))
+            return refuse(nil, BridgeError(.overloaded, "event '\(event.action)' not run: more than \(limits.maxInFlight) requests and events in flight"))
         }
         if let hostWide = limits.hostWide, hostWide.running >= hostWide.limit {
-            return answer(nil, BridgeError(.overloaded, "event '\(event.action)' not run: the host runs its most requests and events at once (\(hostWide.limit), all sessions)"))
+            return refuse(nil, BridgeError(.overloaded, "event '\(event.action)' not run: the host runs its most requests and events at once (\(hostWide.limit), all sessions)"))
         }
         var context = BridgeRequest(id: nil, action: event.action, deadline: nil, wantsProgress: false,
                                     peer: remote, sink: nil)
@@ -412,13 +429,17 @@ final class Link: @unchecked Sendable {
         let logger = logger
         let token = counter.add(1, ordering: .relaxed).newValue
         limits.hostWide?.running += 1
+        telemetry.eventStarted()
         events[token] = Task { [self] in
             do { _ = try await handler(event.payload, context) } catch is CancellationError {
             } catch {
                 logger.warning("event handler failed", metadata: ["action": "\(event.action)", "error": "\(error)"])
             }
             thread.perform { [self] in
-                if events.removeValue(forKey: token) != nil { limits.hostWide?.running -= 1 }
+                if events.removeValue(forKey: token) != nil {
+                    limits.hostWide?.running -= 1
+                    telemetry.eventEnded()
+                }
             }
         }
     }
@@ -456,7 +477,10 @@ final class Link: @unchecked Sendable {
     private func sendJournaled(_ entry: IncomingRequest) {
         guard let (messages, continuation) = entry.journaled else { return }
         entry.journaled = nil
-        for message in messages { send(.progress(message)) }
+        for message in messages {
+            send(.progress(message))
+            telemetry.progressSent(coalesced: message.skipped ?? 0)
+        }
         continuation.resume(returning: true)
     }
 
@@ -467,6 +491,7 @@ final class Link: @unchecked Sendable {
             entry.seq += 1
             send(.progress(.init(id: id, seq: entry.seq, payload: pending.payload,
                                  skipped: pending.replaced > 0 ? pending.replaced : nil)))
+            telemetry.progressSent(coalesced: pending.replaced)
         }
     }
 
@@ -507,6 +532,7 @@ final class Link: @unchecked Sendable {
             call.continuation.resume(throwing: error)
         }
         for entry in requests.values {
+            telemetry.requestEnded(entry.action, failure: error.code, startedAt: entry.startedAt)
             if let timer = entry.timer { thread.timers.cancel(timer) }
             entry.progress?.discard()
             entry.releaseJournaled()
@@ -514,7 +540,10 @@ final class Link: @unchecked Sendable {
         }
         limits.hostWide?.running -= requests.count + events.count
         requests.removeAll()
-        for task in events.values { task.cancel() }
+        for task in events.values {
+            task.cancel()
+            telemetry.eventEnded()
+        }
         events.removeAll()
         heldCalls.removeAll()
         heldProgress.removeAll()
@@ -544,6 +573,10 @@ private struct OutgoingCall {
 
 private final class IncomingRequest {
     let token: UInt64
+    /// The handler table's name for it: the label of its metrics.
+    let action: String
+    /// When it arrived, kept only while a metrics backend times requests.
+    let startedAt: ContinuousClock.Instant?
     /// Its progress on the way to the thread; nil when the caller did not ask for progress.
     let progress: ProgressQueue?
     var seq = 0
@@ -553,8 +586,10 @@ private final class IncomingRequest {
     /// Its time limit, if it has one, cancelled when the request ends first.
     var timer: Timers.ID?
 
-    init(token: UInt64, progress: ProgressQueue?) {
+    init(token: UInt64, action: String, progress: ProgressQueue?, startedAt: ContinuousClock.Instant?) {
         self.token = token
+        self.action = action
+        self.startedAt = startedAt
         self.progress = progress
     }
 

@@ -159,7 +159,7 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
         let signing = configuration.key.map(PeerSigning.init(key:))
         self.signing = signing
         link = Link(thread: thread, handlers: handlers, limits: .init(maxInFlight: 4096),
-                    logger: configuration.logger) { [thread, logger = configuration.logger] frames, outbox in
+                    logger: configuration.logger, telemetry: Telemetry()) { [thread, logger = configuration.logger] frames, outbox in
             guard let signing else { return thread.send(frames, after: [[]], via: outbox) }
             guard let signature = signing.frame0(for: frames) else {
                 return logger.debug("not sent: a keyed connection opens with hello")

@@ -5,6 +5,7 @@ import Logging
 import ZeroBridge
 import ZeroBridgeJobs
 import ZeroBridgeSupervision
+import ZeroBridgePrometheus
 
 /// The import service: a ZeroBridge host serving `importFolder`, `search` and `stats` over a SQLite database. It reads
 /// the files; the Node ETL peer parses them (their bytes go to it as attachments); `catalogChanged` is broadcast on
@@ -62,6 +63,11 @@ struct ImportHostCommand: AsyncParsableCommand {
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel: Logger.Level = .warning
 
+    @Option(help: ArgumentHelp(
+        "Serve Prometheus metrics over HTTP (GET /metrics) at PORT on loopback, or at HOST:PORT (0 picks a port); printed to stderr as `import-host metrics URL`.",
+        valueName: "[HOST:]PORT"))
+    var metrics: String?
+
     func validate() throws {
         guard (0...65535).contains(webPort) else { throw ValidationError("--web-port takes a port, 0 to 65535") }
         guard etlTimeoutMs > 0 else { throw ValidationError("--etl-timeout-ms must be positive") }
@@ -72,6 +78,9 @@ struct ImportHostCommand: AsyncParsableCommand {
         // The records of a file come back bigger than the file (its text twice: the body, and the fields): room for 3x.
         guard maxFileBytes > 0, maxFileBytes <= Self.maxMessageBytes / 3 else {
             throw ValidationError("--max-file-bytes must be between 1 and \(Self.maxMessageBytes / 3)")
+        }
+        if let metrics {
+            do { _ = try MetricsEndpoint.ListenAddress.parse(metrics) } catch { throw ValidationError("--metrics: \(error)") }
         }
     }
 
@@ -97,6 +106,12 @@ struct ImportHostCommand: AsyncParsableCommand {
         }
         // An import in flight at shutdown is cancelled after this; whole files only are ever written.
         configuration.drainTimeout = .seconds(2)
+        // `zerobridge top --connection-file` reads $stats with the key this host writes to its connection file, which
+        // only its owner can read (mode 0600); with --no-key nobody may (SPEC 7.8).
+        configuration.statsAccess = .init(connectionKeyHolders: true)
+        // Bootstrapped before the host is made, which makes its metric objects against the backend it finds.
+        var metricsEndpoint: MetricsEndpoint?
+        if let metrics { metricsEndpoint = try await MetricsEndpoint.bootstrapAndStart(at: metrics, announcingAs: "import-host") }
         let host = BridgeHost(configuration: configuration)
 
         let etl = try etlCommand.map { command in
@@ -145,6 +160,7 @@ struct ImportHostCommand: AsyncParsableCommand {
         await stop.wait()
         await host.shutdown()
         watching.cancel()
+        await metricsEndpoint?.stop()
     }
 }
 

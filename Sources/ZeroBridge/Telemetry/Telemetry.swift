@@ -1,0 +1,194 @@
+import CoreMetrics
+
+/// What a host or a peer counts (issue 27): the totals its `$stats` snapshot reads (SPEC 7.8), and the same events
+/// as swift-metrics objects for whatever backend the app bootstrapped.
+///
+/// Confined to the owner's socket thread, like the links that call it (one call per event, at the points the link
+/// already has). Metric objects are made once, per action on first use, and looked up by the handler table's name:
+/// nothing is allocated per request. When no backend is bootstrapped (swift-metrics' NOOP factory) when the owner is
+/// made, no metric object exists and only the plain totals are kept.
+final class Telemetry: @unchecked Sendable {
+    /// Why a message was refused before any handler ran: a bounded set of labels, whatever code a message carries.
+    enum Refusal: String, CaseIterable, Sendable {
+        case overloaded, tooLarge = "too_large", unauthorized, nameTaken = "name_taken"
+        /// Not a message, or not a valid one: bad_message, unsupported_version, duplicate_id.
+        case badInput = "bad_input"
+        /// No such action, or its handler was released.
+        case unknownAction = "unknown_action"
+        /// Arrived after its caller's deadline (SPEC 7.3).
+        case late
+
+        init(_ code: BridgeError.Code) {
+            switch code {
+            case .overloaded: self = .overloaded
+            case .tooLarge: self = .tooLarge
+            case .unauthorized: self = .unauthorized
+            case .nameTaken: self = .nameTaken
+            case .unknownAction, .handlerGone: self = .unknownAction
+            case .timeout: self = .late
+            default: self = .badInput
+            }
+        }
+    }
+
+    /// Running totals since the owner started.
+    struct Totals: Sendable {
+        var requests = 0
+        var failed = 0
+        var events = 0
+        var refusals: [Refusal: Int] = [:]
+        var bytesIn = 0
+        var bytesOut = 0
+        var progressSent = 0
+        var progressCoalesced = 0
+        var broadcastsDelivered = 0
+        var broadcastsSkipped = 0
+    }
+
+    private(set) var totals = Totals()
+    /// Requests running now, by action.
+    private(set) var inFlight: [String: Int] = [:]
+    private(set) var eventsInFlight = 0
+    private let recorder: Recorder?
+
+    init() {
+        recorder = MetricsSystem.factory is NOOPMetricsHandler ? nil : Recorder()
+    }
+
+    /// Whether a backend records the metrics (the owner then times its requests).
+    var isRecording: Bool { recorder != nil }
+
+    // MARK: Events (on the owner's thread)
+
+    func requestStarted(_ action: String) {
+        inFlight[action, default: 0] += 1
+        recorder?.action(action).inFlight.increment()
+    }
+
+    /// `outcome` is nil for a result, else the error's code; `startedAt` is set when ``isRecording``.
+    func requestEnded(_ action: String, failure code: BridgeError.Code?, startedAt: ContinuousClock.Instant?) {
+        totals.requests += 1
+        if code != nil { totals.failed += 1 }
+        if let count = inFlight[action] { inFlight[action] = count > 1 ? count - 1 : nil }
+        guard let recorder else { return }
+        let metrics = recorder.action(action)
+        metrics.inFlight.decrement()
+        metrics.ended(Recorder.outcome(code)).increment()
+        if let startedAt {
+            let elapsed = ContinuousClock.now - startedAt
+            metrics.duration.recordNanoseconds(elapsed.components.seconds * 1_000_000_000 + elapsed.components.attoseconds / 1_000_000_000)
+        }
+    }
+
+    func eventStarted() {
+        eventsInFlight += 1
+        recorder?.eventsInFlight.increment()
+    }
+
+    func eventEnded() {
+        totals.events += 1
+        eventsInFlight -= 1
+        recorder?.eventsInFlight.decrement()
+    }
+
+    func refused(_ code: BridgeError.Code) {
+        let reason = Refusal(code)
+        totals.refusals[reason, default: 0] += 1
+        recorder?.refusals[reason]?.increment()
+    }
+
+    func received(bytes: Int) {
+        totals.bytesIn += bytes
+        recorder?.bytesIn.increment(by: bytes)
+    }
+
+    func sent(bytes: Int) {
+        totals.bytesOut += bytes
+        recorder?.bytesOut.increment(by: bytes)
+    }
+
+    func progressSent(coalesced: Int) {
+        totals.progressSent += 1
+        totals.progressCoalesced += coalesced
+        recorder?.progressSent.increment()
+        if coalesced > 0 { recorder?.progressCoalesced.increment(by: coalesced) }
+    }
+
+    func broadcast(delivered: Int, skipped: Int) {
+        totals.broadcastsDelivered += delivered
+        totals.broadcastsSkipped += skipped
+        recorder?.broadcastsDelivered.increment(by: delivered)
+        recorder?.broadcastsSkipped.increment(by: skipped)
+    }
+
+    func sessionOpened(transport: Transport) { recorder?.sessions[transport]?.increment() }
+    func sessionEnded(transport: Transport) { recorder?.sessions[transport]?.decrement() }
+
+    /// How a session reached the host: the `transport` label of sessions and bytes.
+    enum Transport: String, CaseIterable, Sendable {
+        case zmq
+    }
+}
+
+extension Telemetry {
+    /// The swift-metrics objects, made once. Names follow Prometheus' conventions (`_total`, `_bytes`, `_seconds`).
+    private final class Recorder: @unchecked Sendable {
+        let eventsInFlight = Meter(label: "zerobridge_events_in_flight")
+        let bytesIn = Counter(label: "zerobridge_received_bytes_total", dimensions: [("transport", "zmq")])
+        let bytesOut = Counter(label: "zerobridge_sent_bytes_total", dimensions: [("transport", "zmq")])
+        let progressSent = Counter(label: "zerobridge_progress_sent_total")
+        let progressCoalesced = Counter(label: "zerobridge_progress_coalesced_total")
+        let broadcastsDelivered = Counter(label: "zerobridge_broadcasts_delivered_total")
+        let broadcastsSkipped = Counter(label: "zerobridge_broadcasts_skipped_total")
+        let refusals = Dictionary(uniqueKeysWithValues: Refusal.allCases.map {
+            ($0, Counter(label: "zerobridge_refusals_total", dimensions: [("reason", $0.rawValue)]))
+        })
+        let sessions = Dictionary(uniqueKeysWithValues: Transport.allCases.map {
+            ($0, Meter(label: "zerobridge_sessions", dimensions: [("transport", $0.rawValue)]))
+        })
+        /// By the handler table's action names, never a name a peer sent that the table lacks.
+        private var actions: [String: ActionMetrics] = [:]
+
+        func action(_ name: String) -> ActionMetrics {
+            if let metrics = actions[name] { return metrics }
+            let metrics = ActionMetrics(name)
+            actions[name] = metrics
+            return metrics
+        }
+
+        /// An outcome label from a bounded set: `ok`, a protocol code, or `other` for a code of the app's own.
+        static func outcome(_ code: BridgeError.Code?) -> String {
+            guard let code else { return "ok" }
+            return BridgeError.Code.protocolCodes.contains(code) ? code.rawValue : "other"
+        }
+    }
+
+    private final class ActionMetrics {
+        let name: String
+        let inFlight: Meter
+        let duration: Timer
+        private var outcomes: [String: Counter] = [:]
+
+        init(_ name: String) {
+            self.name = name
+            inFlight = Meter(label: "zerobridge_requests_in_flight", dimensions: [("action", name)])
+            duration = Timer(label: "zerobridge_request_duration_seconds", dimensions: [("action", name)])
+        }
+
+        func ended(_ outcome: String) -> Counter {
+            if let counter = outcomes[outcome] { return counter }
+            let counter = Counter(label: "zerobridge_requests_total", dimensions: [("action", name), ("outcome", outcome)])
+            outcomes[outcome] = counter
+            return counter
+        }
+    }
+}
+
+extension BridgeError.Code {
+    /// The codes SPEC section 8 defines.
+    static let protocolCodes: Set<BridgeError.Code> = [
+        .badMessage, .unsupportedVersion, .unknownAction, .invalidPayload, .handlerGone, .handlerError, .timeout,
+        .cancelled, .peerLost, .duplicateID, .tooLarge, .overloaded, .notAllowed, .unauthorized, .unknownJob,
+        .interrupted, .suspended, .journalFull, .nameTaken, .unreachable,
+    ]
+}
