@@ -142,4 +142,8 @@ private struct JobPayload {
 extension JobService: HostExtension {
     func hostStarting(_ host: BridgeHost) throws { try recoverNow() }
     func hostDraining(_ host: BridgeHost) async { await stop(grace: host.configuration.drainTimeout) }
+    /// `$stats` (SPEC 7.8): how many jobs the journal holds in each state.
+    func stats() async throws -> [String: JSONValue] {
+        ["jobs": .object(try await journal.countsByState().mapValues(JSONValue.int))]
+    }
 }

@@ -69,4 +69,21 @@ final class Supervision: HostExtension {
             for supervised in peers.withLock({ Array($0.values) }) { group.addTask { await supervised.stop() } }
         }
     }
+
+    /// `$stats` (SPEC 7.8): each supervised peer's state and restarts, by name.
+    func stats() async throws -> [String: JSONValue] {
+        ["supervised": .array(all.sorted { $0.name < $1.name }.map { peer in
+            .object(["name": .string(peer.name), "state": .string(Self.name(of: peer.state)), "restarts": .int(peer.restarts)])
+        })]
+    }
+
+    private static func name(of state: Supervised.State) -> String {
+        switch state {
+        case .starting: "starting"
+        case .up: "up"
+        case .restarting: "restarting"
+        case .gaveUp: "gave_up"
+        case .stopped: "stopped"
+        }
+    }
 }

@@ -67,12 +67,11 @@ extension BridgeHost {
             "in_flight": ["requests": .object(snapshot.inFlight.mapValues(JSONValue.int)), "events": .int(snapshot.eventsInFlight)],
             "totals": Self.json(snapshot.totals),
             "refusals": .object(Dictionary(uniqueKeysWithValues: snapshot.totals.refusals.map { ($0.key.rawValue, JSONValue.int($0.value)) })),
-            "supervised": .array(supervision.all.sorted { $0.name < $1.name }.map { peer in
-                .object(["name": .string(peer.name), "state": .string(Self.name(of: peer.state)), "restarts": .int(peer.restarts)])
-            }),
+            "supervised": [],  // until ZeroBridgeSupervision says otherwise
         ]
-        if let jobs = jobs.withLock({ $0 }) {
-            result["jobs"] = .object(try await jobs.journal.countsByState().mapValues(JSONValue.int))
+        // Jobs and supervised peers are counted by their own modules, when the host uses them.
+        for capability in extensions.all {
+            result.merge(try await capability.stats()) { _, theirs in theirs }
         }
         return .object(result)
     }
@@ -84,16 +83,6 @@ extension BridgeHost {
             "progress_sent": .int(totals.progressSent), "progress_coalesced": .int(totals.progressCoalesced),
             "broadcasts_delivered": .int(totals.broadcastsDelivered), "broadcasts_skipped": .int(totals.broadcastsSkipped),
         ]
-    }
-
-    private static func name(of state: Supervised.State) -> String {
-        switch state {
-        case .starting: "starting"
-        case .up: "up"
-        case .restarting: "restarting"
-        case .gaveUp: "gave_up"
-        case .stopped: "stopped"
-        }
     }
 
     private static func milliseconds(_ duration: Duration) -> Int { Int(duration / .milliseconds(1)) }

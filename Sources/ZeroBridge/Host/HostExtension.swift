@@ -13,6 +13,8 @@ package protocol HostExtension: AnyObject, Sendable {
     func hostDraining(_ host: BridgeHost) async
     /// After draining, while the socket is still open (supervised peers are told `bye`, then stopped).
     func hostClosing(_ host: BridgeHost) async
+    /// What the capability adds to the host's `$stats` snapshot (SPEC 7.8): members of its result, such as `jobs`.
+    func stats() async throws -> [String: JSONValue]
 }
 
 extension HostExtension {
@@ -20,6 +22,7 @@ extension HostExtension {
     package func hostStarted(_ host: BridgeHost) {}
     package func hostDraining(_ host: BridgeHost) async {}
     package func hostClosing(_ host: BridgeHost) async {}
+    package func stats() async throws -> [String: JSONValue] { [:] }
 }
 
 /// A host's extensions, one per type, in the order they were added.

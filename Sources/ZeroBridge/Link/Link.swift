@@ -328,7 +328,7 @@ final class Link: @unchecked Sendable {
             } catch {
                 body = Message.response(.init(id: request.id, outcome: .failure(error))).frames()
             }
-            let failure = outcome.failureCode
+            let failure: BridgeError.Code? = if case .failure(let error) = outcome { error.code } else { nil }
             thread.perform { [self] in finish(request.id, token: token, body: body, failure: failure) }
         }
     }
