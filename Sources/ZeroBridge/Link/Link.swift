@@ -271,11 +271,10 @@ final class Link: @unchecked Sendable {
         let token = counter.add(1, ordering: .relaxed).newValue
         let progress = request.wantsProgress ? ProgressQueue(budget: progressBudget) : nil
         // The action is the handler table's name (it was found there), so its metrics' label is bounded.
-        let entry = IncomingRequest(token: token, action: request.action, progress: progress,
+        let entry = IncomingRequest(token: token, action: telemetry.requestStarted(request.action), progress: progress,
                                     startedAt: telemetry.isRecording ? arrivedAt : nil)
         requests[request.id] = entry
         limits.hostWide?.running += 1
-        telemetry.requestStarted(request.action)
         // The earlier of the two limits the caller set (SPEC 7.3).
         var deadline = request.timeoutMs.map { arrivedAt + .milliseconds($0) }
         if let wallDeadline = request.deadline {
@@ -573,8 +572,8 @@ private struct OutgoingCall {
 
 private final class IncomingRequest {
     let token: UInt64
-    /// The handler table's name for it: the label of its metrics.
-    let action: String
+    /// Its action's counts and metrics (by the handler table's name).
+    let action: Telemetry.Action
     /// When it arrived, kept only while a metrics backend times requests.
     let startedAt: ContinuousClock.Instant?
     /// Its progress on the way to the thread; nil when the caller did not ask for progress.
@@ -586,7 +585,7 @@ private final class IncomingRequest {
     /// Its time limit, if it has one, cancelled when the request ends first.
     var timer: Timers.ID?
 
-    init(token: UInt64, action: String, progress: ProgressQueue?, startedAt: ContinuousClock.Instant?) {
+    init(token: UInt64, action: Telemetry.Action, progress: ProgressQueue?, startedAt: ContinuousClock.Instant?) {
         self.token = token
         self.action = action
         self.startedAt = startedAt

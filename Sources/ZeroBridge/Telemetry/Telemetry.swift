@@ -46,10 +46,21 @@ final class Telemetry: @unchecked Sendable {
     }
 
     private(set) var totals = Totals()
-    /// Requests running now, by action.
-    private(set) var inFlight: [String: Int] = [:]
+    /// Each action's count of requests running and its metric objects, by the handler table's names: looked up once
+    /// when a request starts, and held by the request until it ends.
+    private var actions: [String: Action] = [:]
     private(set) var eventsInFlight = 0
     private let recorder: Recorder?
+
+    /// One action's share: what is running now, and (with a backend) its metrics.
+    final class Action {
+        fileprivate(set) var inFlight = 0
+        fileprivate let metrics: ActionMetrics?
+        fileprivate init(metrics: ActionMetrics?) { self.metrics = metrics }
+    }
+
+    /// Requests running now, by action (actions with none left out).
+    var inFlight: [String: Int] { actions.filter { $0.value.inFlight > 0 }.mapValues(\.inFlight) }
 
     init() {
         recorder = MetricsSystem.factory is NOOPMetricsHandler ? nil : Recorder()
@@ -60,18 +71,26 @@ final class Telemetry: @unchecked Sendable {
 
     // MARK: Events (on the owner's thread)
 
-    func requestStarted(_ action: String) {
-        inFlight[action, default: 0] += 1
-        recorder?.action(action).inFlight.increment()
+    /// A request for `name` (a name the handler table serves) started; hand what it returns to ``requestEnded``.
+    func requestStarted(_ name: String) -> Action {
+        let action: Action
+        if let known = actions[name] {
+            action = known
+        } else {
+            action = Action(metrics: recorder.map { _ in ActionMetrics(name) })
+            actions[name] = action
+        }
+        action.inFlight += 1
+        action.metrics?.inFlight.increment()
+        return action
     }
 
-    /// `outcome` is nil for a result, else the error's code; `startedAt` is set when ``isRecording``.
-    func requestEnded(_ action: String, failure code: BridgeError.Code?, startedAt: ContinuousClock.Instant?) {
+    /// `failure` is nil for a result, else the error's code; `startedAt` is set when ``isRecording``.
+    func requestEnded(_ action: Action, failure code: BridgeError.Code?, startedAt: ContinuousClock.Instant?) {
         totals.requests += 1
         if code != nil { totals.failed += 1 }
-        if let count = inFlight[action] { inFlight[action] = count > 1 ? count - 1 : nil }
-        guard let recorder else { return }
-        let metrics = recorder.action(action)
+        action.inFlight -= 1
+        guard let metrics = action.metrics else { return }
         metrics.inFlight.decrement()
         metrics.ended(Recorder.outcome(code)).increment()
         if let startedAt {
@@ -131,7 +150,7 @@ final class Telemetry: @unchecked Sendable {
 }
 
 extension Telemetry {
-    /// The swift-metrics objects, made once. Names follow Prometheus' conventions (`_total`, `_bytes`, `_seconds`).
+    /// The swift-metrics objects that are not per action, made once. Names follow Prometheus' conventions (`_total`, `_bytes`, `_seconds`).
     private final class Recorder: @unchecked Sendable {
         let eventsInFlight = Meter(label: "zerobridge_events_in_flight")
         let bytesIn = Counter(label: "zerobridge_received_bytes_total", dimensions: [("transport", "zmq")])
@@ -146,16 +165,6 @@ extension Telemetry {
         let sessions = Dictionary(uniqueKeysWithValues: Transport.allCases.map {
             ($0, Meter(label: "zerobridge_sessions", dimensions: [("transport", $0.rawValue)]))
         })
-        /// By the handler table's action names, never a name a peer sent that the table lacks.
-        private var actions: [String: ActionMetrics] = [:]
-
-        func action(_ name: String) -> ActionMetrics {
-            if let metrics = actions[name] { return metrics }
-            let metrics = ActionMetrics(name)
-            actions[name] = metrics
-            return metrics
-        }
-
         /// An outcome label from a bounded set: `ok`, a protocol code, or `other` for a code of the app's own.
         static func outcome(_ code: BridgeError.Code?) -> String {
             guard let code else { return "ok" }
@@ -163,7 +172,8 @@ extension Telemetry {
         }
     }
 
-    private final class ActionMetrics {
+    /// By the handler table's action names, never a name a peer sent that the table lacks.
+    final class ActionMetrics {
         let name: String
         let inFlight: Meter
         let duration: Timer

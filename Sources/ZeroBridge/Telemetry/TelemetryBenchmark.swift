@@ -10,8 +10,8 @@ public enum TelemetryBenchmark {
             for _ in 0 ..< requests {
                 telemetry.received(bytes: 130)
                 let startedAt = telemetry.isRecording ? ContinuousClock.now : nil
-                telemetry.requestStarted("echo")
-                telemetry.requestEnded("echo", failure: nil, startedAt: startedAt)
+                let action = telemetry.requestStarted("echo")
+                telemetry.requestEnded(action, failure: nil, startedAt: startedAt)
                 telemetry.sent(bytes: 120)
             }
         }

@@ -108,8 +108,9 @@ struct StatsTests {
         #expect(MetricsSystem.factory is NOOPMetricsHandler, "the test process bootstraps no backend")
         let telemetry = Telemetry()
         #expect(!telemetry.isRecording)
-        telemetry.requestStarted("echo")
-        telemetry.requestEnded("echo", failure: nil, startedAt: nil)
+        let echo = telemetry.requestStarted("echo")
+        #expect(telemetry.inFlight == ["echo": 1])
+        telemetry.requestEnded(echo, failure: nil, startedAt: nil)
         telemetry.refused(.badMessage)
         #expect(telemetry.totals.requests == 1 && telemetry.totals.refusals == [.badInput: 1] && telemetry.inFlight.isEmpty)
     }
