@@ -66,7 +66,7 @@ test-python:
 
 # The host's WebSocket listener and page (SPEC 2.2, 3.2) from a real WebSocket client, against the built binary.
 test-websocket:
-	ZEROBRIDGE_BIN=$(CURDIR)/.build/debug/zerobridge $(PYTEST) tests/websocket
+	$(PYTEST) tests/websocket
 
 test-node:
 	node --test peers/node/test/

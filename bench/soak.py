@@ -17,6 +17,11 @@ action names (refused too_large) and one of 60 KiB with 600 s heartbeats (welcom
 opening-lockout (issue 22): a key holder's 65,537 hello/bye cycles stamped 290 s ahead, then a newcomer must be
 welcomed within 2 s.
 
+The WebSocket rows (issue 24) run a keyed host with `--ws 127.0.0.1:0` and the keyed probe over ZeroMQ beside the
+attack, whose client is tests/websocket/wsclient.py: ws-frame-200MB (one 200 MB binary message: closed 1009 unread),
+ws-stalled-readers-64 (64 pages stream 100,000 progress steps each and read nothing for 10 s, then read to the end),
+ws-churn-10k (10,000 connections upgraded, welcomed and dropped).
+
 A row passes when the host's peak RSS stays under 200 MB, every probe echo is answered exactly once and
 within 1 s, and what the scenario asked for was answered as SPEC.md says (counted, not assumed). The
 partition row runs peers/python/tests/test_partition.py (network namespaces: root only): calls given up
@@ -107,9 +112,15 @@ class Host:
              *(["--connection-file", connection_file] if keyed else []), *extra],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, preexec_fn=limit)
         line = self.process.stdout.readline() if self.process.stdout else ""
+        self.websocket: str | None = None
+        if line.startswith("zerobridge websocket "):  # printed before the ready line with --ws
+            self.websocket = line.split()[-1]
+            while line.startswith("zerobridge ") and not line.startswith("zerobridge ready "):
+                line = self.process.stdout.readline() if self.process.stdout else ""
         if not line.startswith("zerobridge ready "):
             raise SystemExit(f"the host did not start: {line!r}")
         self.endpoint = line.split()[-1]
+        self.key = json.loads(Path(connection_file).read_text())["key"] if keyed else None
         self.probe = subprocess.Popen([sys.executable, "-c", KEYED_PROBE if keyed else PROBE,
                                        connection_file if keyed else self.endpoint], stdout=subprocess.PIPE,
                                       text=True)
@@ -602,6 +613,108 @@ def partition(binary: Path) -> tuple[dict[str, Any], bool | None]:
     return {"pytest": summary, "seconds": round(time.monotonic() - started, 1)}, run.returncode == 0
 
 
+# --- WebSocket rows (issue 24): a keyed host with --ws, its ZeroMQ probe beside the attack --------------------------
+
+def websocket_host(binary: Path) -> Host:
+    return Host(binary, "--ws", "127.0.0.1:0", keyed=True)
+
+
+def websocket_client(host: Host, **options: Any) -> Any:
+    sys.path.insert(0, str(ROOT / "tests" / "websocket"))
+    from wsclient import Client
+    return Client(host.websocket or "", host.key, **options)
+
+
+def websocket_frame_200mb(binary: Path) -> tuple[dict[str, Any], bool | None]:
+    """One binary WebSocket message of 200 MB: closed 1009 as its header arrives (SPEC 3.2), never buffered."""
+    from websockets.exceptions import ConnectionClosed
+    host = websocket_host(binary)
+    try:
+        watch = Watch(host)
+        client = websocket_client(host)
+        client.hello("huge-sender")
+        code, closed_after = None, None
+        started = time.monotonic()
+        try:
+            client.ws.send(bytes(200_000_000))
+            while True:
+                client.ws.recv(timeout=30)
+        except ConnectionClosed as closed:
+            # 1009 when the close frame reached the client; none when the host's close reset the connection while
+            # the client was still sending (what the client sees then depends on its timing, not the host's).
+            code = closed.rcvd.code if closed.rcvd else None
+            closed_after = round(time.monotonic() - started, 2)
+        figures = watch.stop() | {"close_code": code, "closed_after_s": closed_after}
+        return figures, closed_after is not None and code in (1009, None)
+    finally:
+        host.stop()
+
+
+def websocket_stalled_readers(binary: Path, readers: int = 64, n: int = 100_000) -> tuple[dict[str, Any], bool | None]:
+    """64 WebSocket pages each stream `count` of 100,000 steps and read nothing for 10 s; then each reads to the end:
+    one response each, sent + coalesced = 100,000 (SPEC 7.13 over WebSocket)."""
+    host = websocket_host(binary)
+    try:
+        watch = Watch(host)
+        clients = [websocket_client(host) for _ in range(readers)]
+        for index, client in enumerate(clients):
+            client.hello(f"stalled-{index}", heartbeat_ms=600_000)  # flow control under test, not heartbeats
+            client.send(type="request", id="flood", action="count", payload={"n": n}, progress=True)
+        time.sleep(10)
+        outcomes = []
+        for client in clients:
+            sent = skipped = 0
+            while True:
+                message = client.next_of("progress", timeout=60)
+                if message.get("id") != "flood":
+                    continue
+                sent += 1
+                skipped += message.get("skipped", 0)
+                if message["payload"]["i"] == n:
+                    break
+            response = client.next_of("response", id="flood", timeout=60)
+            outcomes.append((sent, skipped, response.get("result")))
+            client.close()
+        figures = watch.stop() | {"readers": readers, "sent_min": min(o[0] for o in outcomes),
+                                  "coalesced_max": max(o[1] for o in outcomes)}
+        return figures, all(sent + skipped == n and result == {"n": n} for sent, skipped, result in outcomes)
+    finally:
+        host.stop()
+
+
+def websocket_churn(binary: Path, connections: int = 10_000, threads: int = 4) -> tuple[dict[str, Any], bool | None]:
+    """10,000 WebSocket connections opened (upgrade, keyed hello, welcome) and dropped, 4 at a time: half say bye
+    first, half do not (their named sessions wait out the host's grace, within its 10,000 sessions)."""
+    host = websocket_host(binary)
+    try:
+        watch = Watch(host)
+        welcomed = [0] * threads
+        failures: list[str] = []
+
+        def churn(index: int) -> None:
+            for _ in range(connections // threads):
+                try:
+                    client = websocket_client(host)
+                    client.hello(f"churn-{secrets.token_hex(6)}")
+                    if index % 2:  # half leave as a peer does, half just drop (their sessions wait out the grace)
+                        client.send(type="bye")
+                    client.close()
+                    welcomed[index] += 1
+                except Exception as failure:  # counted and reported: the row fails on any
+                    failures.append(f"{type(failure).__name__}: {failure}")
+        workers = [threading.Thread(target=churn, args=(i,)) for i in range(threads)]
+        started = time.monotonic()
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+        figures = watch.stop() | {"welcomed": sum(welcomed), "seconds": round(time.monotonic() - started, 1),
+                                  "failures": failures[:3]}
+        return figures, sum(welcomed) == connections and not failures
+    finally:
+        host.stop()
+
+
 SCENARIOS: dict[str, Callable[[Host, zmq.Context], tuple[dict[str, Any], bool]]] = {
     "frame-200MB": frame(200_000_000),
     "frame-1.5GB": frame(1_500_000_000),
@@ -619,6 +732,9 @@ OWN_HOSTS: dict[str, Callable[[Path], tuple[dict[str, Any], bool | None]]] = {
     "forged-openings-16MiB": forged_openings,
     "opening-lockout": opening_lockout,
     "partition": partition,
+    "ws-frame-200MB": websocket_frame_200mb,
+    "ws-stalled-readers-64": websocket_stalled_readers,
+    "ws-churn-10k": websocket_churn,
 }
 
 

@@ -199,6 +199,20 @@ def test_a_message_past_the_websocket_bound_closes_1009_unread(host: WebSocketHo
     assert closed.value.rcvd is not None and closed.value.rcvd.code == 1009
 
 
+# --- the session's limits hold as on ZeroMQ ---------------------------------------------------------------------
+
+def test_requests_past_max_in_flight_are_overloaded_and_a_cancel_ends_one(host: WebSocketHost) -> None:
+    client = Client(host.websocket, host.key)
+    client.hello("busy")
+    for i in range(260):  # the conformance host runs 256 at once per session (SPEC 7.11)
+        client.send(type="request", id=f"s{i}", action="sleep", payload={"ms": 60_000})
+    overloaded = [client.next_of("response")["error"]["code"] for _ in range(4)]
+    assert overloaded == ["overloaded"] * 4
+    client.send(type="cancel", id="s0")
+    assert client.next_of("response", id="s0")["error"]["code"] == "cancelled"
+    client.close()
+
+
 # --- a slow reader is bounded; the others are served ------------------------------------------------------------
 
 def test_a_stalled_reader_has_its_progress_coalesced_and_others_are_served(host: WebSocketHost) -> None:

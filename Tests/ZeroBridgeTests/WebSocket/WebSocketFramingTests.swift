@@ -1,0 +1,131 @@
+import Foundation
+import NIOCore
+import Testing
+@testable import ZeroBridge
+
+/// One case of `protocol/fixtures/websocket-frames.json` (SPEC 14.1c): a payload, and its frames or its refusal.
+struct WebSocketFramesCase: Sendable, CustomTestStringConvertible {
+    var name: String
+    var payload: [UInt8]
+    /// nil: refused (bad_message).
+    var frames: [[UInt8]]?
+    var why: String
+
+    var testDescription: String { name }
+
+    /// Found from this file's place in the repository (Tests/ZeroBridgeTests/WebSocket/ -> the root).
+    static let file = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("protocol/fixtures/websocket-frames.json")
+
+    static let all: [WebSocketFramesCase] = {
+        guard let data = try? Data(contentsOf: file), let document = try? JSONValue.parse([UInt8](data)),
+              let items = document.arrayValue else { return [] }
+        return items.compactMap { item in
+            guard let name = item["name"]?.stringValue, let hex = item["hex"]?.stringValue,
+                  let why = item["why"]?.stringValue, let payload = bytes(hex) else { return nil }
+            let frames = item["frames"]?.arrayValue?.compactMap { $0.stringValue.flatMap(bytes) }
+            return WebSocketFramesCase(name: name, payload: payload, frames: frames, why: why)
+        }
+    }()
+
+    static func bytes(_ hex: String) -> [UInt8]? {
+        let digits = Array(hex.utf8)
+        guard digits.count % 2 == 0 else { return nil }
+        return stride(from: 0, to: digits.count, by: 2).compactMap { UInt8(String(decoding: digits[$0..<$0 + 2], as: UTF8.self), radix: 16) }
+    }
+}
+
+@Suite struct WebSocketFramingTests {
+    @Test func theFixtureFileLoads() {
+        #expect(WebSocketFramesCase.all.count >= 10, "\(WebSocketFramesCase.file.path)")
+        #expect(WebSocketFramesCase.all.contains { $0.frames == nil } && WebSocketFramesCase.all.contains { $0.frames != nil })
+    }
+
+    @Test(arguments: WebSocketFramesCase.all)
+    func fixtureCase(_ testCase: WebSocketFramesCase) {
+        let decoded = WebSocketFraming.decode(ByteBuffer(bytes: testCase.payload))
+        guard let frames = testCase.frames else {
+            if case .success = decoded { Issue.record("decoded, but: \(testCase.why)") }
+            return
+        }
+        switch decoded {
+        case .success(let got): #expect(got.map(\.bytes) == frames, "\(testCase.why)")
+        case .failure(let refusal): Issue.record("refused (\(refusal.reason)), but: \(testCase.why)")
+        }
+        let encoded = WebSocketFraming.encode(signature: frames[0], frames: Array(frames.dropFirst()), allocator: ByteBufferAllocator())
+        #expect(Array(encoded.readableBytesView) == testCase.payload, "\(testCase.why)")
+    }
+
+    @Test func theFrameCountIsBounded() {
+        let empty: [UInt8] = [0, 0, 0, 0]
+        let most = Array([[UInt8]](repeating: empty, count: WebSocketFraming.maxFrames).joined())
+        if case .failure(let refusal) = WebSocketFraming.decode(ByteBuffer(bytes: most)) { Issue.record("\(refusal.reason)") }
+        guard case .failure(let refusal) = WebSocketFraming.decode(ByteBuffer(bytes: most + empty)) else {
+            Issue.record("one frame past the bound was decoded")
+            return
+        }
+        #expect(refusal.reason.contains("at most"))
+    }
+}
+
+@Suite struct WebRootTests {
+    /// A folder with a page, a link out of it and a file over the size bound; removed after the test.
+    private func withRoot(_ body: (WebRoot, String) throws -> Void) throws {
+        let base = FileManager.default.temporaryDirectory.appendingPathComponent("webroot-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: base) }
+        let root = base + "/dist"
+        try FileManager.default.createDirectory(atPath: root + "/assets", withIntermediateDirectories: true)
+        try Data("<html><head></head></html>".utf8).write(to: URL(fileURLWithPath: root + "/index.html"))
+        try Data("outside".utf8).write(to: URL(fileURLWithPath: base + "/secret"))
+        try Data(repeating: 1, count: 2048).write(to: URL(fileURLWithPath: root + "/assets/big.bin"))
+        try FileManager.default.createSymbolicLink(atPath: root + "/link", withDestinationPath: base + "/secret")
+        try FileManager.default.createSymbolicLink(atPath: root + "/up", withDestinationPath: base)
+        try body(WebRoot(directory: root, maxFileBytes: 1024), base)
+    }
+
+    @Test func theIndexIsServedForTheRootAndForFolders() throws {
+        try withRoot { root, _ in
+            guard case .success(let file) = root.open(urlPath: "/?x=1") else {
+                Issue.record("no index")
+                return
+            }
+            defer { close(file.descriptor) }
+            #expect(file.isHTML && file.size == 26)
+        }
+    }
+
+    @Test(arguments: ["/../secret", "/%2e%2e/secret", "/assets/..%2f..%2fsecret", "/link", "/up/secret", "/.hidden", "/a%00b"])
+    func nothingOutsideIsOpened(_ path: String) throws {
+        try withRoot { root, _ in
+            if case .success(let file) = root.open(urlPath: path) {
+                close(file.descriptor)
+                Issue.record("\(path) was opened")
+            }
+        }
+    }
+
+    @Test func filesOverTheBoundAreRefused() throws {
+        try withRoot { root, _ in
+            #expect(root.open(urlPath: "/assets/big.bin").failure == .tooLarge)
+            #expect(root.open(urlPath: "/missing.js").failure == .notFound)
+        }
+    }
+
+    @Test func theInjectionCannotEndItsScript() {
+        let scripts = PageInjection.scripts(endpoint: "ws://127.0.0.1:1/zerobridge", key: "ab",
+                                            info: ["name": "</script><script>alert(1)</script>\u{2028}"])
+        #expect(scripts.components(separatedBy: "</script>").count == 3)  // only the two elements' own end tags
+        #expect(!scripts.contains("\u{2028}"))
+        let page = PageInjection.inject("<X>", into: Array("<!doctype html><HTML><Header></Header><HEAD lang=x><title>".utf8))
+        #expect(String(decoding: page, as: UTF8.self) == "<!doctype html><HTML><Header></Header><HEAD lang=x><X><title>")
+        #expect(String(decoding: PageInjection.inject("<X>", into: Array("<p>no head</p>".utf8)), as: UTF8.self) == "<X><p>no head</p>")
+    }
+}
+
+private extension Result {
+    var failure: Failure? {
+        if case .failure(let failure) = self { return failure }
+        return nil
+    }
+}
