@@ -117,22 +117,33 @@ export class PeerChannel {
 
   /** Why a message from the host is refused, or null when it is accepted (and its counter recorded). */
   refusal(frame0, frames) {
+    return after(this.check(frame0, frames), (checked) => this.accept(checked, frames));
+  }
+
+  /**
+   * What a message shows on its own, in any order (so an asynchronous MAC of each can run while earlier ones are
+   * checked): `{why}` when it is refused, else `{counter}`; a promise of it with an asynchronous HMAC.
+   */
+  check(frame0, frames) {
     const parsed = parseSignature(frame0);
-    if (parsed === null) return frame0.length === 0 ? 'no signature' : 'not a signature';
-    if (parsed.counter === undefined) return 'an opening signature (only a peer opens a channel)';
-    if (parsed.counter <= this.received) return `counter ${parsed.counter} replayed or out of order (last accepted ${this.received})`;
+    if (parsed === null) return { why: frame0.length === 0 ? 'no signature' : 'not a signature' };
+    if (parsed.counter === undefined) return { why: 'an opening signature (only a peer opens a channel)' };
+    if (parsed.counter <= this.received) return { why: `counter ${parsed.counter} replayed or out of order (last accepted ${this.received})` };
     const parts = macParts('h2p', this.nonce, parsed.counter, frames);
-    return after(this.primitives.verify(this.key, parts, parsed.mac), (right) => {
-      if (!right) return 'wrong signature';
-      if (parsed.counter <= this.received) return `counter ${parsed.counter} replayed or out of order (last accepted ${this.received})`;
-      if (!this.welcomed) {
-        const body = bodyOf(frames[0]);
-        if (body?.type === 'welcome') this.welcomed = true;
-        else if (!(body?.type === 'response' && body.id === null)) return 'a message before the channel\'s first welcome';
-      }
-      this.received = parsed.counter;
-      return null;
-    });
+    return after(this.primitives.verify(this.key, parts, parsed.mac), (right) => (right ? { counter: parsed.counter } : { why: 'wrong signature' }));
+  }
+
+  /** The verdict on a checked message, given in the order the messages arrived: null records its counter. */
+  accept(checked, frames) {
+    if (checked.why !== undefined) return checked.why;
+    if (checked.counter <= this.received) return `counter ${checked.counter} replayed or out of order (last accepted ${this.received})`;
+    if (!this.welcomed) {
+      const body = bodyOf(frames[0]);
+      if (body?.type === 'welcome') this.welcomed = true;
+      else if (!(body?.type === 'response' && body.id === null)) return 'a message before the channel\'s first welcome';
+    }
+    this.received = checked.counter;
+    return null;
   }
 }
 

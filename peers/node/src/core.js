@@ -596,39 +596,35 @@ export class PeerCore extends EventTarget {
       this.#refuse(frames, frames.length < 2 ? 'fewer than 2 frames' : 'no channel');
       return;
     }
-    if (this.#inbound !== null) {
-      this.#inbound = this.#inbound.then(() => this.#check(channel, frames));
-      return;
-    }
-    const checking = this.#check(channel, frames);
-    if (typeof checking?.then !== 'function') return;
-    const inbound = checking.then(() => {
-      if (this.#inbound === inbound) this.#inbound = null;
-    });
-    this.#inbound = inbound;
-  }
-
-  /**
-   * SPEC 3.1: a message on a keyed connection is processed when it is signed by the host for this connection's
-   * channel, after what was accepted before and (at first) being its welcome. Answers at once with a synchronous HMAC,
-   * else with a promise (never rejecting) settled once the message is processed or refused.
-   */
-  #check(channel, frames) {
-    let verdict;
+    const rest = frames.slice(1);
+    let checked;
     try {
-      verdict = channel.refusal(frames[0], frames.slice(1));
+      checked = channel.check(frames[0], rest); // with WebCrypto, each message's MAC starts now, beside the others'
     } catch (error) {
-      verdict = `cannot check its signature: ${error?.message ?? error}`;
+      checked = { why: `cannot check its signature: ${error?.message ?? error}` };
     }
-    const settle = (why) => {
+    const settle = (result) => {
       if (this.state === CLOSED || channel !== this.#channel) return; // the connection it came on is gone
+      const why = channel.accept(result, rest);
       if (why === null) this.link.receive(frames);
       else this.#refuse(frames, why);
     };
-    if (typeof verdict?.then !== 'function') return settle(verdict);
-    return verdict.then(settle, (error) => settle(`cannot check its signature: ${error?.message ?? error}`)).catch((error) => {
-      this.log('warn', `a message from the host failed: ${error?.message ?? error}`);
-    });
+    if (this.#inbound === null && typeof checked?.then !== 'function') {
+      settle(checked);
+      return;
+    }
+    // SPEC 3.1: a message is processed when it is signed by the host for this connection's channel, after what was
+    // accepted before and (at first) being its welcome: accepted in arrival order, whenever each MAC is ready.
+    checked.catch?.(() => {}); // a failed MAC is handled in its turn below
+    const failed = (error) => ({ why: `cannot check its signature: ${error?.message ?? error}` });
+    const inbound = (this.#inbound ?? Promise.resolve())
+      .then(() => Promise.resolve(checked).then(undefined, failed))
+      .then(settle)
+      .catch((error) => this.log('warn', `a message from the host failed: ${error?.message ?? error}`))
+      .finally(() => {
+        if (this.#inbound === inbound) this.#inbound = null;
+      });
+    this.#inbound = inbound;
   }
 
   /**
