@@ -1297,7 +1297,8 @@ class Peer:
     def _check_reader(self, socket: zmq.asyncio.Socket) -> None:
         self._reader_check_scheduled = False
         if not socket.closed:
-            socket._schedule_remaining_events()  # noqa: SLF001  (pyzmq's own wake-up after a send)
+            # pyzmq's own wake-up after a send (private; typed by its sockopt __getattr__ as an option's value).
+            socket._schedule_remaining_events()  # type: ignore[operator]  # noqa: SLF001
 
     def _wait_for_room(self, socket: zmq.asyncio.Socket, link: Link) -> None:
         if socket is self._socket and (self._room_task is None or self._room_task.done()):
