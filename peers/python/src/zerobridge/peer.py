@@ -1225,6 +1225,8 @@ class Peer:
         self._send_hello(resume=False)
 
     async def _close_socket(self, *, linger_ms: int) -> None:
+        if self._link is not None:
+            self._link.flush()  # what was queued this turn (a bye) goes before the socket closes
         self._cancel_hello_retry()
         if self._key_check is not None:
             self._key_check.cancel()
