@@ -400,9 +400,15 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
             value = rate(p)
             check(f"{transport}: progress events/s to {who} (complete, in order)", value and round(value),
                   f">= {goal:,}", value is not None and value >= goal and p.get("in_order_and_complete") is True)
+        # Issue 26: the Python peer against the hand-written pyzmq client, both on the ZeroBridge host.
+        peer_share = ratio(rate(t.get("python_w64")), rate(t.get("zb_pyzmq_client_w64")))
+        check(f"{transport}: pipelined, Python peer / the pyzmq client, same host", peer_share and round(peer_share, 2),
+              ">= 0.6", peer_share is not None and peer_share >= 0.6)
         host_cpu = (t.get("zb_pyzmq_client_w64") or {}).get("server_cpu_us_per_request")
-        check(f"{transport}: host CPU us per plain request, same pyzmq client, 64 in flight", host_cpu and round(host_cpu, 1),
-              "<= 29.8", host_cpu is not None and host_cpu <= 29.8)
+        # 29.8 us: the previous release's host on this machine type; the issue asks for it, then for half of it.
+        for goal in (29.8, 14.9):
+            check(f"{transport}: host CPU us per plain request, same pyzmq client, 64 in flight",
+                  host_cpu and round(host_cpu, 1), f"<= {goal}", host_cpu is not None and host_cpu <= goal)
     for key, modes in results.get("security_ratios", {}).items():
         for mode, goal in (("keyed", 0.9), ("curve+keyed", 0.75)):
             if mode == "curve+keyed" and key.startswith("node"):

@@ -20,11 +20,12 @@ public enum Conformance {
     public static let statsAccess = StatsAccess(anyone: true)
 
     public static func install(on host: BridgeHost) throws {
-        try host.handle("echo", describedAs: .init(Echo.self)) { payload, _ in payload }
+        // Quick and non-blocking: answered on the socket thread as read, without a task (handleInline).
+        try host.handleInline("echo", describedAs: .init(Echo.self)) { payload, _ in payload }
 
         // The handlers read JSON themselves (add keeps integers exact, the others check ranges and answer in the
         // protocol's words); the types below give `$describe` their contract.
-        try host.handle("add", describedAs: .init(Add.self)) { payload, _ in
+        try host.handleInline("add", describedAs: .init(Add.self)) { payload, _ in
             switch (payload["a"], payload["b"]) {
             case (.int(let a)?, .int(let b)?):
                 let (sum, overflow) = a.addingReportingOverflow(b)
@@ -64,7 +65,7 @@ public enum Conformance {
             return ["n": .int(n)]
         }
 
-        try host.handle("fail", describedAs: .init(Fail.self)) { payload, _ in
+        try host.handleInline("fail", describedAs: .init(Fail.self)) { payload, _ in
             guard let message = payload["message"]?.stringValue else {
                 throw BridgeError(.invalidPayload, "fail takes {\"message\": string}")
             }

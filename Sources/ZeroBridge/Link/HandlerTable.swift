@@ -6,9 +6,12 @@ import Synchronization
 /// Its methods are used through ``BridgeHandling``; the type is public only so the protocol can name it.
 public final class HandlerTable: Sendable {
     package typealias Handler = @Sendable (JSONValue, BridgeRequest) async throws -> JSONValue
+    /// A synchronous handler, run on the socket thread as its request is read (``BridgeHandling/handleInline(_:describedAs:replacing:_:)``).
+    package typealias InlineHandler = @Sendable (JSONValue, BridgeRequest) throws -> JSONValue
 
     enum Lookup {
         case found(Handler)
+        case inline(InlineHandler)
         /// A weakly held handler whose object has been released.
         case gone
         case unknown
@@ -16,6 +19,8 @@ public final class HandlerTable: Sendable {
 
     private struct Entry {
         var handler: Handler
+        /// Set for a handler that runs on the socket thread; `handler` then calls it (reserved for nothing else).
+        var inline: InlineHandler?
         /// Nil for closures; for objects, whether the object is still alive.
         var isAlive: (@Sendable () -> Bool)?
         var description: ActionDescription
@@ -34,6 +39,7 @@ public final class HandlerTable: Sendable {
     func lookup(_ action: String) -> Lookup {
         guard let entry = entries.withLock({ $0[action] }) else { return .unknown }
         if let isAlive = entry.isAlive, !isAlive() { return .gone }
+        if let inline = entry.inline { return .inline(inline) }
         return .found(entry.handler)
     }
 
@@ -67,7 +73,7 @@ public final class HandlerTable: Sendable {
     }
 
     package func add(_ action: String, replacing: Bool, isAlive: (@Sendable () -> Bool)? = nil,
-             describedAs description: ActionDescription = .init(),
+             describedAs description: ActionDescription = .init(), inline: InlineHandler? = nil,
              _ handler: @escaping Handler) throws(BridgeRegistrationError) {
         guard !action.isEmpty, action.unicodeScalars.count <= 128 else {
             throw BridgeRegistrationError(action: action, reason: "an action name has 1 to 128 characters")
@@ -77,7 +83,7 @@ public final class HandlerTable: Sendable {
             if !replacing, let existing = entries[action], existing.isAlive?() != false {
                 throw BridgeRegistrationError(action: action, reason: "already has a handler; pass replacing: true to replace it")
             }
-            entries[action] = Entry(handler: handler, isAlive: isAlive, description: description)
+            entries[action] = Entry(handler: handler, inline: inline, isAlive: isAlive, description: description)
         }
         onChange.withLock { $0 }?()
     }
@@ -135,6 +141,19 @@ extension BridgeHandling {
     public func handle(_ action: String, describedAs description: ActionDescription = .init(), replacing: Bool = false,
                        _ body: @escaping @Sendable (JSONValue, BridgeRequest) async throws -> JSONValue) throws {
         try handlers.add(action, replacing: replacing, describedAs: description, body)
+    }
+
+    /// Serves an untyped action with a synchronous closure that runs on the socket thread as the request is read: no
+    /// task and no hand-off between threads, so a quick answer (an echo, a lookup in memory) costs the least. While it
+    /// runs this side reads and sends nothing else, so it must not block, wait or compute for long: use
+    /// ``handle(_:describedAs:replacing:_:)`` for that. Events to `action` run it too, without a reply.
+    ///
+    /// ```swift
+    /// try host.handleInline("echo") { payload, request in payload }
+    /// ```
+    public func handleInline(_ action: String, describedAs description: ActionDescription = .init(), replacing: Bool = false,
+                             _ body: @escaping @Sendable (JSONValue, BridgeRequest) throws -> JSONValue) throws {
+        try handlers.add(action, replacing: replacing, describedAs: description, inline: body) { try body($0, $1) }
     }
 
     /// Serves a typed action with a closure; a payload that does not decode is answered `invalid_payload`.

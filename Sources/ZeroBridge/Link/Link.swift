@@ -261,9 +261,10 @@ final class Link: @unchecked Sendable {
             }
             return refuse(request.id, BridgeError(.timeout, "the request arrived \(late) ms after its deadline; it was not started"))
         }
-        let handler: HandlerTable.Handler
+        let handler: HandlerTable.Handler?, inline: HandlerTable.InlineHandler?
         switch handlers.lookup(request.action) {
-        case .found(let found): handler = found
+        case .found(let found): (handler, inline) = (found, nil)
+        case .inline(let found): (handler, inline) = (nil, found)
         case .gone: return refuse(request.id, BridgeError(.handlerGone, "the handler for '\(request.action)' has been released"))
         case .unknown: return refuse(request.id, BridgeError(.unknownAction, "no handler for '\(request.action)'"))
         }
@@ -281,7 +282,7 @@ final class Link: @unchecked Sendable {
             let byDeadline = arrivedAt + .milliseconds(wallDeadline - wallNow)
             deadline = min(deadline ?? byDeadline, byDeadline)
         }
-        if let deadline {
+        if let deadline, inline == nil {  // an inline handler ends before any timer could fire
             // Captures the id only: capturing `request` kept its payload alive until the deadline.
             let id = request.id
             entry.timer = thread.timers.schedule(at: deadline) { [weak self] in self?.expireRequest(id, token: token) }
@@ -291,45 +292,78 @@ final class Link: @unchecked Sendable {
                                     sink: progress.map { ProgressSink(link: self, id: request.id, token: token, queue: $0) })
         context.idempotencyKey = request.idempotencyKey
         let payload = request.payload
-        let session = remote?.sessionID ?? "-"  // read here, on the thread
-        let peerName = remote?.name ?? "-"
+        if let inline {
+            // On the thread as read: no task, no hand-off (handleInline).
+            logStarted(request, session: remote?.sessionID)
+            let outcome: Result<JSONValue, BridgeError>
+            do {
+                outcome = .success(try inline(payload, context))
+            } catch {
+                outcome = .failure(failure(error, of: request, peer: remote?.name, session: remote?.sessionID,
+                                           reveals: revealsErrorDescriptions))
+            }
+            return finish(request.id, token: token, body: Self.responseBody(request.id, outcome), failure: Self.code(of: outcome))
+        }
+        guard let handler else { return }
+        let session = remote?.sessionID  // read here, on the thread
+        let peerName = remote?.name
         let reveals = revealsErrorDescriptions
         entry.task = Task { [self] in
             let outcome: Result<JSONValue, BridgeError>
             do {
                 // A cancel read before the task began: the handler never starts (SPEC 7.3).
                 try Task.checkCancellation()
-                logger.debug("request started", metadata: ["id": "\(request.id)", "action": "\(request.action)",
-                                                           "session": "\(session)"])
+                logStarted(request, session: session)
                 outcome = .success(try await handler(payload, context))
-            } catch let error as BridgeError {
-                outcome = .failure(error)
-            } catch is CancellationError {
-                outcome = .failure(BridgeError(.cancelled, "the handler was cancelled"))
             } catch {
-                // Not meant for the caller: the host's log has it all, the caller its type (or what the app chose).
-                if !BridgeError.isAppChosen(error) {
-                    logger.error("handler failed", metadata: [
-                        "action": "\(request.action)", "id": "\(request.id)", "peer": "\(peerName)", "session": "\(session)",
-                        "type": "\(BridgeError.errorTypeName(error))", "error": "\(error)",
-                    ])
-                }
-                outcome = .failure(BridgeError.answering(error, revealingDescription: reveals))
+                outcome = .failure(failure(error, of: request, peer: peerName, session: session, reveals: reveals))
             }
-            let response = Message.response(.init(id: request.id, outcome: outcome))
-            let body: [[UInt8]]
-            do throws(BridgeError) {
-                let (value, root): (JSONValue, String) = switch outcome {
-                case .success(let result): (result, "result")
-                case .failure(let error): (error.data ?? nil, "error.data")
-                }
-                body = try response.frames(refusing: value, at: root, as: .handlerError)
-            } catch {
-                body = Message.response(.init(id: request.id, outcome: .failure(error))).frames()
-            }
-            let failure: BridgeError.Code? = if case .failure(let error) = outcome { error.code } else { nil }
-            thread.perform { [self] in finish(request.id, token: token, body: body, failure: failure) }
+            let body = Self.responseBody(request.id, outcome)
+            let failedWith = Self.code(of: outcome)
+            thread.perform { [self] in finish(request.id, token: token, body: body, failure: failedWith) }
         }
+    }
+
+    /// The debug log names every request started, by session and id (what the partition tests read).
+    private func logStarted(_ request: Message.Request, session: String?) {
+        logger.debug("request started", metadata: ["id": "\(request.id)", "action": "\(request.action)",
+                                                   "session": "\(session ?? "-")"])
+    }
+
+    /// What a handler's error answers. Not meant for the caller unless the app chose it: the log has it all, the
+    /// caller its type (or what the app chose).
+    private func failure(_ error: Error, of request: Message.Request, peer: String?, session: String?,
+                         reveals: Bool) -> BridgeError {
+        switch error {
+        case let error as BridgeError: return error
+        case is CancellationError: return BridgeError(.cancelled, "the handler was cancelled")
+        default:
+            if !BridgeError.isAppChosen(error) {
+                logger.error("handler failed", metadata: [
+                    "action": "\(request.action)", "id": "\(request.id)", "peer": "\(peer ?? "-")",
+                    "session": "\(session ?? "-")", "type": "\(BridgeError.errorTypeName(error))", "error": "\(error)",
+                ])
+            }
+            return BridgeError.answering(error, revealingDescription: reveals)
+        }
+    }
+
+    /// A response's frames, encoded once; a result JSON cannot carry answers `handler_error` (SPEC 7.14).
+    private static func responseBody(_ id: String, _ outcome: Result<JSONValue, BridgeError>) -> [[UInt8]] {
+        let response = Message.response(.init(id: id, outcome: outcome))
+        do throws(BridgeError) {
+            let (value, root): (JSONValue, String) = switch outcome {
+            case .success(let result): (result, "result")
+            case .failure(let error): (error.data ?? nil, "error.data")
+            }
+            return try response.frames(refusing: value, at: root, as: .handlerError)
+        } catch {
+            return Message.response(.init(id: id, outcome: .failure(error))).frames()
+        }
+    }
+
+    private static func code(of outcome: Result<JSONValue, BridgeError>) -> BridgeError.Code? {
+        if case .failure(let error) = outcome { error.code } else { nil }
     }
 
     private func finish(_ id: String, token: UInt64, body: [[UInt8]], failure: BridgeError.Code?) {
@@ -409,7 +443,11 @@ final class Link: @unchecked Sendable {
     }
 
     private func receive(_ event: Message.Event) {
-        guard case .found(let handler) = handlers.lookup(event.action) else {
+        let handler: HandlerTable.Handler?, inline: HandlerTable.InlineHandler?
+        switch handlers.lookup(event.action) {
+        case .found(let found): (handler, inline) = (found, nil)
+        case .inline(let found): (handler, inline) = (nil, found)
+        case .gone, .unknown:
             logger.debug("event with no handler dropped", metadata: ["action": "\(event.action)"])
             return
         }
@@ -426,6 +464,13 @@ final class Link: @unchecked Sendable {
                                     peer: remote, sink: nil)
         context.topic = event.topic
         let logger = logger
+        if let inline {  // on the thread as read (handleInline)
+            do { _ = try inline(event.payload, context) } catch {
+                logger.warning("event handler failed", metadata: ["action": "\(event.action)", "error": "\(error)"])
+            }
+            return
+        }
+        guard let handler else { return }
         let token = counter.add(1, ordering: .relaxed).newValue
         limits.hostWide?.running += 1
         telemetry.eventStarted()

@@ -43,23 +43,46 @@ enum Signature {
     static let maxFrameBytes = 128
 
     enum Parsed: Equatable {
-        case opening(nonce: String, ms: Int64, mac: String)
-        case message(counter: Int64, mac: String)
+        case opening(nonce: String, ms: Int64, mac: [UInt8])
+        case message(counter: Int64, mac: [UInt8])
     }
 
-    /// HMAC-SHA256 of the frames, each read in place (as received, or as about to be sent) after its length.
-    static func authenticationCode<Frames: Sequence>(_ key: ConnectionKey, _ kind: Kind, channel: String, stamp: Int64,
-                                                     frames: Frames) -> HMAC<SHA256>.MAC where Frames.Element: ContiguousBytes {
+    /// HMAC-SHA256 with the key, the preamble's fixed start (`zerobridge-1`, the kind, the channel) already fed: a
+    /// channel keeps one per direction, and every message's MAC starts from a copy of it.
+    static func prefixed(_ key: ConnectionKey, _ kind: Kind, channel: String) -> HMAC<SHA256> {
         var hmac = key.authenticator
-        var preamble = "zerobridge-1\n\(kind.rawValue)\n\(channel)\n\(stamp)\n"
-        preamble.withUTF8 { hmac.update(data: UnsafeRawBufferPointer($0)) }
-        for frame in frames {
-            frame.withUnsafeBytes { bytes in
-                withUnsafeBytes(of: UInt64(bytes.count).bigEndian) { hmac.update(data: $0) }
-                hmac.update(data: bytes)
+        var start = "zerobridge-1\n\(kind.rawValue)\n\(channel)\n"
+        start.withUTF8 { hmac.update(data: UnsafeRawBufferPointer($0)) }
+        return hmac
+    }
+
+    /// HMAC-SHA256 of the preamble's end (the stamp) and the frames, each read in place (as received, or as about
+    /// to be sent) after its length. The stamp and each length go in with one small update, from the stack.
+    static func authenticationCode<Frames: Sequence>(_ prefixed: HMAC<SHA256>, stamp: Int64,
+                                                     frames: Frames) -> HMAC<SHA256>.MAC where Frames.Element: ContiguousBytes {
+        var hmac = prefixed
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 32) { buffer in
+            var used = decimal(stamp, into: buffer)
+            buffer[used] = UInt8(ascii: "\n")
+            used += 1
+            for frame in frames {
+                frame.withUnsafeBytes { bytes in
+                    withUnsafeBytes(of: UInt64(bytes.count).bigEndian) { length in
+                        for byte in length { buffer[used] = byte; used += 1 }
+                    }
+                    hmac.update(data: UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(buffer)[..<used]))
+                    used = 0
+                    hmac.update(data: bytes)
+                }
             }
+            if used > 0 { hmac.update(data: UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(buffer)[..<used])) }
         }
         return hmac.finalize()
+    }
+
+    static func authenticationCode<Frames: Sequence>(_ key: ConnectionKey, _ kind: Kind, channel: String, stamp: Int64,
+                                                     frames: Frames) -> HMAC<SHA256>.MAC where Frames.Element: ContiguousBytes {
+        authenticationCode(prefixed(key, kind, channel: channel), stamp: stamp, frames: frames)
     }
 
     /// The MAC as frame 0 carries it: lowercase hex.
@@ -80,31 +103,99 @@ enum Signature {
     }
 
     static func message(_ key: ConnectionKey, _ kind: Kind, channel: String, counter: Int64, frames: [[UInt8]]) -> String {
-        "m.\(counter).\(mac(key, kind, channel: channel, stamp: counter, frames: frames))"
+        String(decoding: messageFrame(prefixed(key, kind, channel: channel), counter: counter, frames: frames), as: UTF8.self)
     }
 
-    /// Frame 0 as written by the rules (lowercase hex, decimal without sign or leading zeros); nil otherwise.
-    static func parse(_ frame: [UInt8]) -> Parsed? {
-        let parts = frame.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false).map(Array.init)
-        func number(_ digits: [UInt8]) -> Int64? {
-            guard !digits.isEmpty, digits.count <= 19, digits.allSatisfy({ (0x30...0x39).contains($0) }),
-                  digits.count == 1 || digits[0] != 0x30 else { return nil }
-            return Int64(String(decoding: digits, as: UTF8.self))
+    /// `m.<counter>.<mac>` as bytes, written once.
+    static func messageFrame(_ prefixed: HMAC<SHA256>, counter: Int64, frames: [[UInt8]]) -> [UInt8] {
+        let code = authenticationCode(prefixed, stamp: counter, frames: frames)
+        var frame = [UInt8](repeating: 0, count: 2 + 20 + 1 + 64)
+        return frame.withUnsafeMutableBufferPointer { buffer in
+            buffer[0] = UInt8(ascii: "m")
+            buffer[1] = UInt8(ascii: ".")
+            var used = 2 + decimal(counter, into: UnsafeMutableBufferPointer(rebasing: buffer[2...]))
+            buffer[used] = UInt8(ascii: ".")
+            used += 1
+            code.withUnsafeBytes { for byte in $0 { buffer[used] = hexDigits[Int(byte >> 4)]; buffer[used + 1] = hexDigits[Int(byte & 0xf)]; used += 2 } }
+            return Array(buffer[..<used])
         }
-        func lowerHex(_ digits: [UInt8], count: Int) -> String? {
-            guard digits.count == count, digits.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }) else { return nil }
-            return String(decoding: digits, as: UTF8.self)
-        }
-        if parts.count == 4, parts[0] == [UInt8(ascii: "h")], let nonce = lowerHex(parts[1], count: 32),
-           let ms = number(parts[2]), let mac = lowerHex(parts[3], count: 64) {
-            return .opening(nonce: nonce, ms: ms, mac: mac)
-        }
-        if parts.count == 3, parts[0] == [UInt8(ascii: "m")], let counter = number(parts[1]), counter >= 1,
-           let mac = lowerHex(parts[2], count: 64) {
-            return .message(counter: counter, mac: mac)
-        }
-        return nil
     }
+
+    /// Writes `value` in decimal, as `"\(value)"` does, at the start of `buffer` (at least 20 bytes); returns the
+    /// bytes written.
+    private static func decimal(_ value: Int64, into buffer: UnsafeMutableBufferPointer<UInt8>) -> Int {
+        var used = 0
+        if value < 0 {
+            buffer[0] = UInt8(ascii: "-")
+            used = 1
+        }
+        let start = used
+        var rest = value.magnitude
+        repeat {
+            buffer[used] = UInt8(ascii: "0") + UInt8(rest % 10)
+            rest /= 10
+            used += 1
+        } while rest > 0
+        buffer[start..<used].reverse()
+        return used
+    }
+
+    /// Frame 0 as written by the rules (lowercase hex, decimal without sign or leading zeros); nil otherwise. Read in
+    /// one pass, the MAC decoded to its bytes.
+    static func parse(_ frame: [UInt8]) -> Parsed? {
+        var index = 0
+        func take(_ byte: UInt8) -> Bool {
+            guard index < frame.count, frame[index] == byte else { return false }
+            index += 1
+            return true
+        }
+        func number() -> Int64? {
+            let start = index
+            while index < frame.count, index - start < 20, (0x30...0x39).contains(frame[index]) { index += 1 }
+            let count = index - start
+            guard count >= 1, count <= 19, count == 1 || frame[start] != 0x30 else { return nil }
+            var value: Int64 = 0
+            for digit in frame[start..<index] {
+                let (shifted, overflow) = value.multipliedReportingOverflow(by: 10)
+                let (sum, carry) = shifted.addingReportingOverflow(Int64(digit - 0x30))
+                guard !overflow, !carry else { return nil }
+                value = sum
+            }
+            return value
+        }
+        /// Exactly `count` lowercase hex digits, checked and decoded.
+        func lowerHex(_ count: Int) -> [UInt8]? {
+            guard frame.count - index >= count else { return nil }
+            var bytes = [UInt8](repeating: 0, count: count / 2)
+            for offset in 0..<count / 2 {
+                guard let high = lowerHexValue(frame[index + 2 * offset]),
+                      let low = lowerHexValue(frame[index + 2 * offset + 1]) else { return nil }
+                bytes[offset] = high << 4 | low
+            }
+            index += count
+            return bytes
+        }
+        if take(UInt8(ascii: "h")), take(UInt8(ascii: ".")) {
+            let nonceStart = index
+            guard lowerHex(32) != nil, take(UInt8(ascii: ".")), let ms = number(), take(UInt8(ascii: ".")),
+                  let mac = lowerHex(64), index == frame.count else { return nil }
+            return .opening(nonce: String(decoding: frame[nonceStart..<nonceStart + 32], as: UTF8.self), ms: ms, mac: mac)
+        }
+        index = 0
+        guard take(UInt8(ascii: "m")), take(UInt8(ascii: ".")), let counter = number(), counter >= 1,
+              take(UInt8(ascii: ".")), let mac = lowerHex(64), index == frame.count else { return nil }
+        return .message(counter: counter, mac: mac)
+    }
+
+    private static func lowerHexValue(_ digit: UInt8) -> UInt8? {
+        switch digit {
+        case 0x30...0x39: digit - 0x30
+        case 0x61...0x66: digit - 0x61 + 10
+        default: nil
+        }
+    }
+
+    private static let hexDigits = Array("0123456789abcdef".utf8)
 
     static func newNonce() -> String {
         var generator = SystemRandomNumberGenerator()
@@ -112,12 +203,11 @@ enum Signature {
     }
 
     static func hex(_ bytes: some Sequence<UInt8>) -> String {
-        let digits = Array("0123456789abcdef".utf8)
         var text = [UInt8]()
         text.reserveCapacity(bytes.underestimatedCount * 2)
         for byte in bytes {
-            text.append(digits[Int(byte >> 4)])
-            text.append(digits[Int(byte & 0xf)])
+            text.append(hexDigits[Int(byte >> 4)])
+            text.append(hexDigits[Int(byte & 0xf)])
         }
         return String(decoding: text, as: UTF8.self)
     }
@@ -150,10 +240,18 @@ enum Signature {
 struct KeyedChannel {
     let key: ConnectionKey
     let nonce: String
-    private let sending: Signature.Kind
-    private let receiving: Signature.Kind
+    /// The MAC states of each direction with the preamble's fixed start fed (``Signature/prefixed(_:_:channel:)``).
+    private let sending: HMAC<SHA256>
+    private let receiving: HMAC<SHA256>
     private var sent: Int64 = 0
     private var received: Int64 = 0
+
+    private init(key: ConnectionKey, nonce: String, sending: Signature.Kind, receiving: Signature.Kind) {
+        self.key = key
+        self.nonce = nonce
+        self.sending = Signature.prefixed(key, sending, channel: nonce)
+        self.receiving = Signature.prefixed(key, receiving, channel: nonce)
+    }
 
     /// The peer's side of a new connection: a fresh nonce, opened by its first `hello`.
     static func peer(_ key: ConnectionKey, nonce: String = Signature.newNonce()) -> KeyedChannel {
@@ -173,13 +271,13 @@ struct KeyedChannel {
     /// Frame 0 for the next message sent.
     mutating func sign(_ frames: [[UInt8]]) -> [UInt8] {
         sent += 1
-        return Array(Signature.message(key, sending, channel: nonce, counter: sent, frames: frames).utf8)
+        return Signature.messageFrame(sending, counter: sent, frames: frames)
     }
 
     /// Whether a message that arrived is signed for this channel by the other side, after what was accepted before.
     mutating func accept<Frames: Sequence>(_ frame0: [UInt8], _ frames: Frames) -> Bool where Frames.Element: ContiguousBytes {
         guard case .message(let counter, let mac)? = Signature.parse(frame0), counter > received,
-              Signature.isValid(mac, key, receiving, channel: nonce, stamp: counter, frames: frames) else { return false }
+              Signature.authenticationCode(receiving, stamp: counter, frames: frames) == mac else { return false }
         received = counter
         return true
     }
@@ -282,7 +380,7 @@ struct KeyedConnections {
         guard size <= Self.maxOpeningBytes else {
             return .refused("an opening of \(size) bytes; at most \(Self.maxOpeningBytes) are verified")
         }
-        guard Signature.isValid(mac, key, .hello, channel: nonce, stamp: ms, frames: frames) else {
+        guard Signature.authenticationCode(key, .hello, channel: nonce, stamp: ms, frames: frames) == mac else {
             return .refused("wrong signature")
         }
         guard isHello() else { return .refused("an opening signature on a message that is not hello") }

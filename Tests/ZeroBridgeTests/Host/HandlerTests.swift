@@ -115,4 +115,47 @@ struct HandlerTests {
         await peer.close()
         await host.shutdown()
     }
+
+    @Test("an inline handler answers without a task: its result, its errors as an async handler's, its context, events")
+    func inlineHandler() async throws {
+        let host = try startConformanceHost()
+        struct Unexpected: Error {}
+        try host.handleInline("inline") { payload, request in
+            switch payload["do"]?.stringValue {
+            case "refuse": throw BridgeError(.invalidPayload, "refused inline")
+            case "fail": throw Unexpected()
+            default:
+                ["inTask": .bool(withUnsafeCurrentTask { $0 != nil }), "peer": .string(request.peer?.name ?? ""),
+                 "id": .string(request.id ?? ""), "hasDeadline": .bool(request.deadline != nil)]
+            }
+        }
+        let events = AsyncStream<JSONValue>.makeStream()
+        try host.handleInline("inlineEvent") { payload, request in
+            events.continuation.yield(["payload": payload, "inTask": .bool(withUnsafeCurrentTask { $0 != nil }),
+                                       "isEvent": .bool(request.id == nil)])
+            return nil
+        }
+        #expect(throws: BridgeRegistrationError.self) { try host.handleInline("echo") { payload, _ in payload } }
+        let peer = try await connectPeer(host, name: "quick")
+        let answer = try await peer.call("inline", ["do": "answer"], timeout: .seconds(30))
+        #expect(answer["inTask"] == false, "an inline handler runs on the socket thread, not in a task")
+        #expect(answer["peer"] == "quick")
+        #expect(answer["id"]?.stringValue?.isEmpty == false)
+        #expect(answer["hasDeadline"] == true)
+        let refused = await bridgeError { _ = try await peer.call("inline", ["do": "refuse"]) }
+        #expect(refused?.code == .invalidPayload)
+        #expect(refused?.message == "refused inline")
+        #expect(await bridgeError { _ = try await peer.call("inline", ["do": "fail"]) }?.code == .handlerError)
+        try peer.post("inlineEvent", ["n": 1])
+        var received = events.stream.makeAsyncIterator()
+        #expect(await received.next() == ["payload": ["n": 1], "inTask": false, "isEvent": true])
+        // Many at once (the conformance add is inline): each answered once, with its own sum.
+        let sums = try await withThrowingTaskGroup(of: JSONValue.self) { group in
+            for i in 0..<200 { group.addTask { try await peer.call("add", ["a": .int(i), "b": 1]) } }
+            return try await group.reduce(into: [JSONValue]()) { $0.append($1) }
+        }
+        #expect(Set(sums.compactMap(\.intValue)) == Set(1...200))
+        await peer.close()
+        await host.shutdown()
+    }
 }

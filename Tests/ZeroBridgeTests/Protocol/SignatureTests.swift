@@ -71,6 +71,24 @@ struct SignatureTests {
         #expect(!Signature.isValid(mac, Self.key, .hostToPeer, channel: "c", stamp: 1, frames: frames))
     }
 
+    @Test("frame 0 is read by the rules in one pass: what the reference pattern refuses is refused, the MAC decoded")
+    func parseByTheRules() {
+        let mac = String(repeating: "0f", count: 32)
+        let nonce = String(repeating: "a", count: 32)
+        let macBytes = [UInt8](repeating: 0x0f, count: 32)
+        #expect(Signature.parse(Array("m.1.\(mac)".utf8)) == .message(counter: 1, mac: macBytes))
+        #expect(Signature.parse(Array("m.9223372036854775807.\(mac)".utf8)) == .message(counter: .max, mac: macBytes))
+        #expect(Signature.parse(Array("h.\(nonce).0.\(mac)".utf8)) == .opening(nonce: nonce, ms: 0, mac: macBytes))
+        // The Python peer's patterns (signing.py): m\.([1-9][0-9]{0,18})\.([0-9a-f]{64}) and h\.([0-9a-f]{32})\.(0|[1-9][0-9]{0,18})\.([0-9a-f]{64}), at most 2^63-1.
+        for refused in ["", "m", "m.", "m.1", "m.1.", "m.0.\(mac)", "m.01.\(mac)", "m.-1.\(mac)", "m.+1.\(mac)",
+                        "m.9223372036854775808.\(mac)", "m.12345678901234567890.\(mac)", "m.1.\(mac.uppercased())",
+                        "m.1.\(mac.dropLast())", "m.1.\(mac)0", "m.1.\(mac).", "M.1.\(mac)", "m.1.\(mac.dropLast())g",
+                        "h.\(nonce).00.\(mac)", "h.\(nonce.dropLast()).1.\(mac)", "h.\(nonce)a.1.\(mac)", "h.\(nonce).1.\(mac).",
+                        "h.\(nonce.uppercased()).1.\(mac)", "h.\(nonce).1", "x.1.\(mac)"] {
+            #expect(Signature.parse(Array(refused.utf8)) == nil, "\(refused)")
+        }
+    }
+
     @Test("every sign case of the fixture, byte for byte")
     func signCases() {
         for item in Self.fixture["sign"]!.arrayValue! {

@@ -67,6 +67,10 @@ def _size(frames: list[bytes]) -> int:
     return sum(len(frame) for frame in frames[1:])
 
 
+# What one turn of the loop queues before it is handed to the transport at once rather than at the turn's end.
+_BATCH_MESSAGES = 64
+_BATCH_BYTES = 64 << 10
+
 # A progress body without its id and payload: {"v":1,"type":"progress","id":"","seq":N,"payload":,"skipped":M}.
 _PROGRESS_OVERHEAD = 80
 
@@ -285,6 +289,7 @@ class Link:
         self._queue: collections.deque[list[bytes]] = collections.deque()
         self.queued_bytes = 0
         self._blocked = False  # the transport refused; the owner calls writable() when it has room
+        self._pump_scheduled = False  # a pump at the end of this turn of the loop
         self._waiting_calls: dict[str, OutgoingCall] = {}
         # Requests with unsent progress (their contexts hold it), and its size in all.
         self._progress_waiting: dict[str, RequestContext] = {}
@@ -342,6 +347,21 @@ class Link:
         self._queue.append(frames)
         self.queued_bytes += _size(frames)
         self.last_sent = self.loop.time()
+        # Handed over at the end of this turn of the loop with whatever else it queues: sends back to back wake
+        # libzmq's I/O thread about once a turn instead of once a message. A turn that queues much (a loop of posts
+        # that never yields) hands over at once, so the transport takes what it can as before, not only the bound.
+        if len(self._queue) >= _BATCH_MESSAGES or self.queued_bytes >= _BATCH_BYTES:
+            self._pump()
+        elif not self._pump_scheduled:
+            self._pump_scheduled = True
+            self.loop.call_soon(self._pump_turn)
+
+    def _pump_turn(self) -> None:
+        self._pump_scheduled = False
+        self._pump()
+
+    def flush(self) -> None:
+        """Hand what is queued to the transport now, not at the end of the loop's turn (its socket is closing)."""
         self._pump()
 
     def _pump(self) -> None:

@@ -420,6 +420,7 @@ class Peer:
         self._socket_tasks: list[asyncio.Task[Any]] = []
         self._heartbeat_task: asyncio.Task[None] | None = None
         self._room_task: asyncio.Task[None] | None = None
+        self._reader_check_scheduled = False  # a wake-up check of the reader after this turn's sends
         self._connected = asyncio.Event()
         self._hello_scheduled = False
         # What a hello says (actions, topics) changed after the last hello was sent, while no session was in force:
@@ -1205,8 +1206,12 @@ class Peer:
         # A keyed connection's channel lives and dies with the socket (SPEC 3.1: a new one for every connection).
         channel = signing.PeerChannel(self.info.key) if self.info.key else None
 
+        # Sends and reads of messages go through plain calls on a shadow of the socket: pyzmq's awaitable send builds
+        # an asyncio Future per message, which cost more than the message's own encoding.
+        plain: zmq.Socket[Any] = zmq.Socket.shadow(socket.underlying)
+
         def send(frames: list[bytes]) -> bool:  # this link only ever sends on this socket
-            return self._send_frames(socket, link, channel, frames)
+            return self._send_frames(socket, plain, link, channel, frames)
 
         link = Link(
             send=send,
@@ -1218,12 +1223,14 @@ class Peer:
         self._link = link
         self._heartbeat_task = None
         self._socket_tasks = [
-            self._spawn(self._read(socket, link, channel)),
+            self._spawn(self._read(socket, plain, link, channel)),
             self._spawn(self._watch_transport(monitor, link, keyed=channel is not None)),
         ]
         self._send_hello(resume=False)
 
     async def _close_socket(self, *, linger_ms: int) -> None:
+        if self._link is not None:
+            self._link.flush()  # what was queued this turn (a bye) goes before the socket closes
         self._cancel_hello_retry()
         if self._key_check is not None:
             self._key_check.cancel()
@@ -1254,7 +1261,12 @@ class Peer:
             socket.close(linger=linger_ms)
 
     def _send_frames(
-        self, socket: zmq.asyncio.Socket, link: Link, channel: signing.PeerChannel | None, frames: list[bytes]
+        self,
+        socket: zmq.asyncio.Socket,
+        plain: zmq.Socket[Any],
+        link: Link,
+        channel: signing.PeerChannel | None,
+        frames: list[bytes],
     ) -> bool:
         """Hand ``frames`` to libzmq without waiting, signed on a keyed connection; False when its queue is
         full (the link then waits for :meth:`_wait_for_room`). Messages for a closed socket are dropped."""
@@ -1271,19 +1283,28 @@ class Peer:
                 log.debug("not sent: a keyed connection opens with hello")
                 return True
             frames = [signature, *frames[1:]]
-        future = cast("asyncio.Future[Any]", socket.send_multipart(frames, flags=zmq.DONTWAIT))
-        if not future.done():  # pyzmq queued it behind its own waiters: it goes out in order
-            future.add_done_callback(_log_send_failure)
-            return True
-        error = future.exception()
-        if isinstance(error, zmq.Again):
+        try:
+            plain.send_multipart(frames, zmq.DONTWAIT)
+        except zmq.Again:
             if channel is not None:
                 channel.unsent()
             self._wait_for_room(socket, link)
             return False
-        if error is not None:
+        except zmq.ZMQError as error:
             log.warning("send failed: %s", error)
+            return True
+        if not self._reader_check_scheduled:
+            # libzmq's readiness signal is edge-triggered and a send may take it: once the sends of this turn of the
+            # loop are done, the awaiting reader is woken if messages wait (what pyzmq's own send does per message).
+            self._reader_check_scheduled = True
+            asyncio.get_running_loop().call_soon(self._check_reader, socket)
         return True
+
+    def _check_reader(self, socket: zmq.asyncio.Socket) -> None:
+        self._reader_check_scheduled = False
+        if not socket.closed:
+            # pyzmq's own wake-up after a send (private; typed by its sockopt __getattr__ as an option's value).
+            socket._schedule_remaining_events()  # type: ignore[operator]  # noqa: SLF001
 
     def _wait_for_room(self, socket: zmq.asyncio.Socket, link: Link) -> None:
         if socket is self._socket and (self._room_task is None or self._room_task.done()):
@@ -1300,10 +1321,11 @@ class Peer:
             self._room_task = None
             link.writable()
 
-    async def _read(self, socket: zmq.asyncio.Socket, link: Link, channel: signing.PeerChannel | None) -> None:
+    async def _read(
+        self, socket: zmq.asyncio.Socket, ready: zmq.Socket[Any], link: Link, channel: signing.PeerChannel | None
+    ) -> None:
         # Messages already queued are taken with plain non-blocking receives on a shadow of the same socket: one
         # asyncio Future per message (pyzmq's awaitable receive) costs more than decoding the message.
-        ready: zmq.Socket[Any] = zmq.Socket.shadow(socket.underlying)
         while True:
             try:
                 frames = await socket.recv_multipart()

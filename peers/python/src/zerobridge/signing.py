@@ -36,7 +36,18 @@ def new_nonce() -> str:
 def mac(key: bytes, kind: str, channel: str, stamp: int, frames: Sequence[bytes]) -> bytes:
     """The MAC (lowercase hex, 64 digits) of ``frames`` (frames 1..n); ``stamp`` is the opening's ms or the counter.
     Each frame goes in after its length, so [ab, c] and [a, bc] sign differently."""
-    digest = hmac.new(key, f"zerobridge-1\n{kind}\n{channel}\n{stamp}\n".encode(), hashlib.sha256)
+    return _finish(_prefixed(key, kind, channel), stamp, frames)
+
+
+def _prefixed(key: bytes, kind: str, channel: str) -> hmac.HMAC:
+    """The HMAC with the preamble's fixed start fed: a channel keeps one per direction and copies it per message,
+    instead of hashing the padded key again each time."""
+    return hmac.new(key, f"zerobridge-1\n{kind}\n{channel}\n".encode(), hashlib.sha256)
+
+
+def _finish(prefixed: hmac.HMAC, stamp: int, frames: Sequence[bytes]) -> bytes:
+    digest = prefixed.copy()
+    digest.update(b"%d\n" % stamp)
     for frame in frames:
         digest.update(len(frame).to_bytes(8, "big"))
         digest.update(frame)
@@ -83,11 +94,13 @@ class PeerChannel:
     counters 1, 2, ... out, and in only the host's ``h2p`` messages on this channel with increasing counters (the
     answer to the hello included, be it a welcome or a ``name_taken``)."""
 
-    __slots__ = ("_key", "nonce", "_opened", "_sent", "_received")
+    __slots__ = ("_key", "nonce", "_opened", "_sent", "_received", "_sending", "_receiving")
 
     def __init__(self, key: bytes, nonce: str | None = None) -> None:
         self._key = key
         self.nonce = nonce or new_nonce()
+        self._sending = _prefixed(key, P2H, self.nonce)
+        self._receiving = _prefixed(key, H2P, self.nonce)
         self._opened = False
         self._sent = 0  # the counter of the last message signed after the opening
         self._received = 0  # the greatest counter accepted from the host
@@ -104,7 +117,7 @@ class PeerChannel:
             self._opened = True
             return sign_opening(self._key, self.nonce, now_ms, frames)
         self._sent += 1
-        return sign_message(self._key, P2H, self.nonce, self._sent, frames)
+        return b"m.%d.%s" % (self._sent, _finish(self._sending, self._sent, frames))
 
     def unsent(self) -> None:
         """The message just signed did not go out. An opening is made again; a counter may skip (receivers allow
@@ -121,7 +134,7 @@ class PeerChannel:
             return "an opening signature (only a peer opens a channel)"
         if signature.counter <= self._received:
             return f"counter {signature.counter} replayed or out of order (last accepted {self._received})"
-        if not hmac.compare_digest(signature.mac, mac(self._key, H2P, self.nonce, signature.counter, frames)):
+        if not hmac.compare_digest(signature.mac, _finish(self._receiving, signature.counter, frames)):
             return "wrong signature"
         self._received = signature.counter
         return None
