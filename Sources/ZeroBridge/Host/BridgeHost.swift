@@ -669,6 +669,7 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
                               logger: configuration.logger, telemetry: telemetry, defaultTimeout: configuration.defaultTimeout,
                               sign: sign)
         session.peerKey = peerKey
+        session.transport = socketThread!.isAttached(routingID) ? .websocket : .zmq
         session.remote.update { $0.curveKey = peerKey }
         session.link.revealsErrorDescriptions = configuration.revealsErrorDescriptions
         sessions[routingID] = session
@@ -701,6 +702,11 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
             connections.retire(earlier.routingID)
             socketThread!.discard(earlier.link.outbox)  // queued for the old connection: it is gone
             earlier.routingID = session.routingID
+            if earlier.transport != session.transport {
+                telemetry.sessionEnded(transport: earlier.transport)
+                earlier.transport = session.transport
+                telemetry.sessionOpened(transport: earlier.transport)
+            }
             earlier.connectionClosedAt = nil
             sessions[earlier.routingID] = earlier
             session = earlier
@@ -900,8 +906,11 @@ final class Session: @unchecked Sendable {
     /// The broadcast topics its peer subscribed to (SPEC 7.15), from its latest `hello`.
     var topics: Set<String> = []
     var heartbeat: Duration
-    /// How its peer reached the host.
-    let transport = Telemetry.Transport.zmq
+    /// How its peer reached the host (its current connection's transport, when it was resumed over another).
+    var transport: Telemetry.Transport {
+        get { link.transport }
+        set { link.transport = newValue }
+    }
     let openedAt = ContinuousClock.now
     /// When its connection was seen to close, for a named session waiting to be resumed (SPEC 6).
     var connectionClosedAt: ContinuousClock.Instant?

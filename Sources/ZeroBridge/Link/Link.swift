@@ -30,6 +30,8 @@ final class Link: @unchecked Sendable {
     let logger: Logger
     /// What the owner counts (issue 27); shared by a host's sessions, on the same thread.
     let telemetry: Telemetry
+    /// How the other side is connected: the `transport` label of the bytes counted. Only on the thread.
+    var transport = Telemetry.Transport.zmq
     /// Sends one message (its body and attachment frames) to the other side through the link's outbox; the owner
     /// adds the envelope. On the thread.
     private let transmit: ([[UInt8]], Outbox) -> Void
@@ -140,7 +142,7 @@ final class Link: @unchecked Sendable {
     /// Sends an encoded message (``Message/frames()``) and notes the time, for heartbeats.
     func send(_ frames: [[UInt8]]) {
         lastSent = .now
-        telemetry.sent(bytes: frames.reduce(0) { $0 + $1.count })
+        telemetry.sent(bytes: frames.reduce(0) { $0 + $1.count }, over: transport)
         transmit(frames, outbox)
     }
 
@@ -426,7 +428,7 @@ final class Link: @unchecked Sendable {
                    BridgeError(.tooLarge, "the message has \(size) bytes; the limit is \(maxBytes)"))
             return nil
         }
-        telemetry.received(bytes: size)
+        telemetry.received(bytes: size, over: transport)
         let attachments = frames.count > 2 ? frames.dropFirst(2).map(\.bytes) : []
         switch body.withUnsafeBytes({ Message.decode($0, attachments: attachments) }) {
         case .failure(let failure):

@@ -116,14 +116,14 @@ final class Telemetry: @unchecked Sendable {
         recorder?.refusals[reason]?.increment()
     }
 
-    func received(bytes: Int) {
+    func received(bytes: Int, over transport: Transport) {
         totals.bytesIn += bytes
-        recorder?.bytesIn.increment(by: bytes)
+        recorder?.bytesIn[transport]?.increment(by: bytes)
     }
 
-    func sent(bytes: Int) {
+    func sent(bytes: Int, over transport: Transport) {
         totals.bytesOut += bytes
-        recorder?.bytesOut.increment(by: bytes)
+        recorder?.bytesOut[transport]?.increment(by: bytes)
     }
 
     func progressSent(coalesced: Int) {
@@ -146,6 +146,7 @@ final class Telemetry: @unchecked Sendable {
     /// How a session reached the host: the `transport` label of sessions and bytes.
     enum Transport: String, CaseIterable, Sendable {
         case zmq
+        case websocket
     }
 }
 
@@ -153,8 +154,12 @@ extension Telemetry {
     /// The swift-metrics objects that are not per action, made once. Names follow Prometheus' conventions (`_total`, `_bytes`, `_seconds`).
     private final class Recorder: @unchecked Sendable {
         let eventsInFlight = Meter(label: "zerobridge_events_in_flight")
-        let bytesIn = Counter(label: "zerobridge_received_bytes_total", dimensions: [("transport", "zmq")])
-        let bytesOut = Counter(label: "zerobridge_sent_bytes_total", dimensions: [("transport", "zmq")])
+        let bytesIn = Dictionary(uniqueKeysWithValues: Transport.allCases.map {
+            ($0, Counter(label: "zerobridge_received_bytes_total", dimensions: [("transport", $0.rawValue)]))
+        })
+        let bytesOut = Dictionary(uniqueKeysWithValues: Transport.allCases.map {
+            ($0, Counter(label: "zerobridge_sent_bytes_total", dimensions: [("transport", $0.rawValue)]))
+        })
         let progressSent = Counter(label: "zerobridge_progress_sent_total")
         let progressCoalesced = Counter(label: "zerobridge_progress_coalesced_total")
         let broadcastsDelivered = Counter(label: "zerobridge_broadcasts_delivered_total")

@@ -8,11 +8,11 @@ public enum TelemetryBenchmark {
         let telemetry = Telemetry()
         return ContinuousClock().measure {
             for _ in 0 ..< requests {
-                telemetry.received(bytes: 130)
+                telemetry.received(bytes: 130, over: .zmq)
                 let startedAt = telemetry.isRecording ? ContinuousClock.now : nil
                 let action = telemetry.requestStarted("echo")
                 telemetry.requestEnded(action, failure: nil, startedAt: startedAt)
-                telemetry.sent(bytes: 120)
+                telemetry.sent(bytes: 120, over: .zmq)
             }
         }
     }

@@ -139,6 +139,9 @@ final class SocketThread: @unchecked Sendable {
         attached[routingID] = connection
     }
 
+    /// Whether `routingID` is an attached connection's (a WebSocket), not the socket's. Only on the thread.
+    func isAttached(_ routingID: [UInt8]) -> Bool { attached[routingID] != nil }
+
     /// Messages to `routingID` are unreachable from now on (its connection ended). Only on the thread.
     func detach(_ routingID: [UInt8]) {
         attached[routingID] = nil
