@@ -41,7 +41,16 @@ step "Swift: a package depending on the checkout by .package(path: \"../zerobrid
 ln -s "$root" "$scratch/zerobridge"
 cp -R "$root/examples/adopt/swift" "$scratch/calculator"
 cd "$scratch/calculator"
-swift build --build-tests --scratch-path "$scratch/calculator/.build"
+swift build --build-tests --scratch-path "$scratch/calculator/.build" 2>&1 | tee "$scratch/swift-build.log"
+# The core product alone: neither the job journal's SQLite (GRDB) nor process launching (swift-subprocess) is
+# built (modules by capability: they come with ZeroBridgeJobs and ZeroBridgeSupervision). SwiftPM still fetches
+# them: it resolves every package a manifest lists, whichever products are used.
+# (It also plans their targets: GRDB.build and Subprocess.build hold build files, but no object files.)
+if grep -E 'Compiling (GRDB|Subprocess) ' "$scratch/swift-build.log" \
+    || find "$scratch/calculator/.build/debug/" -path '*/GRDB.build/*.o' -o -path '*/Subprocess.build/*.o' | grep .; then
+    echo "a package that depends on the product ZeroBridge alone built GRDB or swift-subprocess" >&2
+    exit 1
+fi
 swift test --skip-build --scratch-path "$scratch/calculator/.build"
 
 step "The DocC tutorial: its calculator host, its Python and Node front-ends and its fixture test"

@@ -245,7 +245,8 @@ async def test_graceful_host_shutdown_answers_what_is_in_flight_then_says_bye(st
         async with peer.stream("count", {"n": 3, "delay_ms": 100}) as call:
             # Stopped once the request is running (a fixed pause could end before it arrives, on a loaded machine:
             # a request that arrives during the drain is refused, not drained).
-            async for progress in call.progress:
+            steps = call.progress  # held: an iterator dropped before the call ends cancels it
+            async for progress in steps:
                 process.process.send_signal(signal.SIGTERM)
                 break
             assert await call.result == {"n": 3}  # drained, not cut off

@@ -10,7 +10,7 @@ import asyncio
 import json
 import random
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -362,10 +362,16 @@ async def test_a_lost_host_ends_an_attach_with_peer_lost(fake_host: Any) -> None
 # --- against the real conformance host ---------------------------------------------------------------------------
 
 
+# One progress iterator per call, held for the whole test: an iterator dropped before its call ends (leaving an
+# ``async for`` early) cancels the call, and take() stops after ``count`` on purpose.
+_readers: dict[int, tuple[Any, AsyncIterator[Any]]] = {}
+
+
 async def take(call: Any, count: int | None = None) -> list[tuple[int, Any]]:
     """(seq, payload) of the next ``count`` progress payloads of ``call`` (all of them when None)."""
+    _, reader = _readers.setdefault(id(call), (call, call.progress))
     taken: list[tuple[int, Any]] = []
-    async for payload in call.progress:
+    async for payload in reader:
         taken.append((call.last_seq, payload))
         if count is not None and len(taken) == count:
             break

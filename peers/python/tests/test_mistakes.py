@@ -3,6 +3,7 @@ cause known at once fails at once (well under the connect timeout)."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import time
 from collections.abc import Callable
@@ -99,3 +100,62 @@ def test_the_blocking_twin_after_close_says_the_peer_is_closed(host: Any) -> Non
 
 def test_the_defaults_are_those_of_docs_errors_md() -> None:
     assert zerobridge.peer.DEFAULT_CONNECT_TIMEOUT == 10.0 and zerobridge.DEFAULT_TIMEOUT == 30.0
+
+
+async def test_leaving_an_async_for_over_progress_early_cancels_the_call_at_the_host(fake_host: Any) -> None:
+    async with fake_host() as host, zerobridge.connect(host.endpoint, name="py-break") as peer:
+        async with peer.stream("work", None) as call:
+            request = await host.next("request", action="work")
+            host.send(None, {"v": 1, "type": "progress", "id": request["id"], "seq": 1, "payload": {"done": 1}})
+            async for step in call.progress:
+                assert step == {"done": 1}
+                break
+            # Still inside the block: the loop's end alone sent the cancel.
+            assert await host.next("cancel", timeout=AT_ONCE) == {"v": 1, "type": "cancel", "id": request["id"]}
+            with pytest.raises(zerobridge.BridgeCancelled, match="progress loop ended early") as caught:
+                await call.result
+            assert caught.value.code == "cancelled"
+
+
+async def test_a_progress_loop_read_to_its_end_cancels_nothing(host: Any) -> None:
+    async with zerobridge.connect(host.endpoint, name="py-loop-end", connect_timeout=LONG) as peer:
+        async with peer.stream("count", {"n": 3}) as call:
+            assert [step["i"] async for step in call.progress] == [1, 2, 3]
+            assert await call.result == {"n": 3}
+
+
+async def test_breaking_out_of_progress_from_a_real_host_ends_the_call_at_once(host: Any) -> None:
+    async with zerobridge.connect(host.endpoint, name="py-break-host", connect_timeout=LONG) as peer:
+        async with peer.stream("count", {"n": 1000, "delay_ms": 20}) as call:
+            async for step in call.progress:
+                assert step == {"i": 1, "n": 1000}
+                break
+            started = time.monotonic()
+            with pytest.raises(zerobridge.BridgeCancelled, match="progress loop ended early"):
+                await call.result
+            assert time.monotonic() - started < AT_ONCE
+        assert await peer.call("echo", "still fine") == "still fine"
+
+
+def test_breaking_out_of_the_blocking_twins_progress_cancels_the_call(fake_host: Any) -> None:
+    async def scenario() -> None:
+        async with fake_host() as host:
+            def use() -> None:
+                peer = zerobridge.connect_sync(host.endpoint, name="py-break-sync", connect_timeout=LONG)
+                try:
+                    with peer.stream("work", None) as call:
+                        for step in call.progress:
+                            assert step == 1
+                            break
+                        with pytest.raises(zerobridge.BridgeCancelled, match="progress loop ended early"):
+                            call.result
+                finally:
+                    peer.close()
+
+            used = asyncio.get_running_loop().run_in_executor(None, use)
+            request = await host.next("request", action="work", timeout=LONG)
+            host.send(None, {"v": 1, "type": "progress", "id": request["id"], "seq": 1, "payload": 1})
+            assert await host.next("cancel", timeout=LONG) == {"v": 1, "type": "cancel", "id": request["id"]}
+            await used
+
+    asyncio.run(scenario())

@@ -98,31 +98,40 @@ class OutgoingCall:
             self._timer = link.loop.call_at(deadline, self._expire)
         self.future.add_done_callback(self._on_done)
 
-    def cancel(self) -> None:
+    def cancel(self, why: str = "was cancelled") -> None:
         """Stop waiting and tell the other side (``cancel``); the call fails with ``cancelled``."""
         if not self.future.done():
             self._link._forget(self, send_cancel=True)
-            self.future.set_exception(BridgeCancelled(f"call {self.action!r} was cancelled"))
+            self.future.set_exception(BridgeCancelled(f"call {self.action!r} {why}"))
 
     async def progress(self) -> AsyncIterator[Any]:
-        """The progress payloads until the call ends; raises the call's error if it failed."""
-        while True:
-            if self._items:
-                self.last_seq, payload = self._items.popleft()
-                yield payload
-                continue
-            if self.future.done():
-                if self.future.cancelled():
-                    raise BridgeCancelled(f"call {self.action!r} was cancelled")
-                error = self.future.exception()
-                if error is not None:
-                    raise error
-                return
-            self._waiter = self._link.loop.create_future()
-            try:
-                await self._waiter
-            finally:
-                self._waiter = None
+        """The progress payloads until the call ends; raises the call's error if it failed.
+
+        Leaving an ``async for`` over it early (``break``, ``return``, an exception) closes it, which cancels the call
+        (the host is sent ``cancel``; on a job, this caller detaches), as in Node: nothing reads what the host would
+        still send. asyncio closes an abandoned iterator on the next turn of the loop.
+        """
+        try:
+            while True:
+                if self._items:
+                    self.last_seq, payload = self._items.popleft()
+                    yield payload
+                    continue
+                if self.future.done():
+                    if self.future.cancelled():
+                        raise BridgeCancelled(f"call {self.action!r} was cancelled")
+                    error = self.future.exception()
+                    if error is not None:
+                        raise error
+                    return
+                self._waiter = self._link.loop.create_future()
+                try:
+                    await self._waiter
+                finally:
+                    self._waiter = None
+        except GeneratorExit:
+            self.cancel("was cancelled: its progress loop ended early")
+            raise
 
     # --- driven by the link ---
 

@@ -254,7 +254,9 @@ class Stream:
 
     ``call.progress`` yields progress payloads in order and ends when the call does (raising its
     error if it failed); ``await call.result`` gives the result. Leaving the block before the call
-    finished cancels it. ``call.skipped`` counts the payloads the host coalesced away because this
+    finished cancels it, and so does leaving an ``async for`` over ``call.progress`` early (the
+    iterator it dropped is closed): to read progress in several loops, keep one iterator
+    (``steps = call.progress``) and loop over it. ``call.skipped`` counts the payloads the host coalesced away because this
     peer read them too slowly (SPEC 7.13); the newest always arrives. ``call.last_seq`` is the
     ``seq`` of the latest payload ``call.progress`` has yielded: attaching to a job again after it
     (``peer.attach_job(..., after_seq=call.last_seq)``) gets every later payload once (SPEC 7.16).

@@ -131,11 +131,18 @@ class SyncStream:
     @property
     def progress(self) -> Iterator[Any]:
         iterator = self._runner.run(_apply(lambda: self._stream.progress))
-        while True:
-            try:
-                yield self._runner.run(_next(iterator))
-            except StopAsyncIteration:
-                return
+        try:
+            while True:
+                try:
+                    payload = self._runner.run(_next(iterator))
+                except StopAsyncIteration:
+                    return
+                yield payload
+        except GeneratorExit:
+            # Left early: closing the async iterator cancels the call, as leaving an async for does.
+            with contextlib.suppress(PeerClosed):
+                self._runner.run(iterator.aclose())
+            raise
 
     @property
     def result(self) -> Any:
