@@ -1,12 +1,48 @@
 // The browser peer (src/browser.js, SPEC 2.2): the Node peer's API over a WebSocket, signed with WebCrypto.
 // `import { connect } from 'zerobridge/browser'` in a bundled app, or '/_zerobridge/browser.js' in a page the host serves.
-import type { Peer, PeerOptions } from './index.js';
+import { Peer as NodePeer } from './index.js';
+import type { PeerOptions } from './index.js';
 
 export { BridgeError, version } from './index.js';
-export type { Peer } from './index.js';
 
 /** What differs from the Node peer's options: `key` is the connection key in hex (by default the one the host injected), no CURVE. */
 export type BrowserPeerOptions = Omit<PeerOptions, 'curve'>;
+
+/**
+ * A peer in a browser: the Node peer's API (index.d.ts) over a WebSocket to `ws://HOST:PORT/zerobridge`. Without an
+ * endpoint it uses the configuration the host injected into the page it served; no connection files, no CURVE.
+ */
+export declare class Peer extends NodePeer {
+  constructor(options?: BrowserPeerOptions);
+  constructor(endpoint: string | undefined, options?: BrowserPeerOptions);
+}
+
+/** HMAC-SHA256 from WebCrypto, as the channel signs and verifies with it (SPEC 3.1): promises. */
+export declare const WEBCRYPTO_HMAC: {
+  mac(key: Uint8Array, parts: Uint8Array[]): Promise<Uint8Array>;
+  verify(key: Uint8Array, parts: Uint8Array[], mac: Uint8Array): Promise<boolean>;
+};
+
+/** Lowercase hex SHA-256 of the UTF-8 bytes of `text` (a catalogue's hash, SPEC 7.8), from WebCrypto. */
+export declare function sha256Hex(text: string): Promise<string>;
+
+/**
+ * The WebSocket under a browser peer: one protocol message per binary WebSocket message (SPEC 3.2), redialled with
+ * backoff after a loss. The session drives it; an app has no need to.
+ */
+export declare class WebSocketTransport {
+  constructor(endpoint: string, options?: {
+    sendQueueLimit?: number; reconnectIvl?: number; reconnectIvlMax?: number; log?: (level: string, message: string) => void;
+  });
+  readonly endpoint: string;
+  readonly queuedBytes: number;
+  on(event: 'connect' | 'disconnect' | 'message' | 'drain' | 'error' | 'unreachable', listener: (...args: any[]) => void): this;
+  connect(): void;
+  /** Sends one message (frame 0 may be a promise of a signature); queued while not connected, up to `sendQueueLimit`. */
+  send(frames: Array<Uint8Array | Promise<Uint8Array>>): void;
+  reconnect(delayMs?: number): void;
+  close(lingerMs?: number): Promise<void>;
+}
 
 /** The subprotocol a bridge connection offers (`zerobridge.1`). */
 export declare const SUBPROTOCOL: string;

@@ -77,6 +77,12 @@ export interface PeerProgram {
   command: string[];
 }
 
+/**
+ * The conversation in a parsed fixture (a JSON value already read, e.g. fetched by a page), checked against the format.
+ * `file` names it in errors. Throws a {@link FixtureFormatError} when it is not one.
+ */
+export declare function conversationFrom(value: unknown, file: string): Conversation;
+
 /** The conversation in one file, checked against the format. Throws a {@link FixtureFormatError} when it is not one. */
 export declare function loadConversation(file: string): Conversation;
 

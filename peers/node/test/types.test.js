@@ -14,9 +14,13 @@ const packageRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '
 const manifest = JSON.parse(await readFile(path.join(packageRoot, 'package.json'), 'utf8'));
 const entryPoints = Object.entries(manifest.exports).filter(([name]) => name !== './package.json');
 
-// The names a .d.ts declares as values: `export declare const|function|class`, `export const|function|class`.
+// The names a .d.ts declares as values: `export declare const|function|class`, `export const|function|class`, and
+// values re-exported from another declaration file (`export { A, B as C } from './index.js'`, not `export type`).
 function declaredValues(text) {
-  return new Set([...text.matchAll(/^export (?:declare )?(?:const|function|class) ([A-Za-z_$][\w$]*)/gm)].map((m) => m[1]));
+  const declared = [...text.matchAll(/^export (?:declare )?(?:const|function|class) ([A-Za-z_$][\w$]*)/gm)].map((m) => m[1]);
+  const reexported = [...text.matchAll(/^export \{([^}]*)\} from /gm)]
+    .flatMap((m) => m[1].split(',').map((name) => name.trim().split(/\s+as\s+/).pop()).filter(Boolean));
+  return new Set([...declared, ...reexported]);
 }
 
 for (const [name, target] of entryPoints) {
