@@ -18,6 +18,7 @@ let package = Package(
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
         .package(url: "https://github.com/swiftlang/swift-subprocess", from: "1.0.2"),
         .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
+        .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.7.3"),
     ],
     targets: [
         .systemLibrary(
@@ -38,6 +39,8 @@ let package = Package(
                 .product(name: "Subprocess", package: "swift-subprocess"),
                 // Signatures of keyed connections (SPEC 3.1) and the catalogue hash: HMAC-SHA256 and SHA-256 (BoringSSL).
                 .product(name: "Crypto", package: "swift-crypto"),
+                // Traces across languages (SPEC 7.18): the library only calls the API; an app bootstraps its tracer.
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ]
         ),
         .executableTarget(

@@ -97,7 +97,8 @@ final class Link: @unchecked Sendable {
         let timeoutMs = max(1, Int((timeout / .milliseconds(1)).rounded(.up)))
         let body = try Message.request(.init(id: id, action: action, payload: payload, timeoutMs: timeoutMs,
                                          deadline: WallClock.milliseconds + timeoutMs,
-                                         wantsProgress: onProgress != nil, idempotencyKey: idempotencyKey))
+                                         wantsProgress: onProgress != nil, idempotencyKey: idempotencyKey,
+                                         trace: TraceHeaders.current))
             .frames(refusing: payload, at: "payload", as: .invalidPayload)  // SPEC 7.14: before anything is sent
         let deadline = ContinuousClock.now + timeout
         // Cancellation may be handed over before the start, or after the end; the token tells on the thread.
@@ -121,7 +122,7 @@ final class Link: @unchecked Sendable {
         guard outbox.queuedBytes <= Outbox.maxQueuedBytes else {
             throw BridgeError(.overloaded, "\(outbox.queuedBytes) bytes are queued for the other side; the event was not sent")
         }
-        let body = try Message.event(.init(action: action, payload: payload))
+        let body = try Message.event(.init(action: action, payload: payload, trace: TraceHeaders.current))
             .frames(refusing: payload, at: "payload", as: .invalidPayload)
         thread.perform { [self] in
             if closedWith == nil { send(body) }
@@ -284,31 +285,38 @@ final class Link: @unchecked Sendable {
                                     wantsProgress: request.wantsProgress, peer: remote,
                                     sink: progress.map { ProgressSink(link: self, id: request.id, token: token, queue: $0) })
         context.idempotencyKey = request.idempotencyKey
+        context.traceparent = request.trace?.traceparent
+        context.tracestate = request.trace?.tracestate
         let payload = request.payload
         let session = remote?.sessionID ?? "-"  // read here, on the thread
         let peerName = remote?.name ?? "-"
         let reveals = revealsErrorDescriptions
         entry.task = Task { [self] in
-            let outcome: Result<JSONValue, BridgeError>
-            do {
-                // A cancel read before the task began: the handler never starts (SPEC 7.3).
-                try Task.checkCancellation()
-                logger.debug("request started", metadata: ["id": "\(request.id)", "action": "\(request.action)",
-                                                           "session": "\(session)"])
-                outcome = .success(try await handler(payload, context))
-            } catch let error as BridgeError {
-                outcome = .failure(error)
-            } catch is CancellationError {
-                outcome = .failure(BridgeError(.cancelled, "the handler was cancelled"))
-            } catch {
-                // Not meant for the caller: the host's log has it all, the caller its type (or what the app chose).
-                if !BridgeError.isAppChosen(error) {
-                    logger.error("handler failed", metadata: [
-                        "action": "\(request.action)", "id": "\(request.id)", "peer": "\(peerName)", "session": "\(session)",
-                        "type": "\(BridgeError.errorTypeName(error))", "error": "\(error)",
-                    ])
+            let outcome = await withHandlerSpan(request.action, ofKind: .server, received: request.trace,
+                                                logger: logger) { logger, span -> Result<JSONValue, BridgeError> in
+                let outcome: Result<JSONValue, BridgeError>
+                do {
+                    // A cancel read before the task began: the handler never starts (SPEC 7.3).
+                    try Task.checkCancellation()
+                    logger.debug("request started", metadata: ["id": "\(request.id)", "action": "\(request.action)",
+                                                               "session": "\(session)"])
+                    outcome = .success(try await handler(payload, context))
+                } catch let error as BridgeError {
+                    outcome = .failure(error)
+                } catch is CancellationError {
+                    outcome = .failure(BridgeError(.cancelled, "the handler was cancelled"))
+                } catch {
+                    // Not meant for the caller: the host's log has it all, the caller its type (or what the app chose).
+                    if !BridgeError.isAppChosen(error) {
+                        logger.error("handler failed", metadata: [
+                            "action": "\(request.action)", "id": "\(request.id)", "peer": "\(peerName)", "session": "\(session)",
+                            "type": "\(BridgeError.errorTypeName(error))", "error": "\(error)",
+                        ])
+                    }
+                    outcome = .failure(BridgeError.answering(error, revealingDescription: reveals))
                 }
-                outcome = .failure(BridgeError.answering(error, revealingDescription: reveals))
+                if case .failure(let error) = outcome { span.recordFailure(error) }
+                return outcome
             }
             let response = Message.response(.init(id: request.id, outcome: outcome))
             let body: [[UInt8]]
@@ -409,13 +417,18 @@ final class Link: @unchecked Sendable {
         var context = BridgeRequest(id: nil, action: event.action, deadline: nil, wantsProgress: false,
                                     peer: remote, sink: nil)
         context.topic = event.topic
+        context.traceparent = event.trace?.traceparent
+        context.tracestate = event.trace?.tracestate
         let logger = logger
         let token = counter.add(1, ordering: .relaxed).newValue
         limits.hostWide?.running += 1
         events[token] = Task { [self] in
-            do { _ = try await handler(event.payload, context) } catch is CancellationError {
-            } catch {
-                logger.warning("event handler failed", metadata: ["action": "\(event.action)", "error": "\(error)"])
+            await withHandlerSpan(event.action, ofKind: .consumer, received: event.trace, logger: logger) { logger, span in
+                do { _ = try await handler(event.payload, context) } catch is CancellationError {
+                } catch {
+                    logger.warning("event handler failed", metadata: ["action": "\(event.action)", "error": "\(error)"])
+                    span.recordError(error)
+                }
             }
             thread.perform { [self] in
                 if events.removeValue(forKey: token) != nil { limits.hostWide?.running -= 1 }
