@@ -132,6 +132,13 @@ export interface RequestContext {
    */
   readonly deadline: number | null;
   /**
+   * `traceparent` (SPEC 7.18): the W3C trace context it arrived with, when valid (a malformed one is ignored); null
+   * without one. Calls and events the handler sends, through every await, carry it.
+   */
+  readonly traceparent: string | null;
+  /** `tracestate` (SPEC 7.18): the W3C vendor state beside `traceparent`, when valid; else null. */
+  readonly tracestate: string | null;
+  /**
    * Aborted when the host sends `cancel`, when `deadline` passes, or when the host is lost; the
    * reason is a BridgeError (`cancelled`, `timeout`, `peer_lost`). The response has then already been
    * sent (or discarded); whatever the handler returns later is dropped.
@@ -165,6 +172,13 @@ export interface EventContext {
    * on a topic this peer has just unsubscribed from can still arrive (it was broadcast before the host had the hello).
    */
   readonly topic: string | null;
+  /**
+   * `traceparent` (SPEC 7.18): the W3C trace context it arrived with, when valid (a malformed one is ignored); null
+   * without one. Calls and events the handler sends, through every await, carry it.
+   */
+  readonly traceparent: string | null;
+  /** `tracestate` (SPEC 7.18): the W3C vendor state beside `traceparent`, when valid; else null. */
+  readonly tracestate: string | null;
   /**
    * Aborted (reason: a BridgeError `peer_lost` or `cancelled`) when the session ends while the
    * listener still runs: the host is lost, or the peer is closed.

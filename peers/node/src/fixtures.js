@@ -25,6 +25,7 @@ import path from 'node:path';
 import { ZmtpDealer } from './zmtp.js';
 import { ZmtpRouter } from './zmtp-router.js';
 import { decode, encode, isName } from './wire.js';
+import { traceOf } from './trace.js';
 
 export const DEFAULT_WITHIN_MS = 30000;
 const CLIENT_NAME = /^[a-z][a-z0-9_-]{0,31}$/;
@@ -140,7 +141,10 @@ export function loadMessageCases(paths) {
       if (!Array.isArray(group.tests) || group.tests.length === 0) throw check.fail(`${where}.tests`, 'must be a non-empty array of cases');
       group.tests.forEach((test, c) => {
         const at = `${where}.tests[${c}]`;
-        check.keys(test, at, ['description', 'data', 'valid'], ['description', 'data', 'valid', 'error']);
+        check.keys(test, at, ['description', 'data', 'valid'], ['description', 'data', 'valid', 'error', 'trace']);
+        if (has(test, 'trace') && (!test.valid || !(test.trace === null || isObject(test.trace)))) {
+          throw check.fail(`${at}.trace`, 'must be an object or null, on a valid case only');
+        }
         check.text(test.description, `${at}.description`);
         if (typeof test.valid !== 'boolean') throw check.fail(`${at}.valid`, 'must be a boolean');
         if (has(test, 'error') && (test.valid || !['bad_message', 'unsupported_version'].includes(test.error))) {
@@ -149,6 +153,7 @@ export function loadMessageCases(paths) {
         cases.push({
           file: stem, group: group.description, description: test.description, data: test.data, valid: test.valid,
           error: test.error ?? null, name: `${stem}: ${group.description}: ${test.description}`,
+          ...(has(test, 'trace') ? { trace: test.trace } : {}),
         });
       });
     });
@@ -535,6 +540,12 @@ export function checkMessageCase(fixtureCase) {
     return;
   }
   if (!fixtureCase.valid) throw new FixtureFailure(`${fixtureCase.name}: an invalid body was accepted as a ${decoded.body.type}`);
+  if (fixtureCase.trace !== undefined) {
+    const got = traceOf(decoded.body);
+    if (JSON.stringify(got) !== JSON.stringify(fixtureCase.trace)) {
+      throw new FixtureFailure(`${fixtureCase.name}: decoded the trace context as ${JSON.stringify(got)}, the case says ${JSON.stringify(fixtureCase.trace)}`);
+    }
+  }
   const reencoded = JSON.parse(encode(decoded.body)[1].toString('utf8'));
   const expected = protocolView(fixtureCase.data);
   const literal = Object.fromEntries(Object.entries(expected).map(([k, v]) => [k, { $literal: v }]));
