@@ -31,11 +31,13 @@ deps-system:
 # setuptools 77 reads pyproject's SPDX license; test-install builds the wheel with this environment's, offline.
 deps-python: $(VENV)/.installed
 
-# rfc8785 is the reference of the differential tests, atheris the Python fuzzer (fuzz/).
+# rfc8785 is the reference of the differential tests, atheris the Python fuzzer (fuzz/); opentelemetry-api is the
+# peer's optional tracing (zerobridge[otel]) and the reference of its trace-context parser, opentelemetry-sdk the
+# in-memory exporter of the cross-language trace test.
 $(VENV)/.installed: peers/python/pyproject.toml Makefile
 	@[ -x $(PY) ] || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q pyzmq pytest pytest-timeout jsonschema tqdm mypy rfc8785 atheris
+	$(PY) -m pip install -q pyzmq pytest pytest-timeout jsonschema tqdm mypy rfc8785 atheris opentelemetry-api opentelemetry-sdk
 	$(PY) -m pip install -q -e peers/python
 	$(PY) -m pip install -q 'setuptools>=77'
 	@touch $@

@@ -62,6 +62,9 @@ let package = Package(
                 "ZeroBridge",
                 "COpenBeneath",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                // --record-spans: spans kept in memory and served, to follow a trace without a backend.
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
