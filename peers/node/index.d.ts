@@ -688,3 +688,20 @@ export function connect(endpointOrConnectionFile: string | undefined, options?: 
  * `publicKey` on the host's allow-list. Keep `secretKey` secret.
  */
 export function curveKeyPair(): { publicKey: string; secretKey: string };
+
+/** A W3C trace context (SPEC 7.18): `traceparent`, and `tracestate` when there is one. */
+export interface TraceContext {
+  traceparent: string;
+  tracestate?: string;
+}
+
+/**
+ * Runs `fn` with `trace` current, so the requests and events it sends (through every await) carry `traceparent` and
+ * `tracestate` (SPEC 7.18): for a front-end continuing a trace it received. Handlers need nothing of the kind: the
+ * trace a request or event arrived with is current while its handler runs. Throws a TypeError for a `traceparent`
+ * that is not valid; a `tracestate` that is not valid is left out.
+ */
+export function withTrace<T>(trace: TraceContext, fn: () => T): T;
+
+/** The trace context a request or event sent now would carry, or null outside any trace. */
+export function currentTrace(): TraceContext | null;

@@ -4,6 +4,7 @@ import { Peer } from './src/peer.js';
 export { Peer } from './src/peer.js';
 export { BridgeError } from './src/errors.js';
 export { curveKeyPair } from './src/curve.js';
+export { withTrace, currentTrace } from './src/trace.js';
 
 /** The version of this package and of the other ZeroBridge libraries: the repository's VERSION file says the same. */
 export const version = '2.0.0';

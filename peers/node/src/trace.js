@@ -69,6 +69,18 @@ export function runWithTrace(trace, fn) {
   return received.run(trace, fn);
 }
 
+/**
+ * Runs `fn` with a W3C trace context current (SPEC 7.18), so the calls and events it sends, through every await,
+ * carry it: for a front-end that continues a trace it received, say an HTTP request's `traceparent` header.
+ * Throws a TypeError for a `traceparent` that is not valid; a `tracestate` that is not valid is left out.
+ */
+export function withTrace({ traceparent, tracestate } = {}, fn) {
+  const parent = readTraceparent(traceparent);
+  if (parent === null) throw new TypeError(`withTrace takes a valid W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>), not ${JSON.stringify(traceparent)}`);
+  const state = typeof tracestate === 'string' && tracestate !== '' && isValidTracestate(tracestate) ? tracestate : undefined;
+  return received.run(state === undefined ? { traceparent: parent } : { traceparent: parent, tracestate: state }, fn);
+}
+
 /** The trace context a request or event sent now carries: the handler's received one, or null. */
 export function currentTrace() {
   return received.getStore() ?? null;
