@@ -87,6 +87,7 @@ let package = Package(
         .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ", "TestSupport"]),
         .testTarget(name: "ZeroBridgeTests", dependencies: [
             "ZeroBridge", "ZeroMQ", "TestSupport", .product(name: "Crypto", package: "swift-crypto"),
+            .product(name: "Tracing", package: "swift-distributed-tracing"),
         ]),
         .testTarget(name: "zerobridgeTests", dependencies: ["zerobridge", "ZeroBridgeFixtures", "TestSupport"]),
         .testTarget(name: "ZeroBridgeFixturesTests", dependencies: ["ZeroBridgeFixtures", "ZeroBridge", "ZeroMQ", "TestSupport"]),
