@@ -77,6 +77,9 @@ let package = Package(
                 "ZeroBridge",
                 "ZeroMQ",
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
+                // Tracing's cost (make bench): a host with swift-distributed-tracing's in-memory tracer bootstrapped.
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
             ]
         ),
         // Protocol fixtures: loading, running conversations against a live host, recording them, JUnit reports.

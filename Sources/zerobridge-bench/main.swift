@@ -6,6 +6,9 @@
 //   zerobridge-bench peer         --endpoint E --window W [limits]    BridgePeer call("echo") -> a ZeroBridge host
 //   zerobridge-bench progress     --endpoint E --events N             BridgePeer stream("count") from the host
 //   zerobridge-bench codec        --seconds S                         the host's codec share, no sockets
+//   zerobridge-bench traced-host  --endpoint E [--tracer memory]      an echo host; with a tracer bootstrapped
+//
+// `peer --traceparent TP` sends every call in the trace TP (SPEC 7.18), as a handler that received it would.
 //
 // Limits: --seconds S (wall time of the measured phase) and --max N (requests), whichever comes first.
 // An endpoint without a scheme (`peer`, `progress`) is a host's connection file: keyed, and CURVE when it says so.
@@ -14,7 +17,9 @@
 @_spi(Benchmarks) import ZeroBridge
 import Foundation
 import Histogram
+import InMemoryTracing
 import Synchronization
+import Tracing
 import ZeroMQ
 
 /// The ~100-byte payload every driver echoes (bench/run.py and the Python and Node drivers build the same one).
@@ -32,6 +37,8 @@ struct Options {
     var max = 1_000_000
     var warmup = 2_000
     var events = 200_000
+    var traceparent: String?
+    var tracer = "none"
 
     init(_ arguments: [String]) throws {
         guard let first = arguments.first else { throw Usage("no subcommand") }
@@ -46,6 +53,10 @@ struct Options {
             case "--max": max = try Self.positive(value, flag)
             case "--warmup": warmup = try Self.positive(value, flag)
             case "--events": events = try Self.positive(value, flag)
+            case "--traceparent": traceparent = value
+            case "--tracer":
+                guard ["none", "memory"].contains(value) else { throw Usage("--tracer takes none or memory") }
+                tracer = value
             default: throw Usage("unknown option \(flag)")
             }
         }
@@ -178,7 +189,16 @@ func checkedEcho(_ peer: BridgePeer) async throws {
     guard answer == payload else { throw Usage("echo returned something else: \(answer)") }
 }
 
+/// The echo calls of `peer`, in the trace `--traceparent` names when it names one.
+func traced(_ options: Options, _ body: () async throws -> Void) async throws {
+    if let traceparent = options.traceparent { try await withReceivedTrace(traceparent, body) } else { try await body() }
+}
+
 func peerBench(_ options: Options) async throws {
+    try await traced(options) { try await peerCalls(options) }
+}
+
+func peerCalls(_ options: Options) async throws {
     let peer = try await connectedPeer(options.endpoint, name: "bench-swift")
     for _ in 0..<options.warmup { try await checkedEcho(peer) }
 
@@ -262,6 +282,31 @@ func codecBench(_ options: Options) {
     emit(["host_side_exchanges": iterations, "seconds": elapsed, "per_second": Double(iterations) / elapsed])
 }
 
+// MARK: Tracing's cost
+
+/// An echo host, with swift-distributed-tracing's InMemoryTracer bootstrapped for `--tracer memory`: every request
+/// then runs in a span that is started, given its attributes, ended and recorded. Its finished spans are dropped
+/// every 100 ms, as an exporter's batches would be, so memory stays flat. Runs until SIGTERM.
+func tracedHost(_ options: Options) async throws {
+    if options.tracer == "memory" {
+        let tracer = InMemoryTracer(recordInjections: false, recordExtractions: false)
+        InstrumentationSystem.bootstrap(tracer)
+        Task.detached {
+            while true {
+                try? await Task.sleep(for: .milliseconds(100))
+                tracer.clearFinishedSpans()
+            }
+        }
+    }
+    var configuration = BridgeHost.Configuration(endpoint: options.endpoint, name: "bench")
+    configuration.maxInFlight = 20_000
+    let host = BridgeHost(configuration: configuration)
+    try host.handle("echo") { payload, _ in payload }
+    try host.start()
+    FileHandle.standardOutput.write(Data("ready \(host.boundEndpoint ?? options.endpoint)\n".utf8))
+    while true { try await Task.sleep(for: .seconds(3600)) }
+}
+
 // MARK: Entry
 
 do {
@@ -272,6 +317,7 @@ do {
     case "peer": try await peerBench(options)
     case "progress": try await progressBench(options)
     case "codec": codecBench(options)
+    case "traced-host": try await tracedHost(options)
     default: throw Usage("unknown subcommand \(options.command)")
     }
 } catch {

@@ -78,3 +78,11 @@ extension Span {
         setStatus(SpanStatus(code: .error, message: error.code.rawValue))
     }
 }
+
+/// Runs `body` as a handler of a request that arrived with `traceparent` would run without a tracer: the calls it
+/// makes carry it. For `make bench`, which measures what carrying a trace costs.
+@_spi(Benchmarks) public func withReceivedTrace<T>(_ traceparent: String, _ body: () async throws -> T) async rethrows -> T {
+    var context = ServiceContext.current ?? .topLevel
+    context.receivedTrace = TraceHeaders.traceparent(reading: traceparent).map { TraceHeaders(traceparent: $0) }
+    return try await ServiceContext.withValue(context) { try await body() }
+}
