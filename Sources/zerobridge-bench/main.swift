@@ -7,6 +7,7 @@
 //   zerobridge-bench progress     --endpoint E --events N             BridgePeer stream("count") from the host
 //   zerobridge-bench codec        --seconds S                         the host's codec share, no sockets
 //   zerobridge-bench traced-host  --endpoint E [--tracer memory]      an echo host; with a tracer bootstrapped
+//   zerobridge-bench span-wrapper --seconds S [--traceparent TP]      what tracing adds per request, no tracer, no sockets
 //
 // `peer --traceparent TP` sends every call in the trace TP (SPEC 7.18), as a handler that received it would.
 //
@@ -60,7 +61,7 @@ struct Options {
             default: throw Usage("unknown option \(flag)")
             }
         }
-        if command != "codec" && endpoint.isEmpty { throw Usage("--endpoint is required") }
+        if !["codec", "span-wrapper"].contains(command) && endpoint.isEmpty { throw Usage("--endpoint is required") }
     }
 
     private static func positive(_ text: String, _ flag: String) throws -> Int {
@@ -307,6 +308,20 @@ func tracedHost(_ options: Options) async throws {
     while true { try await Task.sleep(for: .seconds(3600)) }
 }
 
+/// The span wrapper each request runs in, with no tracer (the NoOpTracer): its cost in nanoseconds per request.
+func spanWrapperBench(_ options: Options) async {
+    let start = now()
+    let end = start + UInt64(options.seconds * 1e9)
+    var iterations = 0
+    while now() < end {
+        precondition(await TracingBenchmark.handlerSpans(10_000, traceparent: options.traceparent) == 10_000)
+        iterations += 10_000
+    }
+    let elapsed = Double(now() - start) / 1e9
+    emit(["requests": iterations, "seconds": elapsed, "per_second": Double(iterations) / elapsed,
+          "ns_per_request": elapsed * 1e9 / Double(iterations)])
+}
+
 // MARK: Entry
 
 do {
@@ -318,6 +333,7 @@ do {
     case "progress": try await progressBench(options)
     case "codec": codecBench(options)
     case "traced-host": try await tracedHost(options)
+    case "span-wrapper": await spanWrapperBench(options)
     default: throw Usage("unknown subcommand \(options.command)")
     }
 } catch {
