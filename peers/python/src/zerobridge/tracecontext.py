@@ -26,8 +26,8 @@ try:  # the optional dependency (zerobridge[otel])
     from opentelemetry import propagate as _otel_propagate
     from opentelemetry import trace as _otel_trace
 except ImportError:  # pragma: no cover - exercised where opentelemetry-api is not installed
-    _otel_propagate = None
-    _otel_trace = None
+    _otel_propagate = None  # type: ignore[assignment]
+    _otel_trace = None  # type: ignore[assignment]
 
 __all__ = ["TraceContext", "current", "read", "read_traceparent", "is_valid_tracestate"]
 
@@ -110,7 +110,8 @@ _received: contextvars.ContextVar[TraceContext | None] = contextvars.ContextVar(
 def current() -> TraceContext | None:
     """What a request or event sent now carries: the current OpenTelemetry span when one is valid, else the context
     the handler running now received, else None."""
-    if _otel_propagate is not None:
+    # Asking for the span first is cheaper than injecting: most calls are made outside any.
+    if _otel_propagate is not None and _otel_trace is not None and _otel_trace.get_current_span().get_span_context().is_valid:
         fields: dict[str, str] = {}
         _otel_propagate.inject(fields)
         traceparent = read_traceparent(fields.get("traceparent"))
