@@ -314,7 +314,8 @@ func spanWrapperBench(_ options: Options) async {
     let end = start + UInt64(options.seconds * 1e9)
     var iterations = 0
     while now() < end {
-        precondition(await TracingBenchmark.handlerSpans(10_000, traceparent: options.traceparent) == 10_000)
+        let checksum = await TracingBenchmark.handlerSpans(10_000, traceparent: options.traceparent)
+        precondition(checksum == 10_000)
         iterations += 10_000
     }
     let elapsed = Double(now() - start) / 1e9
