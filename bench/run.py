@@ -619,7 +619,9 @@ def main() -> None:
     sections = args.sections.split(",")
     if unknown := set(sections) - set(SECTIONS):
         raise SystemExit(f"unknown sections {sorted(unknown)}: choose from {','.join(SECTIONS)}")
-    for tool in ("zerobridge", "zerobridge-bench", *(["import-host"] if "import" in sections else [])):
+    # The telemetry and codec sections run zerobridge-bench alone.
+    needs_host = bool(set(sections) - {"telemetry", "codec"})
+    for tool in (*(["zerobridge"] if needs_host else []), "zerobridge-bench", *(["import-host"] if "import" in sections else [])):
         if not (bench.bin / tool).exists():
             raise SystemExit(f"{bench.bin / tool} is missing: swift build -c release --product {tool}")
     results: dict[str, Any] = {

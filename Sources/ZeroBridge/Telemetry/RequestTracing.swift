@@ -63,10 +63,14 @@ func withHandlerSpan<T>(_ action: String, ofKind kind: SpanKind, received: Trace
         InstrumentationSystem.instrument.extract(received, into: &context, using: TraceHeadersExtractor())
     }
     return await withSpan(action, context: context, ofKind: kind) { span in
+        // Without a tracer and a trace (the NoOpSpan), nothing is looked up or built: what every request pays.
+        guard received != nil || span.isRecording else { return await body(logger, span) }
         var logger = logger
         if let trace = TraceHeaders.current { logger[metadataKey: "trace_id"] = "\(trace.traceID)" }
-        span.attributes["rpc.system"] = "zerobridge"
-        span.attributes["rpc.method"] = action
+        if span.isRecording {
+            span.attributes["rpc.system"] = "zerobridge"
+            span.attributes["rpc.method"] = action
+        }
         return await body(logger, span)
     }
 }
