@@ -37,11 +37,12 @@ deps-python: $(VENV)/.installed
 # rfc8785 is the reference of the differential tests, atheris the Python fuzzer (fuzz/), websockets the client of the
 # host's WebSocket tests (tests/websocket), playwright drives Debian's chromium in the browser tests, the import page's
 # tests and make demo (it downloads no browser of its own: peers/browser-tests/conftest.py), prometheus-client the
-# parser of the metrics text the scrape test reads.
+# parser of the metrics text the scrape test reads; opentelemetry-api is the peer's optional tracing (zerobridge[otel])
+# and the reference of its trace-context parser, opentelemetry-sdk the in-memory exporter of the cross-language trace test.
 $(VENV)/.installed: peers/python/pyproject.toml Makefile
 	@[ -x $(PY) ] || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q pyzmq pytest pytest-timeout jsonschema tqdm mypy rfc8785 atheris pdoc websockets playwright prometheus-client
+	$(PY) -m pip install -q pyzmq pytest pytest-timeout jsonschema tqdm mypy rfc8785 atheris pdoc websockets playwright prometheus-client opentelemetry-api opentelemetry-sdk
 	$(PY) -m pip install -q -e peers/python
 	$(PY) -m pip install -q 'setuptools>=77'
 	@touch $@

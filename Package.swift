@@ -28,6 +28,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.7.3"),
     ],
     targets: [
         .systemLibrary(
@@ -51,6 +52,8 @@ let package = Package(
                 .product(name: "NIOWebSocket", package: "swift-nio"),
                 // Telemetry (issue 27): the library only calls the API; executables bootstrap a backend.
                 .product(name: "Metrics", package: "swift-metrics"),
+                // Traces across languages (SPEC 7.18): the library only calls the API; an app bootstraps its tracer.
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ]
         ),
         // The Prometheus backend and its scrape endpoint (NIOHTTP1), for the executables that bootstrap one.
@@ -111,6 +114,9 @@ let package = Package(
                 "ZeroBridgePrometheus",
                 "COpenBeneath",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                // --record-spans: spans kept in memory and served, to follow a trace without a backend.
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -124,6 +130,9 @@ let package = Package(
                 "ZeroBridgePrometheus",
                 "ZeroMQ",
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
+                // Tracing's cost (make bench): a host with swift-distributed-tracing's in-memory tracer bootstrapped.
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
             ]
         ),
         // Protocol fixtures: loading, running conversations against a live host, recording them, JUnit reports.
@@ -135,6 +144,7 @@ let package = Package(
         .testTarget(name: "ZeroBridgeTests", dependencies: [
             "ZeroBridge", "ZeroBridgeJobs", "ZeroBridgeSupervision", "ZeroBridgeConformance", "ZeroMQ", "TestSupport", .product(name: "Crypto", package: "swift-crypto"),
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "Metrics", package: "swift-metrics"),
+            .product(name: "Tracing", package: "swift-distributed-tracing"),
         ]),
         .testTarget(name: "zerobridgeTests", dependencies: ["zerobridge", "ZeroBridgeConformance", "ZeroBridgeFixtures", "ZeroBridgePrometheus", "TestSupport"]),
         .testTarget(name: "ZeroBridgeFixturesTests", dependencies: ["ZeroBridgeFixtures", "ZeroBridgeConformance", "ZeroBridge", "ZeroMQ", "TestSupport"]),

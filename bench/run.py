@@ -1,7 +1,7 @@
 """`make bench`: ZeroBridge against raw libzmq (the limit) and a hand-written pyzmq service, in one run.
 
     .venv/bin/python bench/run.py [--bin .build/release] [--seconds 1.0] [--out .bench/results.json]
-                                  [--sections transports,security,memory,codec,import] [--transports ipc,tcp]
+                                  [--sections transports,security,memory,codec,import,telemetry] [--transports ipc,tcp]
 
 Every server is a separate process started here and every client another, so all figures come from the
 same process tree on the same (noisy) machine, and the ratios between them hold. Prints a table and
@@ -13,6 +13,8 @@ driver reports it. The security section runs the host plain, keyed (the default 
 CURVE + keyed, each with the Swift, Python and Node peers, and gives keyed/plain and CURVE/plain. The metrics section
 runs the host without a metrics backend and with Prometheus bootstrapped (`serve --metrics`), and times the metrics
 hooks of one request alone (no backend: swift-metrics' NOOP; Prometheus).
+The telemetry section gives what tracing costs the host (SPEC 7.18): off, a trace carried through without a
+tracer, and on (an in-memory tracer bootstrapped).
 """
 
 from __future__ import annotations
@@ -38,7 +40,12 @@ import import_service
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
 PY = sys.executable
-SECTIONS = ("transports", "security", "memory", "codec", "metrics", "import", "browser")
+SECTIONS = ("transports", "security", "memory", "codec", "metrics", "telemetry", "import", "browser")
+# The trace the Swift peer's calls belong to in the telemetry section (SPEC 7.18).
+TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+# Tracing's modes: the echo host's flags, and the Swift peer's.
+TRACING_MODES = {"off": ([], []), "carried": ([], ["--traceparent", TRACEPARENT]),
+                 "on": (["--tracer", "memory"], ["--traceparent", TRACEPARENT])}
 # How `zerobridge serve` is started for each mode of the security section (it writes a connection file in each).
 SECURITY_MODES = {"plain": ["--no-key"], "keyed": [], "curve+keyed": ["--curve"]}
 SECURITY_SCENARIOS = ("w1", "w64", "progress")
@@ -302,6 +309,25 @@ class Bench:
     def codec(self) -> dict[str, Any]:
         return run_client(self.bench_tool("codec", "--seconds", str(self.seconds)))
 
+    def telemetry(self) -> dict[str, Any]:
+        """Tracing (issue 27) over ipc: the Swift peer against zerobridge-bench's echo host, with tracing off (no tracer,
+        no trace), carried (no tracer; every call in a trace, which the host carries on) and on (InMemoryTracer
+        bootstrapped: each request in a span started, ended and recorded); and the span wrapper alone, no sockets."""
+        tracing: dict[str, Any] = {}
+        for mode, (host_flags, peer_flags) in TRACING_MODES.items():
+            host = Server(f"echo host, tracing {mode}",
+                          self.bench_tool("traced-host", "--endpoint", self.endpoint("ipc", f"traced-{mode}"), *host_flags))
+            try:
+                for window in (1, 64):
+                    self.step(tracing, f"{mode}_w{window}", f"ipc tracing {mode:<7} <- Swift peer, window {window}",
+                              self.timed(*self.bench_tool("peer", "--endpoint", host.endpoint, "--window", str(window),
+                                                          *peer_flags)), host)
+            finally:
+                host.stop()
+        for key, flags in (("span_wrapper", []), ("span_wrapper_traced", ["--traceparent", TRACEPARENT])):
+            tracing[key] = run_client(self.bench_tool("span-wrapper", "--seconds", str(self.seconds), *flags))
+        return {"tracing": tracing}
+
 
 # --- figures, ratios, targets -----------------------------------------------------------------------
 
@@ -341,6 +367,23 @@ def ratios(t: dict[str, Any]) -> dict[str, Any]:
             "swift_peer_pipelined_rate": ratio(rate(t.get("swift_w64")), rate(t.get("pyzmq_server_w64"))),
         },
     }
+
+
+def telemetry_ratios(telemetry: dict[str, Any]) -> dict[str, Any]:
+    """Tracing's cost: the host's extra CPU per request (64 in flight) against tracing off, and the span wrapper's
+    share of the host's CPU per request without a tracer."""
+    tracing = telemetry.get("tracing", {})
+
+    def host_cpu(mode: str) -> float | None:
+        result = tracing.get(f"{mode}_w64") or {}
+        return None if "error" in result else result.get("server_cpu_us_per_request")
+
+    off = host_cpu("off")
+    extra = {mode: (round(cpu / off - 1, 3) if cpu is not None and off else None)
+             for mode in ("carried", "on") for cpu in [host_cpu(mode)]}
+    wrapper = (tracing.get("span_wrapper") or {}).get("ns_per_request")
+    return {"host_cpu_extra_carried": extra["carried"], "host_cpu_extra_on": extra["on"],
+            "span_wrapper_share_no_tracer": round(wrapper / (off * 1000), 4) if wrapper and off else None}
 
 
 def security_ratios(security: dict[str, Any]) -> dict[str, Any]:
@@ -424,6 +467,13 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
         share = costs["hooks_none_share_of_host_cpu"]
         check("metrics hooks without a backend: share of a request's host CPU", share, "< 0.005 (none measurable)",
               share is not None and share < 0.005)
+    if "telemetry_ratios" in results:
+        ratios_ = results["telemetry_ratios"]
+        on = ratios_["host_cpu_extra_on"]
+        check("tracing on (in-memory tracer): extra host CPU per request", on, "< 0.05", on is not None and on < 0.05)
+        share = ratios_["span_wrapper_share_no_tracer"]
+        check("tracing without a tracer: span wrapper / host CPU per request", share, "< 0.01",
+              share is not None and share < 0.01)
     if "import_service" in results:
         cost = results["import_service"].get("journal_cost")
         check("import service: files/s lost to the job journal", cost, "< 0.15", cost is not None and cost < 0.15)
@@ -487,6 +537,30 @@ def security_table(results: dict[str, Any]) -> list[str]:
                         for name in ("keyed_over_plain", "curve+keyed_over_plain"))
         lines.append(f"{label:<30}" + "".join(cells) + marks)
     return lines
+
+
+def telemetry_table(results: dict[str, Any]) -> list[str]:
+    tracing = results.get("telemetry", {}).get("tracing")
+    if not tracing:
+        return []
+    lines = ["", "--- telemetry: tracing, ipc, Swift peer -> echo host; rate, latency, cpu us per request host / client " + "-" * 10]
+    for mode, label in (("off", "no tracer, no trace"), ("carried", "no tracer, trace carried"),
+                        ("on", "in-memory tracer, trace continued")):
+        for window, latency in ((1, True), (64, False)):
+            lines.append(f"{f'tracing {label}, ' + ('sequential' if window == 1 else '64 in flight'):<44} "
+                         f"{describe(tracing.get(f'{mode}_w{window}'), latency)}")
+    for key, label in (("span_wrapper", "span wrapper alone, no tracer"), ("span_wrapper_traced", "the same, trace carried")):
+        result = tracing.get(key) or {}
+        text = f"{result['ns_per_request']:>8.0f} ns per request" if "ns_per_request" in result else f"error: {result.get('error')}"
+        lines.append(f"{label:<44} {text}")
+    r = results.get("telemetry_ratios", {})
+    lines.append(f"{'extra host CPU per request, 64 in flight':<44} carried {fraction(r.get('host_cpu_extra_carried'))}, "
+                 f"on {fraction(r.get('host_cpu_extra_on'))}")
+    return lines
+
+
+def fraction(value: float | None) -> str:
+    return "-" if value is None else f"{value:+.1%}"
 
 
 def table(results: dict[str, Any]) -> str:
@@ -567,6 +641,7 @@ def table(results: dict[str, Any]) -> str:
         for label, key, latency in (("Node peer, sequential", "node_w1", True), ("Chromium page peer, sequential", "browser_w1", True),
                                     ("Node peer, 64 in flight", "node_w64", False), ("Chromium page peer, 64 in flight", "browser_w64", False)):
             lines.append(f"{label:<44} {describe(page.get(key), latency)}")
+    lines += telemetry_table(results)
     names = [("ZeroBridge/limit", "zerobridge_over_limit"), ("ZeroBridge/pyzmq", "zerobridge_over_pyzmq_baseline")]
     if results["ratios"]:
         lines.append("")
@@ -624,7 +699,9 @@ def main() -> None:
     sections = args.sections.split(",")
     if unknown := set(sections) - set(SECTIONS):
         raise SystemExit(f"unknown sections {sorted(unknown)}: choose from {','.join(SECTIONS)}")
-    for tool in ("zerobridge", "zerobridge-bench", *(["import-host"] if "import" in sections else [])):
+    # The telemetry and codec sections run zerobridge-bench alone.
+    needs_host = bool(set(sections) - {"telemetry", "codec"})
+    for tool in (*(["zerobridge"] if needs_host else []), "zerobridge-bench", *(["import-host"] if "import" in sections else [])):
         if not (bench.bin / tool).exists():
             raise SystemExit(f"{bench.bin / tool} is missing: swift build -c release --product {tool}")
     results: dict[str, Any] = {
@@ -650,6 +727,9 @@ def main() -> None:
         if "metrics" in sections:
             results["metrics"] = bench.metrics()
             results["metrics_costs"] = metrics_costs(results["metrics"])
+        if "telemetry" in sections:
+            results["telemetry"] = bench.telemetry()
+            results["telemetry_ratios"] = telemetry_ratios(results["telemetry"])
         if "import" in sections:
             try:
                 results["import_service"] = import_service.measure(bench.bin)

@@ -68,7 +68,7 @@ public enum FixtureLoader {
                 for (caseIndex, caseValue) in tests.enumerated() {
                     let casePath = "\(groupPath).tests[\(caseIndex)]"
                     let test = try reader.object(caseValue, casePath)
-                    try reader.allowOnly(test, ["description", "data", "valid", "error"], casePath)
+                    try reader.allowOnly(test, ["description", "data", "valid", "error", "trace"], casePath)
                     let description = try reader.nonEmptyString(test["description"], "\(casePath).description")
                     guard let data = test["data"] else { throw reader.fail(casePath, "needs data") }
                     guard let valid = test["valid"]?.boolValue else { throw reader.fail("\(casePath).valid", "must be a boolean") }
@@ -78,6 +78,12 @@ public enum FixtureLoader {
                             throw reader.fail("\(casePath).error", "must be bad_message or unsupported_version, on an invalid case only")
                         }
                         error = text
+                    }
+                    // The trace context the body decodes to (SPEC 7.18, 14.1): checked by each decoder's own tests.
+                    if let trace = test["trace"] {
+                        guard valid, trace == .null || trace.objectValue != nil else {
+                            throw reader.fail("\(casePath).trace", "must be an object or null, on a valid case only")
+                        }
                     }
                     cases.append(MessageCase(file: name, group: groupName, name: description, data: data, valid: valid, error: error))
                 }

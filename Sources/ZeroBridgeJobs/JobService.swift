@@ -3,6 +3,7 @@ import ZeroBridge
 import Foundation
 import Logging
 import Synchronization
+import Tracing
 
 /// A host's jobs (SPEC 7.16): the handlers of its job actions, the jobs running in this process, and the journal
 /// that outlives them. `BridgeHost` owns one once a job action is registered, and serves `$job.*` through it.
@@ -105,7 +106,9 @@ final class JobService: Sendable {
             logger.debug("job started", metadata: ["job": "\(record.id)", "action": "\(record.action)", "run": "\(record.runs)"])
             let outcome: Result<JSONValue, BridgeError>
             do {
-                let result = try await handler(payload, job)
+                // Its own span, in the trace of the request that started it (inherited with the task's locals);
+                // a job resumed at start-up has none, and so starts a trace of its own (SPEC 7.18).
+                let result = try await withSpan("job \(record.action)") { _ in try await handler(payload, job) }
                 try result.checkCarriable(as: "result", .handlerError)
                 outcome = .success(result)
             } catch let error as BridgeError {

@@ -7,6 +7,10 @@
 //   zerobridge-bench progress     --endpoint E --events N             BridgePeer stream("count") from the host
 //   zerobridge-bench codec        --seconds S                         the host's codec share, no sockets
 //   zerobridge-bench telemetry    --backend none|prometheus           the metrics hooks of one request, no sockets
+//   zerobridge-bench traced-host  --endpoint E [--tracer memory]      an echo host; with a tracer bootstrapped
+//   zerobridge-bench span-wrapper --seconds S [--traceparent TP]      what tracing adds per request, no tracer, no sockets
+//
+// `peer --traceparent TP` sends every call in the trace TP (SPEC 7.18), as a handler that received it would.
 //
 // Limits: --seconds S (wall time of the measured phase) and --max N (requests), whichever comes first.
 // An endpoint without a scheme (`peer`, `progress`) is a host's connection file: keyed, and CURVE when it says so.
@@ -15,8 +19,10 @@
 @_spi(Benchmarks) import ZeroBridge
 import Foundation
 import Histogram
+import InMemoryTracing
 import Synchronization
 import ZeroBridgePrometheus
+import Tracing
 import ZeroMQ
 
 /// The ~100-byte payload every driver echoes (bench/run.py and the Python and Node drivers build the same one).
@@ -35,6 +41,8 @@ struct Options {
     var warmup = 2_000
     var events = 200_000
     var backend = "none"
+    var traceparent: String?
+    var tracer = "none"
 
     init(_ arguments: [String]) throws {
         guard let first = arguments.first else { throw Usage("no subcommand") }
@@ -52,10 +60,14 @@ struct Options {
             case "--backend":
                 guard ["none", "prometheus"].contains(value) else { throw Usage("--backend takes none or prometheus") }
                 backend = value
+            case "--traceparent": traceparent = value
+            case "--tracer":
+                guard ["none", "memory"].contains(value) else { throw Usage("--tracer takes none or memory") }
+                tracer = value
             default: throw Usage("unknown option \(flag)")
             }
         }
-        if !["codec", "telemetry"].contains(command) && endpoint.isEmpty { throw Usage("--endpoint is required") }
+        if !["codec", "telemetry", "span-wrapper"].contains(command) && endpoint.isEmpty { throw Usage("--endpoint is required") }
     }
 
     private static func positive(_ text: String, _ flag: String) throws -> Int {
@@ -184,7 +196,16 @@ func checkedEcho(_ peer: BridgePeer) async throws {
     guard answer == payload else { throw Usage("echo returned something else: \(answer)") }
 }
 
+/// The echo calls of `peer`, in the trace `--traceparent` names when it names one.
+func traced(_ options: Options, _ body: () async throws -> Void) async throws {
+    if let traceparent = options.traceparent { try await withReceivedTrace(traceparent, body) } else { try await body() }
+}
+
 func peerBench(_ options: Options) async throws {
+    try await traced(options) { try await peerCalls(options) }
+}
+
+func peerCalls(_ options: Options) async throws {
     let peer = try await connectedPeer(options.endpoint, name: "bench-swift")
     for _ in 0..<options.warmup { try await checkedEcho(peer) }
 
@@ -281,6 +302,46 @@ func telemetryBench(_ options: Options) {
     emit(["backend": options.backend, "requests": requests, "ns_per_request": nanoseconds / Double(requests)])
 }
 
+// MARK: Tracing's cost
+
+/// An echo host, with swift-distributed-tracing's InMemoryTracer bootstrapped for `--tracer memory`: every request
+/// then runs in a span that is started, given its attributes, ended and recorded. Its finished spans are dropped
+/// every 100 ms, as an exporter's batches would be, so memory stays flat. Runs until SIGTERM.
+func tracedHost(_ options: Options) async throws {
+    if options.tracer == "memory" {
+        let tracer = InMemoryTracer(recordInjections: false, recordExtractions: false)
+        InstrumentationSystem.bootstrap(tracer)
+        Task.detached {
+            while true {
+                try? await Task.sleep(for: .milliseconds(100))
+                tracer.clearFinishedSpans()
+            }
+        }
+    }
+    var configuration = BridgeHost.Configuration(endpoint: options.endpoint, name: "bench")
+    configuration.maxInFlight = 20_000
+    let host = BridgeHost(configuration: configuration)
+    try host.handle("echo") { payload, _ in payload }
+    try host.start()
+    FileHandle.standardOutput.write(Data("ready \(host.boundEndpoint ?? options.endpoint)\n".utf8))
+    while true { try await Task.sleep(for: .seconds(3600)) }
+}
+
+/// The span wrapper each request runs in, with no tracer (the NoOpTracer): its cost in nanoseconds per request.
+func spanWrapperBench(_ options: Options) async {
+    let start = now()
+    let end = start + UInt64(options.seconds * 1e9)
+    var iterations = 0
+    while now() < end {
+        let checksum = await TracingBenchmark.handlerSpans(10_000, traceparent: options.traceparent)
+        precondition(checksum == 10_000)
+        iterations += 10_000
+    }
+    let elapsed = Double(now() - start) / 1e9
+    emit(["requests": iterations, "seconds": elapsed, "per_second": Double(iterations) / elapsed,
+          "ns_per_request": elapsed * 1e9 / Double(iterations)])
+}
+
 // MARK: Entry
 
 do {
@@ -292,6 +353,8 @@ do {
     case "progress": try await progressBench(options)
     case "codec": codecBench(options)
     case "telemetry": telemetryBench(options)
+    case "traced-host": try await tracedHost(options)
+    case "span-wrapper": await spanWrapperBench(options)
     default: throw Usage("unknown subcommand \(options.command)")
     }
 } catch {

@@ -7,7 +7,7 @@
 // its data saying how many bytes came, as the answer to a good one does.
 //
 //   node examples/etl-peer/etl-peer.mjs [--connect ENDPOINT_OR_CONNECTION_FILE] [--name etl] [--allow-evaluate]
-//                                       [--evaluate-time-limit-ms 4000] [--delay-per-file-ms N]
+//                                       [--evaluate-time-limit-ms 4000] [--delay-per-file-ms N] [--trace-log FILE]
 //
 // Where to connect: --connect, else the connection file a supervising host names in ZEROBRIDGE_CONNECTION_FILE
 // (SPEC 10.1: the peer library reads it, and the name in it), else .demo/import-host.json. The name: --name, else
@@ -15,9 +15,11 @@
 // transform), each in a sandboxed child process (sandbox.mjs: no file system, child process or worker rights, killed
 // past --evaluate-time-limit-ms); without it `$evaluate` is answered not_allowed. --delay-per-file-ms holds each
 // parsed file that long before answering (to watch an import and the progress of long files, or to kill the peer
-// while it holds calls). Prints `etl ready <host>` once welcomed; runs until SIGINT or SIGTERM, or, launched by the
+// while it holds calls). --trace-log appends, for each importFile, the W3C trace context it came with (SPEC 7.18)
+// as a JSON line {file, traceparent, tracestate}: the trace a front-end started, through the host. Prints `etl ready <host>` once welcomed; runs until SIGINT or SIGTERM, or, launched by the
 // host (import-host --etl-command), until its host says bye or is lost.
 
+import { appendFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { fileURLToPath } from 'node:url';
 import path from 'node:path';
@@ -34,6 +36,7 @@ const { values: options } = parseArgs({
     'allow-evaluate': { type: 'boolean', default: false },
     'evaluate-time-limit-ms': { type: 'string', default: String(DEFAULT_TIME_LIMIT_MS) },
     'delay-per-file-ms': { type: 'string', default: '0' },
+    'trace-log': { type: 'string' },
   },
 });
 const delayPerFile = Number(options['delay-per-file-ms']);
@@ -56,6 +59,9 @@ async function serveImportFile(payload, ctx) {
     throw new BridgeError('invalid_payload', `${file}: the bytes must come as an attachment (bytes), not as ${typeof bytes}`);
   }
   received.files += 1;
+  if (options['trace-log'] !== undefined) {
+    appendFileSync(options['trace-log'], `${JSON.stringify({ file, traceparent: ctx.traceparent, tracestate: ctx.tracestate })}\n`);
+  }
   received.attachmentBytes += bytes.length;
   try {
     const records = await importFile({ file, format, bytes }, { progress: (p) => ctx.progress(p), signal: ctx.signal });

@@ -3,7 +3,7 @@
 import { Peer as NodePeer } from './index.js';
 import type { PeerOptions } from './index.js';
 
-export { BridgeError, version } from './index.js';
+export { BridgeError, version, withTrace, currentTrace } from './index.js';
 
 /** What differs from the Node peer's options: `key` is the connection key in hex (by default the one the host injected), no CURVE. */
 export type BrowserPeerOptions = Omit<PeerOptions, 'curve'>;

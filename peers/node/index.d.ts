@@ -132,6 +132,13 @@ export interface RequestContext {
    */
   readonly deadline: number | null;
   /**
+   * `traceparent` (SPEC 7.18): the W3C trace context it arrived with, when valid (a malformed one is ignored); null
+   * without one. Calls and events the handler sends, through every await, carry it.
+   */
+  readonly traceparent: string | null;
+  /** `tracestate` (SPEC 7.18): the W3C vendor state beside `traceparent`, when valid; else null. */
+  readonly tracestate: string | null;
+  /**
    * Aborted when the host sends `cancel`, when `deadline` passes, or when the host is lost; the
    * reason is a BridgeError (`cancelled`, `timeout`, `peer_lost`). The response has then already been
    * sent (or discarded); whatever the handler returns later is dropped.
@@ -165,6 +172,13 @@ export interface EventContext {
    * on a topic this peer has just unsubscribed from can still arrive (it was broadcast before the host had the hello).
    */
   readonly topic: string | null;
+  /**
+   * `traceparent` (SPEC 7.18): the W3C trace context it arrived with, when valid (a malformed one is ignored); null
+   * without one. Calls and events the handler sends, through every await, carry it.
+   */
+  readonly traceparent: string | null;
+  /** `tracestate` (SPEC 7.18): the W3C vendor state beside `traceparent`, when valid; else null. */
+  readonly tracestate: string | null;
   /**
    * Aborted (reason: a BridgeError `peer_lost` or `cancelled`) when the session ends while the
    * listener still runs: the host is lost, or the peer is closed.
@@ -674,3 +688,20 @@ export function connect(endpointOrConnectionFile: string | undefined, options?: 
  * `publicKey` on the host's allow-list. Keep `secretKey` secret.
  */
 export function curveKeyPair(): { publicKey: string; secretKey: string };
+
+/** A W3C trace context (SPEC 7.18): `traceparent`, and `tracestate` when there is one. */
+export interface TraceContext {
+  traceparent: string;
+  tracestate?: string;
+}
+
+/**
+ * Runs `fn` with `trace` current, so the requests and events it sends (through every await) carry `traceparent` and
+ * `tracestate` (SPEC 7.18): for a front-end continuing a trace it received. Handlers need nothing of the kind: the
+ * trace a request or event arrived with is current while its handler runs. Throws a TypeError for a `traceparent`
+ * that is not valid; a `tracestate` that is not valid is left out.
+ */
+export function withTrace<T>(trace: TraceContext, fn: () => T): T;
+
+/** The trace context a request or event sent now would carry, or null outside any trace. */
+export function currentTrace(): TraceContext | null;

@@ -4,6 +4,7 @@ import { Peer } from './src/peer.js';
 export { Peer } from './src/peer.js';
 export { BridgeError } from './src/errors.js';
 export { curveKeyPair } from './src/curve.js';
+export { withTrace, currentTrace } from './src/trace.js';
 
 export { version } from './src/version.js';
 

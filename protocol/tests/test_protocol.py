@@ -60,6 +60,7 @@ MESSAGE = validator("message.schema.json")
 CONNECTION_FILE = validator("connection-file.schema.json")
 FIXTURE = validator("fixture.schema.json")
 STATS = validator("stats.schema.json")
+TRACEPARENT = Draft202012Validator(SCHEMAS["common.schema.json"]["$defs"]["traceparent"])
 
 
 def explain(v: Draft202012Validator, instance) -> str:
@@ -108,6 +109,10 @@ def test_message_case(case):
     assert MESSAGE.is_valid(case["data"]) == case["valid"], explain(MESSAGE, case["data"])
     if not case["valid"]:
         assert case.get("error") == expected_error(case["data"])
+    if case.get("trace") is not None:
+        # What a receiver decodes and carries on is always in the form a sender writes (SPEC 7.18).
+        assert case["data"]["type"] in ("request", "event"), "only requests and events carry trace context"
+        assert TRACEPARENT.is_valid(case["trace"]["traceparent"]), explain(TRACEPARENT, case["trace"]["traceparent"])
 
 
 @pytest.mark.parametrize("case", list(cases([CONNECTION_CASE_FILE])))

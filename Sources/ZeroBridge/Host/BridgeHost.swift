@@ -444,7 +444,7 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
             throw BridgeError(.peerLost, "the host is not running: nothing to broadcast to")
         }
         // Encoded once for every copy; refused before any copy goes (SPEC 7.14).
-        let body = try Message.event(.init(action: action, payload: payload, topic: topic))
+        let body = try Message.event(.init(action: action, payload: payload, topic: topic, trace: TraceHeaders.current))
             .frames(refusing: payload, at: "payload", as: .invalidPayload)
         return await onThread(thread) { [self] in deliver(body, action: action, topic: topic) }
     }

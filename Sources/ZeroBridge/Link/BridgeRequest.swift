@@ -27,6 +27,11 @@ public struct BridgeRequest: Sendable {
     public var topic: String? = nil
     /// The request's `idempotency_key`: for a job action, names the job it starts or attaches to (SPEC 7.16).
     public var idempotencyKey: String? = nil
+    /// The W3C `traceparent` the request or event arrived with, when valid (SPEC 7.18). A bootstrapped tracer
+    /// continues it in `ServiceContext.current`; calls the handler makes carry the trace either way.
+    public var traceparent: String? = nil
+    /// The W3C `tracestate` beside ``traceparent``, when valid.
+    public var tracestate: String? = nil
 
     package let sink: ProgressSink?
 

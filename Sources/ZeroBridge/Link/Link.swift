@@ -102,7 +102,8 @@ final class Link: @unchecked Sendable {
         let timeoutMs = max(1, Int((timeout / .milliseconds(1)).rounded(.up)))
         let body = try Message.request(.init(id: id, action: action, payload: payload, timeoutMs: timeoutMs,
                                          deadline: WallClock.milliseconds + timeoutMs,
-                                         wantsProgress: onProgress != nil, idempotencyKey: idempotencyKey))
+                                         wantsProgress: onProgress != nil, idempotencyKey: idempotencyKey,
+                                         trace: TraceHeaders.current))
             .frames(refusing: payload, at: "payload", as: .invalidPayload)  // SPEC 7.14: before anything is sent
         let deadline = ContinuousClock.now + timeout
         // Cancellation may be handed over before the start, or after the end; the token tells on the thread.
@@ -126,7 +127,7 @@ final class Link: @unchecked Sendable {
         guard outbox.queuedBytes <= Outbox.maxQueuedBytes else {
             throw BridgeError(.overloaded, "\(outbox.queuedBytes) bytes are queued for the other side; the event was not sent")
         }
-        let body = try Message.event(.init(action: action, payload: payload))
+        let body = try Message.event(.init(action: action, payload: payload, trace: TraceHeaders.current))
             .frames(refusing: payload, at: "payload", as: .invalidPayload)
         thread.perform { [self] in
             if closedWith == nil { send(body) }
@@ -293,16 +294,18 @@ final class Link: @unchecked Sendable {
                                     wantsProgress: request.wantsProgress, peer: remote,
                                     sink: progress.map { ProgressSink(link: self, id: request.id, token: token, queue: $0) })
         context.idempotencyKey = request.idempotencyKey
+        context.traceparent = request.trace?.traceparent
+        context.tracestate = request.trace?.tracestate
         let payload = request.payload
         if let inline {
             // On the thread as read: no task, no hand-off (handleInline).
-            logStarted(request, session: remote?.sessionID)
+            logStarted(request, session: remote?.sessionID, to: logger)
             let outcome: Result<JSONValue, BridgeError>
             do {
                 outcome = .success(try inline(payload, context))
             } catch {
                 outcome = .failure(failure(error, of: request, peer: remote?.name, session: remote?.sessionID,
-                                           reveals: revealsErrorDescriptions))
+                                           reveals: revealsErrorDescriptions, loggingTo: logger))
             }
             return finish(request.id, token: token, body: Self.responseBody(request.id, outcome), failure: Self.code(of: outcome))
         }
@@ -311,14 +314,20 @@ final class Link: @unchecked Sendable {
         let peerName = remote?.name
         let reveals = revealsErrorDescriptions
         entry.task = Task { [self] in
-            let outcome: Result<JSONValue, BridgeError>
-            do {
-                // A cancel read before the task began: the handler never starts (SPEC 7.3).
-                try Task.checkCancellation()
-                logStarted(request, session: session)
-                outcome = .success(try await handler(payload, context))
-            } catch {
-                outcome = .failure(failure(error, of: request, peer: peerName, session: session, reveals: reveals))
+            let outcome = await withHandlerSpan(request.action, ofKind: .server, received: request.trace,
+                                                logger: logger) { logger, span -> Result<JSONValue, BridgeError> in
+                let outcome: Result<JSONValue, BridgeError>
+                do {
+                    // A cancel read before the task began: the handler never starts (SPEC 7.3).
+                    try Task.checkCancellation()
+                    logStarted(request, session: session, to: logger)
+                    outcome = .success(try await handler(payload, context))
+                } catch {
+                    outcome = .failure(failure(error, of: request, peer: peerName, session: session, reveals: reveals,
+                                               loggingTo: logger))
+                }
+                if case .failure(let error) = outcome { span.recordFailure(error) }
+                return outcome
             }
             let body = Self.responseBody(request.id, outcome)
             let failedWith = Self.code(of: outcome)
@@ -327,7 +336,7 @@ final class Link: @unchecked Sendable {
     }
 
     /// The debug log names every request started, by session and id (what the partition tests read).
-    private func logStarted(_ request: Message.Request, session: String?) {
+    private func logStarted(_ request: Message.Request, session: String?, to logger: Logger) {
         logger.debug("request started", metadata: ["id": "\(request.id)", "action": "\(request.action)",
                                                    "session": "\(session ?? "-")"])
     }
@@ -335,7 +344,7 @@ final class Link: @unchecked Sendable {
     /// What a handler's error answers. Not meant for the caller unless the app chose it: the log has it all, the
     /// caller its type (or what the app chose).
     private func failure(_ error: Error, of request: Message.Request, peer: String?, session: String?,
-                         reveals: Bool) -> BridgeError {
+                         reveals: Bool, loggingTo logger: Logger) -> BridgeError {
         switch error {
         case let error as BridgeError: return error
         case is CancellationError: return BridgeError(.cancelled, "the handler was cancelled")
@@ -465,6 +474,8 @@ final class Link: @unchecked Sendable {
         var context = BridgeRequest(id: nil, action: event.action, deadline: nil, wantsProgress: false,
                                     peer: remote, sink: nil)
         context.topic = event.topic
+        context.traceparent = event.trace?.traceparent
+        context.tracestate = event.trace?.tracestate
         let logger = logger
         if let inline {  // on the thread as read (handleInline)
             do { _ = try inline(event.payload, context) } catch {
@@ -477,9 +488,12 @@ final class Link: @unchecked Sendable {
         limits.hostWide?.running += 1
         telemetry.eventStarted()
         events[token] = Task { [self] in
-            do { _ = try await handler(event.payload, context) } catch is CancellationError {
-            } catch {
-                logger.warning("event handler failed", metadata: ["action": "\(event.action)", "error": "\(error)"])
+            await withHandlerSpan(event.action, ofKind: .consumer, received: event.trace, logger: logger) { logger, span in
+                do { _ = try await handler(event.payload, context) } catch is CancellationError {
+                } catch {
+                    logger.warning("event handler failed", metadata: ["action": "\(event.action)", "error": "\(error)"])
+                    span.recordError(error)
+                }
             }
             thread.perform { [self] in
                 if events.removeValue(forKey: token) != nil {

@@ -71,7 +71,7 @@ private struct Envelope {
     enum Field: Int, CaseIterable {
         case v, type, id, action, payload, timeoutMs, progress, ok, result, error, seq, peer, actions, features,
              session, resumeToken, heartbeatMs, host, limits, deadline, skipped, catalogue, topics, info, topic,
-             idempotencyKey, libraryVersion
+             idempotencyKey, libraryVersion, traceparent, tracestate
 
         var name: String {
             switch self {
@@ -102,6 +102,8 @@ private struct Envelope {
             case .topic: "topic"
             case .idempotencyKey: "idempotency_key"
             case .libraryVersion: "library_version"
+            case .traceparent: "traceparent"
+            case .tracestate: "tracestate"
             }
         }
 
@@ -139,7 +141,10 @@ private struct Envelope {
                 if equals("features") { self = .features; return }
                 if equals("deadline") { self = .deadline; return }
             case 9: if equals("catalogue") { self = .catalogue; return }
-            case 10: if equals("timeout_ms") { self = .timeoutMs; return }
+            case 10:
+                if equals("timeout_ms") { self = .timeoutMs; return }
+                if equals("tracestate") { self = .tracestate; return }
+            case 11: if equals("traceparent") { self = .traceparent; return }
             case 12:
                 if equals("heartbeat_ms") { self = .heartbeatMs; return }
                 if equals("resume_token") { self = .resumeToken; return }
@@ -155,7 +160,7 @@ private struct Envelope {
     // Stored one by one rather than in an array: decoding a body then allocates nothing for the envelope.
     private var v, type, id, action, payload, timeoutMs, progress, ok, result, error, seq, peer, actions,
                 features, session, resumeToken, heartbeatMs, host, limits, deadline, skipped, catalogue, topics, info, topic,
-                idempotencyKey, libraryVersion: JSONValue?
+                idempotencyKey, libraryVersion, traceparent, tracestate: JSONValue?
 
     subscript(field: Field) -> JSONValue? {
         get {
@@ -187,6 +192,8 @@ private struct Envelope {
             case .topic: topic
             case .idempotencyKey: idempotencyKey
             case .libraryVersion: libraryVersion
+            case .traceparent: traceparent
+            case .tracestate: tracestate
             }
         }
         set {
@@ -218,8 +225,15 @@ private struct Envelope {
             case .topic: topic = newValue
             case .idempotencyKey: idempotencyKey = newValue
             case .libraryVersion: libraryVersion = newValue
+            case .traceparent: traceparent = newValue
+            case .tracestate: tracestate = newValue
             }
         }
+    }
+
+    /// The trace context, when usable: a malformed one is ignored, never refused (SPEC 7.18).
+    private var trace: TraceHeaders? {
+        traceparent == nil ? nil : TraceHeaders(traceparent: traceparent, tracestate: tracestate)
     }
 
     /// The id to echo when the message is rejected: readable only as a string of 1 to 128 characters.
@@ -261,7 +275,7 @@ private struct Envelope {
             return .request(.init(id: try name(.id), action: try name(.action), payload: self[.payload] ?? .null,
                                   timeoutMs: try positiveInteger(.timeoutMs), deadline: try nonNegativeInteger(.deadline),
                                   wantsProgress: try boolean(.progress) ?? false,
-                                  idempotencyKey: try optionalName(.idempotencyKey)))
+                                  idempotencyKey: try optionalName(.idempotencyKey), trace: trace))
         case .response:
             // A null id is the answer to a message whose id could not be read, so only an error may carry it.
             let id: String? = if case .null? = self[.id] { nil } else { try name(.id, orNull: true) }
@@ -279,7 +293,8 @@ private struct Envelope {
             return .progress(.init(id: try name(.id), seq: try required(.seq, "a positive integer", positiveInteger),
                                    payload: self[.payload] ?? .null, skipped: try positiveInteger(.skipped)))
         case .event:
-            return .event(.init(action: try name(.action), payload: self[.payload] ?? .null, topic: try optionalName(.topic)))
+            return .event(.init(action: try name(.action), payload: self[.payload] ?? .null, topic: try optionalName(.topic),
+                                trace: trace))
         case .cancel:
             return .cancel(id: try name(.id))
         case .hello:

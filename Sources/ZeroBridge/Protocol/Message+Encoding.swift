@@ -34,6 +34,7 @@ extension Message {
                 JSONWriter.append(#","idempotency_key":"#, to: &buffer)
                 JSONWriter.append(string: key, to: &buffer)
             }
+            if let trace = request.trace { trace.write(to: &buffer) }
         case .response(let response):
             JSONWriter.append(#""response","id":"#, to: &buffer)
             if let id = response.id { JSONWriter.append(string: id, to: &buffer) } else { JSONWriter.append("null", to: &buffer) }
@@ -72,6 +73,7 @@ extension Message {
                 JSONWriter.append(#","topic":"#, to: &buffer)
                 JSONWriter.append(string: topic, to: &buffer)
             }
+            if let trace = event.trace { trace.write(to: &buffer) }
         case .cancel(let id):
             JSONWriter.append(#""cancel","id":"#, to: &buffer)
             JSONWriter.append(string: id, to: &buffer)
@@ -169,6 +171,7 @@ extension Message {
             if let deadline = request.deadline { members["deadline"] = .int(deadline) }
             if request.wantsProgress { members["progress"] = true }
             if let key = request.idempotencyKey { members["idempotency_key"] = .string(key) }
+            request.trace?.add(to: &members)
         case .response(let response):
             members["id"] = response.id.map(JSONValue.string) ?? .null
             switch response.outcome {
@@ -190,6 +193,7 @@ extension Message {
             members["action"] = .string(event.action)
             members["payload"] = event.payload
             if let topic = event.topic { members["topic"] = .string(topic) }
+            event.trace?.add(to: &members)
         case .cancel(let id):
             members["id"] = .string(id)
         case .hello(let hello):
@@ -214,5 +218,21 @@ extension Message {
             break
         }
         return .object(members)
+    }
+}
+
+extension TraceHeaders {
+    fileprivate func write(to buffer: inout [UInt8]) {
+        JSONWriter.append(#","traceparent":"#, to: &buffer)
+        JSONWriter.append(string: traceparent, to: &buffer)
+        if let tracestate {
+            JSONWriter.append(#","tracestate":"#, to: &buffer)
+            JSONWriter.append(string: tracestate, to: &buffer)
+        }
+    }
+
+    fileprivate func add(to members: inout [String: JSONValue]) {
+        members["traceparent"] = .string(traceparent)
+        if let tracestate { members["tracestate"] = .string(tracestate) }
     }
 }

@@ -69,6 +69,8 @@ enum Message: Sendable, Equatable {
         var wantsProgress: Bool = false
         /// Names the job a request for a job action starts or attaches to (SPEC 7.16).
         var idempotencyKey: String? = nil
+        /// The caller's W3C trace context, when valid (SPEC 7.18).
+        var trace: TraceHeaders? = nil
     }
 
     struct Response: Sendable, Equatable {
@@ -86,6 +88,8 @@ enum Message: Sendable, Equatable {
         var payload: JSONValue = .null
         /// The topic a host broadcast it on (SPEC 7.15).
         var topic: String? = nil
+        /// The sender's W3C trace context, when valid (SPEC 7.18).
+        var trace: TraceHeaders? = nil
     }
 
     /// The value of the body's `type` field.

@@ -10,6 +10,8 @@ struct MessageFixture: Sendable, CustomTestStringConvertible {
     var data: JSONValue
     var valid: Bool
     var error: BridgeError.Code?
+    /// The trace context a receiver decodes (SPEC 7.18, 14.1): an object, null for none, nil when the case says nothing.
+    var trace: JSONValue? = nil
 
     var testDescription: String { "\(file): \(group) / \(description)" }
 
@@ -53,7 +55,8 @@ struct MessageFixture: Sendable, CustomTestStringConvertible {
                             throw FixtureLoadError(description: "a case without description, data or valid in '\(groupName)'")
                         }
                         fixtures.append(MessageFixture(file: name, group: groupName, description: description, data: data,
-                                                       valid: valid, error: test["error"]?.stringValue.map(BridgeError.Code.init(rawValue:))))
+                                                       valid: valid, error: test["error"]?.stringValue.map(BridgeError.Code.init(rawValue:)),
+                                                       trace: test["trace"]))
                     }
                 }
             } catch {
@@ -82,6 +85,11 @@ struct MessageFixture: Sendable, CustomTestStringConvertible {
         guard case .object(let members) = data, let type = members["type"]?.stringValue,
               let known = Self.fields[type] else { return data }
         var expected = members.filter { known.contains($0.key) || $0.key == "v" || $0.key == "type" }
+        // Trace context is kept only as the case says it decodes: valid, or ignored (SPEC 7.18).
+        if case .object(let trace)? = trace {
+            expected["traceparent"] = trace["traceparent"]
+            expected["tracestate"] = trace["tracestate"]
+        }
         switch type {
         case "request":
             expected["payload"] = expected["payload"] ?? .null

@@ -2,6 +2,7 @@ import ArgumentParser
 import Dispatch
 import Foundation
 import Logging
+import Tracing
 import ZeroBridge
 import ZeroBridgeJobs
 import ZeroBridgeSupervision
@@ -60,6 +61,9 @@ struct ImportHostCommand: AsyncParsableCommand {
     @Flag(help: "Run without a connection key (by default the connection file carries a new one, and every message must be signed with it). For tools that speak unsigned, such as zerobridge record and replay.")
     var noKey = false
 
+    @Flag(help: "Record spans in memory, continuing and passing on W3C trace context (SPEC 7.18), and serve them as the action recordedSpans: to follow a trace from a front-end through this host into the ETL peer without a tracing backend.")
+    var recordSpans = false
+
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel: Logger.Level = .warning
 
@@ -87,6 +91,8 @@ struct ImportHostCommand: AsyncParsableCommand {
     func run() async throws {
         var logger = Logger(label: "import-host")
         logger.logLevel = logLevel
+        let spans = recordSpans ? SpanRecorder() : nil
+        if let spans { InstrumentationSystem.bootstrap(spans) }
         let catalog = try Catalog(path: URL(fileURLWithPath: database).standardizedFileURL.path)
 
         var configuration = BridgeHost.Configuration(endpoint: endpoint, name: "import-host")
@@ -143,6 +149,7 @@ struct ImportHostCommand: AsyncParsableCommand {
         }
         try host.handle(Search.self) { payload, _ in try await catalog.search(payload) }
         try host.handle(Folders.self) { _, _ in try roots.folders() }
+        if let spans { try host.handle("recordedSpans") { _, _ in spans.finished } }
         try host.handle(Stats.self) { [weak host, etlPeer] _, _ in
             var stats = try await catalog.stats()
             stats.etl = etl.status(connected: host?.peers.contains { $0.name == etlPeer && $0.isConnected } ?? false)

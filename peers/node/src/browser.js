@@ -16,6 +16,7 @@ import { decodeWebSocketMessage, encodeWebSocketMessage } from './websocket-fram
 
 export { BridgeError } from './errors.js';
 export { version } from './version.js';
+export { withTrace, currentTrace } from './trace.js';
 
 /** The subprotocol a bridge connection offers (SPEC 2.2); a host that does not select it is not a ZeroBridge host. */
 export const SUBPROTOCOL = 'zerobridge.1';

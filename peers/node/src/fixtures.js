@@ -32,6 +32,7 @@ import {
 export {
   DEFAULT_WITHIN_MS, FixtureFailure, FixtureFormatError, MISSING, conversationFrom, frameBytes, jsonEqual, match, restartsHost,
 } from './conversation.js';
+import { traceOf } from './trace.js';
 
 const EMPTY = Buffer.alloc(0);
 const isObject = (value) => typeof value === 'object' && value !== null && !Array.isArray(value);
@@ -111,7 +112,10 @@ export function loadMessageCases(paths) {
       if (!Array.isArray(group.tests) || group.tests.length === 0) throw check.fail(`${where}.tests`, 'must be a non-empty array of cases');
       group.tests.forEach((test, c) => {
         const at = `${where}.tests[${c}]`;
-        check.keys(test, at, ['description', 'data', 'valid'], ['description', 'data', 'valid', 'error']);
+        check.keys(test, at, ['description', 'data', 'valid'], ['description', 'data', 'valid', 'error', 'trace']);
+        if (has(test, 'trace') && (!test.valid || !(test.trace === null || isObject(test.trace)))) {
+          throw check.fail(`${at}.trace`, 'must be an object or null, on a valid case only');
+        }
         check.text(test.description, `${at}.description`);
         if (typeof test.valid !== 'boolean') throw check.fail(`${at}.valid`, 'must be a boolean');
         if (has(test, 'error') && (test.valid || !['bad_message', 'unsupported_version'].includes(test.error))) {
@@ -120,6 +124,7 @@ export function loadMessageCases(paths) {
         cases.push({
           file: stem, group: group.description, description: test.description, data: test.data, valid: test.valid,
           error: test.error ?? null, name: `${stem}: ${group.description}: ${test.description}`,
+          ...(has(test, 'trace') ? { trace: test.trace } : {}),
         });
       });
     });
@@ -188,6 +193,12 @@ export function checkMessageCase(fixtureCase) {
     return;
   }
   if (!fixtureCase.valid) throw new FixtureFailure(`${fixtureCase.name}: an invalid body was accepted as a ${decoded.body.type}`);
+  if (fixtureCase.trace !== undefined) {
+    const got = traceOf(decoded.body);
+    if (JSON.stringify(got) !== JSON.stringify(fixtureCase.trace)) {
+      throw new FixtureFailure(`${fixtureCase.name}: decoded the trace context as ${JSON.stringify(got)}, the case says ${JSON.stringify(fixtureCase.trace)}`);
+    }
+  }
   const reencoded = JSON.parse(encode(decoded.body)[1].toString('utf8'));
   const expected = protocolView(fixtureCase.data);
   const literal = Object.fromEntries(Object.entries(expected).map(([k, v]) => [k, { $literal: v }]));

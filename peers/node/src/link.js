@@ -8,6 +8,7 @@ import { BridgeError } from './errors.js';
 import { randomBytes, toHex } from './bytes.js';
 import { decode, encode, encodeProgress, messageBytes, bodies, isName } from './wire.js';
 import { ValueRefusal, encodeRequest, encodeEvent, encodeResult, encodeFailure, serializePayload } from './values.js';
+import { currentTrace, runWithTrace, traceOf } from './trace.js';
 
 const AsyncFunction = (async () => {}).constructor;
 const IDENTIFIER = /^[\p{ID_Start}$_][\p{ID_Continue}$\u200c\u200d]*$/u;
@@ -233,7 +234,7 @@ export class Link {
       const id = `${this.idPrefix}${this.nextId + 1}`;
       let frames;
       try {
-        frames = encodeRequest(id, action, payload, timeoutMs, progress !== undefined, deadline, idempotencyKey);
+        frames = encodeRequest(id, action, payload, timeoutMs, progress !== undefined, deadline, idempotencyKey, currentTrace());
       } catch (error) {
         if (!(error instanceof ValueRefusal)) throw error;
         reject(invalidPayload(error));
@@ -339,7 +340,7 @@ export class Link {
     checkName(action, 'action');
     let frames;
     try {
-      frames = encodeEvent(action, payload);
+      frames = encodeEvent(action, payload, currentTrace());
     } catch (error) {
       if (error instanceof ValueRefusal) throw invalidPayload(error);
       throw error;
@@ -470,10 +471,13 @@ export class Link {
         controller.abort(error);
       });
     }
+    const trace = traceOf(request);
     const context = {
       id,
       action,
       deadline,
+      traceparent: trace?.traceparent ?? null,
+      tracestate: trace?.tracestate ?? null,
       signal: controller.signal,
       progress: (payload) => this.reportProgress(entry, payload),
     };
@@ -499,7 +503,8 @@ export class Link {
       if (entry.done) return;
       let pending;
       try {
-        pending = Promise.resolve(run());
+        // The received trace is current for the handler, so what it sends carries it (SPEC 7.18).
+        pending = Promise.resolve(runWithTrace(trace, run));
       } catch (error) {
         pending = Promise.reject(error);
       }
@@ -580,7 +585,7 @@ export class Link {
    * Runs an event's listeners; events count toward `maxInFlight` with requests (SPEC 7.13). The context carries the
    * topic the host broadcast it on (SPEC 7.15), null for an event that has none.
    */
-  serveEvent({ action, payload, topic }) {
+  serveEvent({ action, payload, topic, traceparent, tracestate }) {
     if (this.inFlight >= this.maxInFlight) {
       this.log('warn', `event ${action} not run: ${this.maxInFlight} requests and events already in flight`);
       this.trySend(bodies.failure(null, {
@@ -590,7 +595,10 @@ export class Link {
       return;
     }
     const controller = new AbortController();
-    const running = this.onEvent(action, payload ?? null, { action, topic: topic ?? null, signal: controller.signal });
+    const trace = traceOf({ traceparent, tracestate });
+    const running = runWithTrace(trace, () => this.onEvent(action, payload ?? null, {
+      action, topic: topic ?? null, traceparent: trace?.traceparent ?? null, tracestate: trace?.tracestate ?? null, signal: controller.signal,
+    }));
     if (!running) return; // no listener, or every listener finished at once
     const entry = { action, controller };
     this.events.add(entry);

@@ -1,6 +1,7 @@
 // The Node peer: the session of src/core.js over a ZMTP DEALER (src/zmtp.js), node:crypto's HMAC, and what only a
 // process has: connection files, its environment (a peer launched by its host, SPEC 10.1), CURVE.
 
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { debuglog } from 'node:util';
 import { existsSync } from 'node:fs';
 import { ZmtpDealer } from './zmtp.js';
@@ -8,6 +9,10 @@ import { PeerCore } from './core.js';
 import { isName, isObject } from './wire.js';
 import { readConnectionFile } from './connection-file.js';
 import { PeerChannel, parseKey, sha256Hex } from './signing.js';
+import { useTraceStorage } from './trace.js';
+
+// A handler's trace context stays current through its awaits, so everything it sends carries it (SPEC 7.18).
+useTraceStorage(new AsyncLocalStorage());
 
 const debug = debuglog('zerobridge');
 // host:port without a scheme (127.0.0.1:5599, localhost:5599, [::1]:5599): an endpoint missing its tcp://, not a file.

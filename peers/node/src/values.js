@@ -11,6 +11,7 @@
 
 import { MAX_DEPTH } from './wire.js';
 import { EMPTY, utf8Bytes, utf8Length } from './bytes.js';
+import { traceMembers } from './trace.js';
 
 const INT64_MIN = -(2n ** 63n);
 const INT64_MAX = 2n ** 63n - 1n;
@@ -216,20 +217,20 @@ export function serializePayload(value, root = 'payload', depth = 2) {
 const frames = (json, attachments) => (attachments.length === 0 ? [EMPTY, utf8Bytes(json)] : [EMPTY, utf8Bytes(json), ...attachments]);
 
 /** The frames of a request; throws a ValueRefusal (path from `payload`) for a payload that cannot be carried. */
-export function encodeRequest(id, action, payload, timeoutMs, progress, deadline, idempotencyKey) {
+export function encodeRequest(id, action, payload, timeoutMs, progress, deadline, idempotencyKey, trace = null) {
   const { json, attachments } = serialize(payload ?? null, 'payload');
   let body = `{"v":1,"type":"request","id":${JSON.stringify(id)},"action":${JSON.stringify(action)},"payload":${json}`;
   if (timeoutMs !== undefined) body += `,"timeout_ms":${timeoutMs}`;
   if (deadline !== undefined) body += `,"deadline":${deadline}`;
   if (progress) body += ',"progress":true';
   if (idempotencyKey !== undefined) body += `,"idempotency_key":${JSON.stringify(idempotencyKey)}`;
-  return frames(`${body}}`, attachments);
+  return frames(`${body}${traceMembers(trace)}}`, attachments);
 }
 
 /** The frames of an event; throws a ValueRefusal (path from `payload`). */
-export function encodeEvent(action, payload) {
+export function encodeEvent(action, payload, trace = null) {
   const { json, attachments } = serialize(payload ?? null, 'payload');
-  return frames(`{"v":1,"type":"event","action":${JSON.stringify(action)},"payload":${json}}`, attachments);
+  return frames(`{"v":1,"type":"event","action":${JSON.stringify(action)},"payload":${json}${traceMembers(trace)}}`, attachments);
 }
 
 /** The frames of a successful response; throws a ValueRefusal (path from `result`). */

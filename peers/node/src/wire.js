@@ -3,6 +3,7 @@
 
 import { BridgeError } from './errors.js';
 import { EMPTY, utf8Bytes, utf8Length } from './bytes.js';
+import { keepValidTrace } from './trace.js';
 
 export const PROTOCOL_VERSION = 1;
 export const MAX_DEPTH = 64;
@@ -235,6 +236,8 @@ export function decode(frames) {
   if (!TYPES.has(type)) return fail('bad_message', `unknown message type ${JSON.stringify(body.type)}`, id, type);
   const problem = CHECKS[type](body);
   if (problem) return fail('bad_message', problem, id, type);
+  // Trace context is never a reason to refuse: what is not valid is dropped (SPEC 7.18).
+  if (type === 'request' || type === 'event') keepValidTrace(body);
   // Member names count as decoded: "\u0024attachment" is "$attachment" too (SPEC 3).
   if (frames.length > 2 || text.includes('"$attachment"') || MAYBE_ESCAPED_ATTACHMENT.test(text)) {
     try {

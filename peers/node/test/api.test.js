@@ -10,10 +10,10 @@ const declarations = readFileSync(`${packageDir}/index.d.ts`, 'utf8');
 
 test('the package resolves by its name through "exports" and has exactly the declared exports', async () => {
   const zerobridge = await import('zerobridge');
-  assert.deepEqual(Object.keys(zerobridge).sort(), ['BridgeError', 'Peer', 'connect', 'curveKeyPair', 'version']);
+  assert.deepEqual(Object.keys(zerobridge).sort(), ['BridgeError', 'Peer', 'connect', 'currentTrace', 'curveKeyPair', 'version', 'withTrace']);
   assert.match(declarations, /export declare const version: string;/);
   for (const name of ['BridgeError', 'Peer']) assert.match(declarations, new RegExp(`export class ${name}\\b`));
-  for (const name of ['connect', 'curveKeyPair']) assert.match(declarations, new RegExp(`export function ${name}\\(`));
+  for (const name of ['connect', 'curveKeyPair', 'withTrace', 'currentTrace']) assert.match(declarations, new RegExp(`export function ${name}[<(]`));
   const pkg = JSON.parse(readFileSync(`${packageDir}/package.json`, 'utf8'));
   assert.equal(pkg.type, 'module');
   assert.equal(pkg.types, './index.d.ts');

@@ -134,6 +134,9 @@ class MessageCase:
     data: Any
     valid: bool
     error: str | None = None
+    # The trace context a receiver decodes (SPEC 7.18, 14.1): ``{"traceparent", "tracestate"?}`` or None for none;
+    # False when the case says nothing.
+    trace: dict[str, str] | None | bool = False
 
     @property
     def name(self) -> str:
@@ -211,15 +214,18 @@ def load_message_cases(paths: Iterable[str | os.PathLike[str]]) -> list[MessageC
             for c, case in enumerate(tests):
                 at = f"{where}.tests[{c}]"
                 check.keys(case, at, required={"description", "data", "valid"},
-                           allowed={"description", "data", "valid", "error"})
+                           allowed={"description", "data", "valid", "error", "trace"})
                 check.text(case["description"], f"{at}.description")
                 if not isinstance(case["valid"], bool):
                     raise check.fail(f"{at}.valid", "must be a boolean")
                 error = case.get("error")
                 if error is not None and (case["valid"] or error not in ("bad_message", "unsupported_version")):
                     raise check.fail(f"{at}.error", "must be bad_message or unsupported_version, on an invalid case only")
+                trace = case.get("trace", False)
+                if trace is not False and (not case["valid"] or not (trace is None or isinstance(trace, dict))):
+                    raise check.fail(f"{at}.trace", "must be an object or null, on a valid case only")
                 cases.append(MessageCase(path.stem, group["description"], case["description"], case["data"],
-                                         case["valid"], error))
+                                         case["valid"], error, trace))
     return cases
 
 
@@ -686,6 +692,11 @@ def check_message_case(case: MessageCase) -> None:
         return
     if not case.valid:
         raise FixtureFailure(f"{case.name}: an invalid body was accepted as {type(message).__name__}")
+    if case.trace is not False:
+        decoded = getattr(message, "trace", None)
+        got = None if decoded is None else decoded.to_wire()
+        if got != case.trace:
+            raise FixtureFailure(f"{case.name}: decoded the trace context as {got!r}, the case says {case.trace!r}")
     reencoded = json.loads(wire.encode(message)[1])
     mismatch = match({"$exact": _as_literals(_protocol_view(case.data))}, _protocol_view(reencoded))
     if mismatch is not None:

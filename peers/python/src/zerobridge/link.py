@@ -34,8 +34,9 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator
 from typing import Any, Generic, TypeVar
 
-from . import errors, values, wire
+from . import errors, tracecontext, values, wire
 from .errors import BridgeCancelled, BridgeError, BridgeTimeout
+from .tracecontext import TraceContext
 from .values import UnsendableValue
 
 log = logging.getLogger("zerobridge")
@@ -171,7 +172,9 @@ class OutgoingCall:
 class RequestContext(Generic[P]):
     """What a handler knows about the request it serves (its optional second argument).
 
-    ``id``: the request id. ``action``: its action. ``deadline``: ``time.monotonic()`` value when the
+    ``id``: the request id. ``action``: its action. ``trace``: the W3C trace context it arrived with
+    (:class:`~zerobridge.tracecontext.TraceContext`, SPEC 7.18), or None; calls the handler makes carry it.
+    ``deadline``: ``time.monotonic()`` value when the
     caller gives up (the earlier of receipt + ``timeout_ms`` and the request's ``deadline``), or None.
     ``cancelled``: True once the caller cancelled or the deadline passed (the asyncio task of an async
     handler is cancelled too; a sync handler can poll this). ``progress(payload)`` reports progress
@@ -187,6 +190,7 @@ class RequestContext(Generic[P]):
     def __init__(self, link: Link, request: wire.Request, deadline: float | None) -> None:
         self.id = request.id
         self.action = request.action
+        self.trace = request.trace
         self.deadline = deadline
         self.cancelled = False
         self._link = link
@@ -230,14 +234,15 @@ class EventContext:
     :class:`RequestContext`).
 
     ``action``: the event's action. ``topic``: the topic the host broadcast it on (SPEC 7.15), or None for an event
-    sent to this peer alone and for a broadcast to every peer.
+    sent to this peer alone and for a broadcast to every peer. ``trace``: as :class:`RequestContext`'s.
     """
 
-    __slots__ = ("action", "topic")
+    __slots__ = ("action", "topic", "trace")
 
-    def __init__(self, action: str, topic: str | None = None) -> None:
+    def __init__(self, action: str, topic: str | None = None, trace: TraceContext | None = None) -> None:
         self.action = action
         self.topic = topic
+        self.trace = trace
 
     def __repr__(self) -> str:
         return f"EventContext(action={self.action!r}, topic={self.topic!r})"
@@ -407,7 +412,8 @@ class Link:
         request_id = str(next(self._ids))
         timeout_ms = None if timeout is None else max(1, math.ceil(timeout * 1000))
         wall_deadline = None if timeout_ms is None else now_ms() + timeout_ms
-        request = wire.Request(request_id, action, payload, timeout_ms, progress, wall_deadline, idempotency_key)
+        request = wire.Request(request_id, action, payload, timeout_ms, progress, wall_deadline, idempotency_key,
+                               tracecontext.current())
         frames = values.encode(request)
         self._check_size(frames)
         deadline = None if timeout is None else self.loop.time() + timeout
@@ -441,7 +447,7 @@ class Link:
         """Send an event (never answered). BridgeError ``overloaded`` while the outgoing queue is over its bound;
         UnsendableValue (``invalid_payload``) for a payload JSON cannot carry (SPEC 7.14)."""
         _check_action(action)
-        frames = values.encode(wire.Event(action, payload))
+        frames = values.encode(wire.Event(action, payload, trace=tracecontext.current()))
         self._check_size(frames)
         if self.over_limit or self._waiting_calls:
             raise BridgeError(
@@ -663,7 +669,8 @@ class Link:
         if served.context.cancelled or served.context._answered:
             return  # cancelled (or timed out) before it began: it never begins (SPEC 7.3)
         try:
-            result = await self._serve(served.request, served.context)
+            with tracecontext.handling(served.request.trace, served.request.action):
+                result = await self._serve(served.request, served.context)
         except asyncio.CancelledError:
             self._answer(served, wire.Response.failure(served.request.id, BridgeCancelled("handler cancelled")))
         except BridgeError as error:
@@ -743,7 +750,8 @@ class Link:
         while events:
             event = events[0]
             try:
-                await self._serve_event(event)
+                with tracecontext.handling(event.trace, event.action, event=True):
+                    await self._serve_event(event)
             except Exception:
                 log.exception("event handler for %r failed", event.action)
             finally:

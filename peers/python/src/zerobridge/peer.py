@@ -942,7 +942,7 @@ class Peer:
         if registered is None:
             log.info("dropped event %r: no handler", event.action)
             return
-        await _invoke(registered, event.payload, EventContext(event.action, event.topic))  # the link logs a failure
+        await _invoke(registered, event.payload, EventContext(event.action, event.topic, event.trace))  # the link logs a failure
 
     # --- the session ---------------------------------------------------------------------
 

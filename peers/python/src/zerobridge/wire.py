@@ -22,7 +22,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard, Union
 
+from . import tracecontext
 from .errors import BAD_MESSAGE, UNSUPPORTED_VERSION, BridgeError, error_from_code
+from .tracecontext import TraceContext
 
 PROTOCOL_VERSION = 1
 MAX_ID_LENGTH = 128
@@ -54,6 +56,7 @@ class Request:
     progress: bool = False
     deadline: int | None = None  # Unix time in ms on the caller's clock (SPEC 7.3)
     idempotency_key: str | None = None  # names the job a job action starts (SPEC 7.16, since 1.4)
+    trace: TraceContext | None = None  # the caller's W3C trace context, when valid (SPEC 7.18, since 1.7)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +88,7 @@ class Event:
     action: str
     payload: Any = None
     topic: str | None = None  # host -> peer: the topic it was broadcast on (SPEC 7.15, since 1.3)
+    trace: TraceContext | None = None  # the sender's W3C trace context, when valid (SPEC 7.18, since 1.7)
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,6 +188,8 @@ def _body_of(message: Message, attachments: list[bytes]) -> dict[str, Any]:
                 body["progress"] = True
             if message.idempotency_key is not None:
                 body["idempotency_key"] = message.idempotency_key
+            if message.trace is not None:
+                body.update(message.trace.to_wire())
         case Response():
             body["id"] = message.id
             body["ok"] = message.ok
@@ -206,6 +212,8 @@ def _body_of(message: Message, attachments: list[bytes]) -> dict[str, Any]:
             body["payload"] = _extract_attachments(message.payload, attachments)
             if message.topic is not None:
                 body["topic"] = message.topic
+            if message.trace is not None:
+                body.update(message.trace.to_wire())
         case Cancel():
             body["id"] = message.id
         case Hello():
@@ -403,6 +411,7 @@ def decode(frames: Sequence[bytes]) -> Message:
                     progress=progress,
                     deadline=None if deadline is _MISSING else deadline,
                     idempotency_key=_name(body, "idempotency_key") if "idempotency_key" in body else None,
+                    trace=tracecontext.read(body),
                 )
             case "response":
                 ok = body.get("ok")
@@ -437,6 +446,7 @@ def decode(frames: Sequence[bytes]) -> Message:
                     action=_name(body, "action"),
                     payload=body.get("payload"),
                     topic=_name(body, "topic") if "topic" in body else None,
+                    trace=tracecontext.read(body),
                 )
             case "cancel":
                 return Cancel(id=_required_id(body))

@@ -1,0 +1,106 @@
+import Logging
+import Tracing
+
+// Traces across languages (SPEC 7.18) through swift-distributed-tracing: the link only calls the API. An app
+// bootstraps its own tracer (`InstrumentationSystem.bootstrap`); without one, the NoOpTracer records nothing and the
+// received trace context is carried through unchanged, so a trace crosses a Swift side that records nothing.
+
+extension ServiceContext {
+    /// The trace context the request or event being handled arrived with.
+    var receivedTrace: TraceHeaders? {
+        get { self[ReceivedTraceKey.self] }
+        set { self[ReceivedTraceKey.self] = newValue }
+    }
+}
+
+private enum ReceivedTraceKey: ServiceContextKey {
+    typealias Value = TraceHeaders
+}
+
+/// Reads `traceparent` and `tracestate` from a received message for the bootstrapped tracer.
+struct TraceHeadersExtractor: Extractor {
+    func extract(key: String, from carrier: TraceHeaders) -> String? {
+        switch key {
+        case "traceparent": carrier.traceparent
+        case "tracestate": carrier.tracestate
+        default: nil
+        }
+    }
+}
+
+/// Collects what the bootstrapped tracer writes for an outgoing message.
+struct TraceFieldsInjector: Injector {
+    func inject(_ value: String, forKey key: String, into carrier: inout [String: String]) {
+        carrier[key] = value
+    }
+}
+
+extension TraceHeaders {
+    /// What a request or event sent now carries (SPEC 7.18): the current span as the bootstrapped tracer writes it,
+    /// or, without a tracer, what the request being handled arrived with; nil outside any trace.
+    static var current: TraceHeaders? {
+        guard let context = ServiceContext.current else { return nil }
+        var fields: [String: String] = [:]
+        InstrumentationSystem.instrument.inject(context, into: &fields, using: TraceFieldsInjector())
+        // A tracer that writes no (or no valid) W3C context: carry the received one rather than send garbage.
+        guard let written = fields["traceparent"], let traceparent = traceparent(reading: written) else {
+            return context.receivedTrace
+        }
+        let tracestate = fields["tracestate"].flatMap { !$0.isEmpty && isValidTracestate($0) ? $0 : nil }
+        return TraceHeaders(traceparent: traceparent, tracestate: tracestate)
+    }
+}
+
+/// Runs a handler, and what the link does around it, in a span of the bootstrapped tracer named after the action
+/// (found in the handler table, so a bounded name), whose parent is the received trace context. Inside,
+/// `ServiceContext.current` is the span's: the handler's own spans nest under it and its calls carry the trace.
+/// `body` gets `logger` with the request's `trace_id` in its metadata when there is a trace, so logs and traces join.
+func withHandlerSpan<T>(_ action: String, ofKind kind: SpanKind, received: TraceHeaders?, logger: Logger,
+                        _ body: (Logger, any Span) async -> T) async -> T {
+    var context = ServiceContext.topLevel
+    if let received {
+        context.receivedTrace = received
+        InstrumentationSystem.instrument.extract(received, into: &context, using: TraceHeadersExtractor())
+    }
+    return await withSpan(action, context: context, ofKind: kind) { span in
+        // Without a tracer and a trace (the NoOpSpan), nothing is looked up or built: what every request pays.
+        guard received != nil || span.isRecording else { return await body(logger, span) }
+        var logger = logger
+        if let trace = TraceHeaders.current { logger[metadataKey: "trace_id"] = "\(trace.traceID)" }
+        if span.isRecording {
+            span.attributes["rpc.system"] = "zerobridge"
+            span.attributes["rpc.method"] = action
+        }
+        return await body(logger, span)
+    }
+}
+
+extension Span {
+    /// Marks the span failed with the code the caller is answered with (bounded: the protocol's or the app's codes).
+    func recordFailure(_ error: BridgeError) {
+        attributes["zerobridge.error.code"] = error.code.rawValue
+        setStatus(SpanStatus(code: .error, message: error.code.rawValue))
+    }
+}
+
+/// Runs `body` as a handler of a request that arrived with `traceparent` would run without a tracer: the calls it
+/// makes carry it. For `make bench`, which measures what carrying a trace costs.
+@_spi(Benchmarks) public func withReceivedTrace<T>(_ traceparent: String, _ body: () async throws -> T) async rethrows -> T {
+    var context = ServiceContext.current ?? .topLevel
+    context.receivedTrace = TraceHeaders.traceparent(reading: traceparent).map { TraceHeaders(traceparent: $0) }
+    return try await ServiceContext.withValue(context) { try await body() }
+}
+
+/// What tracing adds to each request on its own, for `make bench`: the span wrapper around an empty handler.
+@_spi(Benchmarks) public enum TracingBenchmark {
+    /// Runs the wrapper `count` times, each as a request carrying `traceparent` (or none) would; returns a checksum.
+    public static func handlerSpans(_ count: Int, traceparent: String?) async -> Int {
+        let received = traceparent.flatMap(TraceHeaders.traceparent(reading:)).map { TraceHeaders(traceparent: $0) }
+        let logger = Logger(label: "bench")
+        var sum = 0
+        for _ in 0..<count {
+            sum &+= await withHandlerSpan("echo", ofKind: .server, received: received, logger: logger) { _, _ in 1 }
+        }
+        return sum
+    }
+}

@@ -1,0 +1,89 @@
+import Synchronization
+import Testing
+import Tracing
+@testable import ZeroBridge
+
+/// Trace context (SPEC 7.18) through a real host and Swift peer, without a tracer: the test process bootstraps none
+/// (a bootstrap is for the whole process, and every suite shares it), so the received context is carried through.
+/// The tracer's side (spans continuing it, their ids on the wire) is followed across processes by
+/// examples/tests/test_traces.py, against the import host's recording tracer.
+@Suite("Trace context", .timeLimit(.minutes(3)))
+struct TraceContextTests {
+    static let traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+    @Test("a handler sees the trace its request came in, and its calls to other peers carry it")
+    func carriedThroughHandlers() async throws {
+        let host = try startConformanceHost()
+        let seen = SeenTraces()
+        let record = seen.record
+        // The host's handler calls the peer back; the peer's handler, in turn, calls the host.
+        try host.handle("outer") { _, request in
+            record("outer", request)
+            return try await request.peer!.call("inner", nil)
+        }
+        try host.handle("innermost") { _, request in
+            record("innermost", request)
+            return "done"
+        }
+        let peer = try await connectPeer(host, name: "traced-swift-peer") { peer in
+            try peer.handle("inner") { [weak peer] _, request in
+                record("inner", request)
+                return try await peer!.call("innermost", nil)
+            }
+        }
+        var context = ServiceContext.topLevel
+        context.receivedTrace = TraceHeaders(traceparent: Self.traceparent, tracestate: "rojo=1")
+        let result = try await ServiceContext.withValue(context) { try await peer.call("outer", nil) }
+        #expect(result == "done")
+        // Outside the trace, nothing is sent.
+        #expect(try await peer.call("innermost", nil) == "done")
+
+        let carried = "\(Self.traceparent) rojo=1"
+        #expect(seen.all == ["outer": [carried], "inner": [carried], "innermost": [carried, nil]])
+        await peer.close()
+        await host.shutdown()
+    }
+
+    @Test("an event a handler posts carries its trace, and the listener sees it")
+    func carriedOnEvents() async throws {
+        let host = try startConformanceHost()
+        let heard = Mutex<[String?]>([])
+        let peer = try await connectPeer(host, name: "traced-swift-listener") { peer in
+            try peer.handle("note") { _, request in
+                heard.withLock { $0.append(request.traceparent) }
+                return nil
+            }
+        }
+        var context = ServiceContext.topLevel
+        context.receivedTrace = TraceHeaders(traceparent: Self.traceparent)
+        _ = try await ServiceContext.withValue(context) { try await peer.call("emit", ["action": "note", "payload": 1]) }
+        #expect(try await eventually { heard.withLock { $0 } == [Self.traceparent] })
+        await peer.close()
+        await host.shutdown()
+    }
+
+    @Test("a traceparent of a higher version is read as version 00; ids of zeros, ff and stray characters are not")
+    func readingTraceparents() {
+        let ids = "4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+        #expect(TraceHeaders.traceparent(reading: "00-\(ids)") == "00-\(ids)")
+        #expect(TraceHeaders.traceparent(reading: "cc-\(ids)-future") == "00-\(ids)")
+        #expect(TraceHeaders.traceparent(reading: "cc-\(ids)x") == nil)
+        #expect(TraceHeaders.traceparent(reading: "ff-\(ids)") == nil)
+        #expect(TraceHeaders.traceparent(reading: "00-\(ids)-") == nil)
+        #expect(TraceHeaders.traceparent(reading: "00-\(String(repeating: "0", count: 32))-00f067aa0ba902b7-01") == nil)
+        #expect(TraceHeaders.traceparent(reading: "00-4bf92f3577b34da6a3ce929d0e0e4736-\(String(repeating: "0", count: 16))-01") == nil)
+        #expect(TraceHeaders.traceparent(reading: "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01") == nil)
+        #expect(TraceHeaders(traceparent: "00-\(ids)").traceID == "4bf92f3577b34da6a3ce929d0e0e4736")
+    }
+}
+
+/// What each handler saw: its traceparent and tracestate, or nil for none.
+private final class SeenTraces: Sendable {
+    private let seen = Mutex<[String: [String?]]>([:])
+
+    var all: [String: [String?]] { seen.withLock { $0 } }
+
+    @Sendable func record(_ name: String, _ request: BridgeRequest) {
+        seen.withLock { $0[name, default: []].append(request.traceparent.map { "\($0) \(request.tracestate ?? "-")" }) }
+    }
+}
