@@ -13,6 +13,8 @@ public struct StatsAccess: Sendable, Equatable {
     /// Anyone who reaches the host: for tests and the conformance host.
     public var anyone: Bool
 
+    /// Admits the sessions with one of `curveKeys`, every session of a keyed host when `connectionKeyHolders`, or
+    /// anyone at all when `anyone`; with no arguments, nobody (``nobody``).
     public init(curveKeys: Set<String> = [], connectionKeyHolders: Bool = false, anyone: Bool = false) {
         self.curveKeys = curveKeys
         self.connectionKeyHolders = connectionKeyHolders

@@ -32,6 +32,9 @@ public struct WebSocketOptions: Sendable {
     /// of an allowed origin, and any local process, can then use the host. Logged as a warning.
     public var allowsUnkeyedConnections = false
 
+    /// A listener on `host`:`port` (loopback, and a port the kernel picks, by default) that serves `webRoot` (a folder,
+    /// or none) and accepts upgrades from the host's own origins plus `allowedOrigins`; `/_zerobridge/` serves the browser
+    /// peer's modules from `scriptsDirectory` (this package's `peers/node/src` by default).
     public init(host: String = "127.0.0.1", port: Int = 0, webRoot: String? = nil, allowedOrigins: [String] = [],
                 scriptsDirectory: String? = WebSocketOptions.bundledScripts) {
         self.host = host
