@@ -57,13 +57,23 @@ extension TraceHeaders {
 /// `body` gets `logger` with the request's `trace_id` in its metadata when there is a trace, so logs and traces join.
 func withHandlerSpan<T>(_ action: String, ofKind kind: SpanKind, received: TraceHeaders?, logger: Logger,
                         _ body: (Logger, any Span) async -> T) async -> T {
+    // No tracer bootstrapped (the default): no span is started, and only a received trace costs anything, the one
+    // task-local value that lets what the handler sends carry it.
+    if InstrumentationSystem.tracer is NoOpTracer {
+        let span = NoOpTracer.NoOpSpan(context: .topLevel)
+        guard let received else { return await body(logger, span) }
+        var context = ServiceContext.topLevel
+        context.receivedTrace = received
+        var logger = logger
+        logger[metadataKey: "trace_id"] = "\(received.traceID)"
+        return await ServiceContext.withValue(context) { await body(logger, span) }
+    }
     var context = ServiceContext.topLevel
     if let received {
         context.receivedTrace = received
         InstrumentationSystem.instrument.extract(received, into: &context, using: TraceHeadersExtractor())
     }
     return await withSpan(action, context: context, ofKind: kind) { span in
-        // Without a tracer and a trace (the NoOpSpan), nothing is looked up or built: what every request pays.
         guard received != nil || span.isRecording else { return await body(logger, span) }
         var logger = logger
         if let trace = TraceHeaders.current { logger[metadataKey: "trace_id"] = "\(trace.traceID)" }
