@@ -139,7 +139,7 @@ let package = Package(
         .target(name: "ZeroBridgeFixtures", dependencies: ["ZeroBridge", "ZeroMQ"]),
         // What every test target shares: waiting for conditions, and the gate that keeps process-starting tests from
         // starving each other (one gate for the whole test run, so it lives in a module of its own).
-        .target(name: "TestSupport", path: "Tests/TestSupport"),
+        .target(name: "TestSupport", dependencies: ["ZeroBridgeFixtures"], path: "Tests/TestSupport"),
         .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ", "TestSupport"]),
         .testTarget(name: "ZeroBridgeTests", dependencies: [
             "ZeroBridge", "ZeroBridgeJobs", "ZeroBridgeSupervision", "ZeroBridgeConformance", "ZeroMQ", "TestSupport", .product(name: "Crypto", package: "swift-crypto"),

@@ -1,4 +1,5 @@
 import Foundation
+internal import ZeroBridgeFixtures
 
 /// A child process started with `posix_spawn`, for tests that start many: Foundation's `Process.run()` on Linux
 /// (Swift 6.3.1) reads past a buffer while it lists /proc/self/fd and crashes the test process now and then
@@ -11,33 +12,8 @@ public final class SpawnedProcess: ChildOfTest, @unchecked Sendable {  // its st
 
     /// Starts `executable` with `arguments` (not including argv[0]) and this process's environment.
     public init(_ executable: String, _ arguments: [String], stdoutPath: String, stderrPath: String) throws {
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, stdoutPath, O_WRONLY | O_CREAT | O_APPEND, 0o600)
-        posix_spawn_file_actions_addopen(&actions, 2, stderrPath, O_WRONLY | O_CREAT | O_APPEND, 0o600)
-        // A child started from one of Swift's threads would inherit a mask that blocks the signals that stop it.
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var nothingBlocked = sigset_t()
-        sigemptyset(&nothingBlocked)
-        var defaults = sigset_t()
-        sigemptyset(&defaults)
-        for signal in [SIGTERM, SIGINT] { sigaddset(&defaults, signal) }
-        posix_spawnattr_setsigmask(&attributes, &nothingBlocked)
-        posix_spawnattr_setsigdefault(&attributes, &defaults)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
-
-        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
-        defer { argv.forEach { free($0) } }
-        var pid: pid_t = 0
-        let result = posix_spawn(&pid, executable, &actions, &attributes, argv, environ)
-        guard result == 0 else {
-            throw CocoaError(.fileReadUnknown, userInfo: [NSLocalizedDescriptionKey: "\(executable): \(String(cString: strerror(result)))"])
-        }
-        processIdentifier = pid
+        processIdentifier = try spawnProcess([executable] + arguments, searchingPath: false, stdoutPath: stdoutPath,
+                                             stderrPath: stderrPath)
     }
 
     public var isRunning: Bool {
