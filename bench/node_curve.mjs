@@ -11,7 +11,7 @@ const TWEETNACL = '/usr/share/nodejs/tweetnacl';
 const nacl = createRequire(import.meta.url)(TWEETNACL);
 
 function parse(argv) {
-  const args = { seconds: 0.15, repeat: 3 };
+  const args = { seconds: 0.1, repeat: 3 };
   for (let i = 0; i < argv.length; i += 2) {
     const key = argv[i].replace(/^--/, '');
     if (!(key in args) || Number.isNaN(Number(argv[i + 1]))) throw new Error(`bad option ${argv[i]}`);
@@ -29,23 +29,19 @@ const IMPLEMENTATIONS = {
   tweetnacl: { seal: (m, n, k) => nacl.box.after(m, n, k), open: (b, n, k) => nacl.box.open.after(b, n, k) },
 };
 
-/** Seconds per call of `fn`: calls in batches until `seconds` pass, the best of `repeat` such runs. */
-function secondsPerCall(fn, seconds, repeat) {
-  let best = Infinity;
-  for (let run = 0; run < repeat; run += 1) {
-    let calls = 0;
-    let batch = 1;
-    const start = process.hrtime.bigint();
-    let elapsed = 0;
-    while (elapsed < seconds) {
-      for (let i = 0; i < batch; i += 1) fn();
-      calls += batch;
-      elapsed = Number(process.hrtime.bigint() - start) / 1e9;
-      if (batch < 1024) batch *= 2;
-    }
-    best = Math.min(best, elapsed / calls);
+/** Seconds per call of `fn` over calls in growing batches until `seconds` pass. */
+function secondsPerCall(fn, seconds) {
+  let calls = 0;
+  let batch = 1;
+  const start = process.hrtime.bigint();
+  let elapsed = 0;
+  while (elapsed < seconds) {
+    for (let i = 0; i < batch; i += 1) fn();
+    calls += batch;
+    elapsed = Number(process.hrtime.bigint() - start) / 1e9;
+    if (batch < 1024) batch *= 2;
   }
-  return best;
+  return elapsed / calls;
 }
 
 function main() {
@@ -59,18 +55,24 @@ function main() {
     if (Buffer.compare(Buffer.from(nacl.box.after(message, nonce, key)), sealed) !== 0) {
       throw new Error(`ours and tweetnacl's boxes of ${length} bytes differ`);
     }
+    const timed = [];
     for (const [name, implementation] of Object.entries(IMPLEMENTATIONS)) {
-      // Warm the JIT on this size before timing it.
-      secondsPerCall(() => implementation.seal(message, nonce, key), args.seconds / 3, 1);
       const opened = implementation.open(sealed, nonce, key);
       if (!opened || Buffer.compare(Buffer.from(opened), message) !== 0) throw new Error(`${name} does not open the box`);
-      for (const [operation, fn] of [['seal', () => implementation.seal(message, nonce, key)],
-        ['open', () => implementation.open(sealed, nonce, key)]]) {
-        const perCall = secondsPerCall(fn, args.seconds, args.repeat);
-        result[`${name}_${operation}_${size}`] = size === 'small'
-          ? { bytes: length, us_per_message: perCall * 1e6 }
-          : { bytes: length, mb_per_second: length / perCall / 1e6 };
-      }
+      timed.push([`${name}_seal_${size}`, () => implementation.seal(message, nonce, key)]);
+      timed.push([`${name}_open_${size}`, () => implementation.open(sealed, nonce, key)]);
+    }
+    // A first round warms the JIT up; then runs take turns, so that load on the machine and the garbage collector
+    // (paying for the garbage of the run before) fall on every figure alike. The best run of each counts.
+    for (const [, fn] of timed) secondsPerCall(fn, args.seconds / 4);
+    const best = new Map();
+    for (let run = 0; run < args.repeat; run += 1) {
+      for (const [name, fn] of timed) best.set(name, Math.min(best.get(name) ?? Infinity, secondsPerCall(fn, args.seconds)));
+    }
+    for (const [name, perCall] of best) {
+      result[name] = size === 'small'
+        ? { bytes: length, us_per_message: perCall * 1e6 }
+        : { bytes: length, mb_per_second: length / perCall / 1e6 };
     }
   }
   console.log(JSON.stringify(result));
