@@ -29,8 +29,6 @@ const KEY_STREAM = new Uint8Array(BLOCK.buffer);
 const POLY_KEY = new Uint8Array(32); // a secretbox's one-time Poly1305 key: its first 32 key stream bytes
 const LAST_BLOCK = new Uint8Array(16); // Poly1305's padded final block
 const TAG = new Uint8Array(TAG_BYTES); // the tag an opened box must carry
-const LIMBS = new Int32Array(10); // Poly1305's accumulator, and h - p, in its final reduction
-const G = new Int32Array(10);
 
 function readWord(bytes, at) {
   return bytes[at] | (bytes[at + 1] << 8) | (bytes[at + 2] << 16) | (bytes[at + 3] << 24);
@@ -288,47 +286,48 @@ function poly1305Into(key, message, at, end, out, outAt) {
     h2 = d2; h3 = d3; h4 = d4; h5 = d5; h6 = d6; h7 = d7; h8 = d8; h9 = d9;
   }
   // Canonical limbs, twice, as the 5x fold of the first pass can carry once more.
-  const h = LIMBS;
-  h[0] = h0; h[1] = h1; h[2] = h2; h[3] = h3; h[4] = h4; h[5] = h5; h[6] = h6; h[7] = h7; h[8] = h8; h[9] = h9;
   let c;
   for (let pass = 0; pass < 2; pass++) {
-    for (let i = 0; i < 9; i++) {
-      c = h[i] >>> 13;
-      h[i] &= 0x1fff;
-      h[i + 1] += c;
-    }
-    c = h[9] >>> 13;
-    h[9] &= 0x1fff;
-    h[0] += 5 * c;
+    c = h0 >>> 13; h0 &= 0x1fff; h1 += c; c = h1 >>> 13; h1 &= 0x1fff; h2 += c;
+    c = h2 >>> 13; h2 &= 0x1fff; h3 += c; c = h3 >>> 13; h3 &= 0x1fff; h4 += c;
+    c = h4 >>> 13; h4 &= 0x1fff; h5 += c; c = h5 >>> 13; h5 &= 0x1fff; h6 += c;
+    c = h6 >>> 13; h6 &= 0x1fff; h7 += c; c = h7 >>> 13; h7 &= 0x1fff; h8 += c;
+    c = h8 >>> 13; h8 &= 0x1fff; h9 += c; c = h9 >>> 13; h9 &= 0x1fff; h0 += 5 * c;
   }
-  c = h[0] >>> 13;
-  h[0] &= 0x1fff;
-  h[1] += c;
+  c = h0 >>> 13; h0 &= 0x1fff; h1 += c;
   // h - p = h + 5 - 2^130: taken, in constant time, when h + 5 reaches 2^130.
-  const g = G;
-  c = 5;
-  for (let i = 0; i < 10; i++) {
-    g[i] = h[i] + c;
-    c = g[i] >>> 13;
-    g[i] &= 0x1fff;
-  }
-  const useG = -c;
-  for (let i = 0; i < 10; i++) h[i] = (h[i] & ~useG) | (g[i] & useG);
-  // (h + s) mod 2^128, as eight 16-bit little-endian words.
-  const words = [
-    h[0] | (h[1] << 13), (h[1] >>> 3) | (h[2] << 10), (h[2] >>> 6) | (h[3] << 7), (h[3] >>> 9) | (h[4] << 4),
-    (h[4] >>> 12) | (h[5] << 1) | (h[6] << 14), (h[6] >>> 2) | (h[7] << 11), (h[7] >>> 5) | (h[8] << 8),
-    (h[8] >>> 8) | (h[9] << 5),
-  ];
-  c = 0;
-  for (let i = 0; i < 8; i++) {
-    const sum = (words[i] & 0xffff) + (key[16 + 2 * i] | (key[17 + 2 * i] << 8)) + c;
-    out[outAt + 2 * i] = sum & 0xff;
-    out[outAt + 2 * i + 1] = (sum >>> 8) & 0xff;
-    c = sum >>> 16;
-  }
-  h.fill(0);
-  g.fill(0);
+  let g0 = h0 + 5; c = g0 >>> 13; g0 &= 0x1fff;
+  let g1 = h1 + c; c = g1 >>> 13; g1 &= 0x1fff;
+  let g2 = h2 + c; c = g2 >>> 13; g2 &= 0x1fff;
+  let g3 = h3 + c; c = g3 >>> 13; g3 &= 0x1fff;
+  let g4 = h4 + c; c = g4 >>> 13; g4 &= 0x1fff;
+  let g5 = h5 + c; c = g5 >>> 13; g5 &= 0x1fff;
+  let g6 = h6 + c; c = g6 >>> 13; g6 &= 0x1fff;
+  let g7 = h7 + c; c = g7 >>> 13; g7 &= 0x1fff;
+  let g8 = h8 + c; c = g8 >>> 13; g8 &= 0x1fff;
+  let g9 = h9 + c; c = g9 >>> 13; g9 &= 0x1fff;
+  const useG = -c, useH = ~useG;
+  h0 = (h0 & useH) | (g0 & useG); h1 = (h1 & useH) | (g1 & useG); h2 = (h2 & useH) | (g2 & useG);
+  h3 = (h3 & useH) | (g3 & useG); h4 = (h4 & useH) | (g4 & useG); h5 = (h5 & useH) | (g5 & useG);
+  h6 = (h6 & useH) | (g6 & useG); h7 = (h7 & useH) | (g7 & useG); h8 = (h8 & useH) | (g8 & useG);
+  h9 = (h9 & useH) | (g9 & useG);
+  // (h + s) mod 2^128, sixteen bits at a time, little-endian.
+  c = addSixteen(out, outAt, 0, h0 | (h1 << 13), key, 0);
+  c = addSixteen(out, outAt, 1, (h1 >>> 3) | (h2 << 10), key, c);
+  c = addSixteen(out, outAt, 2, (h2 >>> 6) | (h3 << 7), key, c);
+  c = addSixteen(out, outAt, 3, (h3 >>> 9) | (h4 << 4), key, c);
+  c = addSixteen(out, outAt, 4, (h4 >>> 12) | (h5 << 1) | (h6 << 14), key, c);
+  c = addSixteen(out, outAt, 5, (h6 >>> 2) | (h7 << 11), key, c);
+  c = addSixteen(out, outAt, 6, (h7 >>> 5) | (h8 << 8), key, c);
+  addSixteen(out, outAt, 7, (h8 >>> 8) | (h9 << 5), key, c);
+}
+
+/** Writes 16-bit word `i` of the tag: that word of h plus that of s (key bytes 16-31) plus `carry`; returns the carry. */
+function addSixteen(out, outAt, i, word, key, carry) {
+  const sum = (word & 0xffff) + (key[16 + 2 * i] | (key[17 + 2 * i] << 8)) + carry;
+  out[outAt + 2 * i] = sum & 0xff;
+  out[outAt + 2 * i + 1] = (sum >>> 8) & 0xff;
+  return sum >>> 16;
 }
 
 /** Poly1305 one-time authenticator (crypto_onetimeauth): a 16-byte tag of `message` under a 32-byte key. */
