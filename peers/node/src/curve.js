@@ -165,7 +165,10 @@ function xorKeyStream(input, inAt, out, outAt, length, from) {
   for (; from < 64 && done < length; from++, done++) out[outAt + done] = input[inAt + done] ^ KEY_STREAM[from];
   const whole = (length - done) >>> 6;
   if (whole > 0 && ((out.byteOffset + outAt + done) & 3) === 0) {
-    if (input !== out || inAt !== outAt) out.set(input.subarray(inAt + done, inAt + done + 64 * whole), outAt + done);
+    if (input !== out || inAt !== outAt) {
+      // A plain view (not input.subarray: for a Buffer that builds another Buffer) for one native copy.
+      out.set(new Uint8Array(input.buffer, input.byteOffset + inAt + done, 64 * whole), outAt + done);
+    }
     const words = new Int32Array(out.buffer, out.byteOffset + outAt + done, 16 * whole);
     for (let w = 0; w < words.length; w += 16) {
       nextBlock();

@@ -287,7 +287,7 @@ class CurveClient {
 
   /** Opens a MESSAGE from the server: { flags, payload }. Its short nonce must exceed every one before it. */
   open(body) {
-    if (body.length < MESSAGE_PREFIX.length || !body.subarray(0, MESSAGE_PREFIX.length).equals(MESSAGE_PREFIX)) {
+    if (body.length < MESSAGE_PREFIX.length || MESSAGE_PREFIX.compare(body, 0, MESSAGE_PREFIX.length) !== 0) {
       throw new ZmtpError(`${this.endpoint} sent something other than a CURVE MESSAGE after the handshake`);
     }
     if (body.length < MESSAGE_HEADER_BYTES) throw new ZmtpError(`malformed MESSAGE from ${this.endpoint} (${body.length} bytes)`);
