@@ -359,7 +359,8 @@ export function poly1305(key, message) {
 export function secretboxInPlace(buffer, at, length, nonce, key) {
   checkLength(key, KEY_BYTES, 'secretbox key');
   checkLength(nonce, NONCE_BYTES, 'secretbox nonce');
-  if (!(buffer instanceof Uint8Array) || !(at >= 0 && length >= 0 && at + TAG_BYTES + length <= buffer.length)) {
+  if (!(buffer instanceof Uint8Array) || !Number.isInteger(at) || !Number.isInteger(length) || at < 0 || length < 0
+    || at + TAG_BYTES + length > buffer.length) {
     throw new RangeError('secretboxInPlace: the tag and message must lie inside the buffer');
   }
   startXsalsa20(key, nonce);

@@ -99,6 +99,7 @@ test('secretboxInPlace at any offset in a larger buffer equals nacl.secretbox an
   const nonce = randomBytes(24);
   assert.throws(() => secretboxInPlace(Buffer.alloc(20), 0, 5, nonce, key), RangeError); // 16 + 5 > 20
   assert.throws(() => secretboxInPlace(Buffer.alloc(20), -1, 0, nonce, key), RangeError);
+  assert.throws(() => secretboxInPlace(Buffer.alloc(40), 0.5, 4, nonce, key), RangeError);
 });
 
 test('a 1 MiB secretbox equals nacl.secretbox, opens both ways, and a flipped bit anywhere is refused by both', () => {
