@@ -31,13 +31,22 @@ export const newNonce = () => toHex(randomBytes(16));
  * big-endian, so frame boundaries count.
  */
 export function macParts(kind, channel, stamp, frames) {
-  const parts = [utf8Bytes(`zerobridge-1\n${kind}\n${channel}\n${stamp}\n`)];
-  for (const frame of frames) {
-    const length = new Uint8Array(8);
-    new DataView(length.buffer).setBigUint64(0, BigInt(frame.length));
-    parts.push(length, frame);
-  }
+  const parts = [textBytes(`zerobridge-1\n${kind}\n${channel}\n${stamp}\n`)];
+  for (const frame of frames) parts.push(lengthBytes(frame.length), frame);
   return parts;
+}
+
+/** The bytes of a MAC's header: one byte per character when it is ASCII (always, but for a garbled channel). */
+const textBytes = (text) => (/^[\x00-\x7f]*$/.test(text) ? latin1Bytes(text) : utf8Bytes(text));
+
+/** `length` as 8 bytes big-endian (a frame is far below 2^53 bytes). */
+function lengthBytes(length) {
+  const bytes = new Uint8Array(8);
+  const high = Math.floor(length / 0x100000000);
+  const low = length >>> 0;
+  bytes[0] = high >>> 24; bytes[1] = high >>> 16; bytes[2] = high >>> 8; bytes[3] = high;
+  bytes[4] = low >>> 24; bytes[5] = low >>> 16; bytes[6] = low >>> 8; bytes[7] = low;
+  return bytes;
 }
 
 /** Frame 0 of a channel's opening hello, from its MAC. */
