@@ -65,7 +65,7 @@ func withHandlerSpan<T>(_ action: String, ofKind kind: SpanKind, received: Trace
         var context = ServiceContext.topLevel
         context.receivedTrace = received
         var logger = logger
-        logger[metadataKey: "trace_id"] = "\(received.traceID)"
+        logger[metadataKey: "trace_id"] = .stringConvertible(LoggedTraceID.received(received))
         return await ServiceContext.withValue(context) { await body(logger, span) }
     }
     var context = ServiceContext.topLevel
@@ -76,12 +76,27 @@ func withHandlerSpan<T>(_ action: String, ofKind kind: SpanKind, received: Trace
     return await withSpan(action, context: context, ofKind: kind) { span in
         guard received != nil || span.isRecording else { return await body(logger, span) }
         var logger = logger
-        if let trace = TraceHeaders.current { logger[metadataKey: "trace_id"] = "\(trace.traceID)" }
+        if let current = ServiceContext.current { logger[metadataKey: "trace_id"] = .stringConvertible(LoggedTraceID.span(current)) }
         if span.isRecording {
             span.attributes["rpc.system"] = "zerobridge"
             span.attributes["rpc.method"] = action
         }
         return await body(logger, span)
+    }
+}
+
+/// The `trace_id` of a request's log lines, written out only when a line is (most requests log nothing): the trace id
+/// of what the request arrived with, or of the span it runs in as the bootstrapped tracer writes it ("none" for a
+/// tracer that writes no W3C context and a request that arrived with none).
+enum LoggedTraceID: CustomStringConvertible, Sendable {
+    case received(TraceHeaders)
+    case span(ServiceContext)
+
+    var description: String {
+        switch self {
+        case .received(let trace): String(trace.traceID)
+        case .span(let context): ServiceContext.withValue(context) { TraceHeaders.current.map { String($0.traceID) } ?? "none" }
+        }
     }
 }
 
