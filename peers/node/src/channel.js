@@ -9,7 +9,6 @@ const MAX_COUNTER = 2n ** 63n - 1n;
 // Strict forms: lowercase hex of fixed length, decimals without sign or leading zeros (at most 19 digits, so
 // nothing huge is ever turned into a BigInt).
 const OPENING = /^h\.([0-9a-f]{32})\.(0|[1-9][0-9]{0,18})\.([0-9a-f]{64})$/;
-const MESSAGE = /^m\.([1-9][0-9]{0,18})\.([0-9a-f]{64})$/;
 
 /** `fn(value)`, or a promise of it when `value` is a promise: one code path for sync and async primitives. */
 const after = (value, fn) => (typeof value?.then === 'function' ? value.then(fn) : fn(value));
@@ -61,18 +60,43 @@ export const messageSignature = (counter, mac) => latin1Bytes(`m.${counter}.${to
  */
 export function parseSignature(frame0) {
   if (frame0.length === 0 || frame0.length > 120) return null;
-  const text = latin1Text(frame0); // one char per byte: nothing non-ASCII can match
-  let match = MESSAGE.exec(text);
-  if (match) {
-    const counter = BigInt(match[1]);
-    return counter <= MAX_COUNTER ? { counter, mac: fromHex(match[2]) } : null;
-  }
-  match = OPENING.exec(text);
+  const message = messageSignatureOf(frame0);
+  if (message !== undefined) return message;
+  const match = OPENING.exec(latin1Text(frame0)); // one char per byte: nothing non-ASCII can match
   if (match) {
     const ms = BigInt(match[2]);
     return ms <= MAX_COUNTER ? { nonce: match[1], ms, mac: fromHex(match[3]) } : null;
   }
   return null;
+}
+
+const DOT = 0x2e, ZERO = 0x30, NINE = 0x39;
+// A lowercase hex digit's value, or -1 (the strict form has no upper case).
+const LOWER_HEX = new Int8Array(256).fill(-1);
+for (let i = 0; i < 16; i += 1) LOWER_HEX['0123456789abcdef'.charCodeAt(i)] = i;
+
+/**
+ * `m.<counter>.<mac>` read from the bytes, as MESSAGE would match their text (every message after the opening has
+ * one, so no text or regex per message): the parsed signature, null for a garbled one, undefined for another form.
+ */
+function messageSignatureOf(frame0) {
+  if (frame0[0] !== 0x6d || frame0[1] !== DOT) return undefined;
+  const digitsEnd = frame0.length - 65;
+  if (digitsEnd < 3 || digitsEnd > 21 || frame0[digitsEnd] !== DOT || frame0[2] === ZERO) return null;
+  let digits = '';
+  for (let i = 2; i < digitsEnd; i += 1) {
+    if (frame0[i] < ZERO || frame0[i] > NINE) return null;
+    digits += String.fromCharCode(frame0[i]);
+  }
+  const mac = new Uint8Array(32);
+  for (let i = 0; i < 32; i += 1) {
+    const high = LOWER_HEX[frame0[digitsEnd + 1 + 2 * i]];
+    const low = LOWER_HEX[frame0[digitsEnd + 2 + 2 * i]];
+    if (high < 0 || low < 0) return null;
+    mac[i] = (high << 4) | low;
+  }
+  const counter = BigInt(digits);
+  return counter <= MAX_COUNTER ? { counter, mac } : null;
 }
 
 /** The `type` of a body frame, or null when it is not a JSON object with a string type. */
