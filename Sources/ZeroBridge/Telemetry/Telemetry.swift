@@ -49,6 +49,8 @@ final class Telemetry: @unchecked Sendable {
     /// Each action's count of requests running and its metric objects, by the handler table's names: looked up once
     /// when a request starts, and held by the request until it ends.
     private var actions: [String: Action] = [:]
+    /// The action of the last request: most requests repeat it, and comparing a short name is cheaper than hashing it.
+    private var lastAction: (name: String, action: Action)?
     private(set) var eventsInFlight = 0
     private let recorder: Recorder?
 
@@ -74,8 +76,11 @@ final class Telemetry: @unchecked Sendable {
     /// A request for `name` (a name the handler table serves) started; hand what it returns to ``requestEnded``.
     func requestStarted(_ name: String) -> Action {
         let action: Action
-        if let known = actions[name] {
+        if let last = lastAction, last.name == name {
+            action = last.action
+        } else if let known = actions[name] {
             action = known
+            lastAction = (name, known)
         } else {
             action = Action(metrics: recorder.map { _ in ActionMetrics(name) })
             actions[name] = action
