@@ -78,6 +78,53 @@ def test_each_connection_is_its_own_session_and_names_are_shared_with_zeromq_rul
         client.close()
 
 
+# --- a close frame is a leaving; a dropped connection is not (SPEC 2.2, decision 50) ---------------------------------
+
+def test_a_close_frame_frees_the_name_at_once(host: WebSocketHost) -> None:
+    leaving = Client(host.websocket, host.key)
+    first = leaving.hello("reloading-page")
+    leaving.ws.close(code=1001, reason="going away")  # what a browser sends when its page unloads
+    # The reloaded page says hello under the same name at once: welcomed into a new session, not name_taken.
+    again = Client(host.websocket, host.key)
+    welcome = again.hello("reloading-page")
+    assert welcome["session"] != first["session"]
+    again.close()
+
+
+def test_a_host_call_into_a_page_that_closes_fails_peer_lost_at_once(host: WebSocketHost) -> None:
+    page, native = Client(host.websocket, host.key), Client(host.websocket, host.key)
+    page.hello("page-mid-call", actions=["hang"])
+    native.hello("native-caller")
+    native.send(type="request", id="into-page", action="callPeer", payload={"peer": "page-mid-call", "action": "hang"})
+    page.next_of("request", action="hang")  # the host's call is in the page, unanswered
+    closed_at = time.monotonic()
+    page.ws.close(code=1001, reason="going away")
+    answer = native.next_of("response", id="into-page", timeout=25)
+    assert answer["error"]["code"] == "peer_lost", answer
+    # At once, not after the host's grace (30 s) that a connection lost without a close frame waits for.
+    assert time.monotonic() - closed_at < 15
+    native.close()
+
+
+def test_a_connection_dropped_without_a_close_frame_can_resume_within_the_grace(host: WebSocketHost) -> None:
+    dropped = Client(host.websocket, host.key)
+    first = dropped.hello("dropped-page")
+    dropped.ws.socket.shutdown(socket.SHUT_WR)  # the TCP connection ends (FIN); no close frame was sent
+    with pytest.raises(ConnectionClosed):  # the host closes its side once it has read the end
+        while True:
+            dropped.ws.recv(timeout=10)
+    # The session keeps its name for the grace: a hello without its token is refused ...
+    impostor = Client(host.websocket, host.key)
+    impostor.send(type="hello", peer="dropped-page")
+    assert impostor.next_of("response")["error"]["code"] == "name_taken"
+    impostor.close()
+    # ... and the peer resumes it over a new connection with the token.
+    back = Client(host.websocket, host.key)
+    resumed = back.hello("dropped-page", session=first["session"], resume_token=first["resume_token"])
+    assert resumed["session"] == first["session"]
+    back.close()
+
+
 # --- refused before the upgrade ---------------------------------------------------------------------------------
 
 def test_a_foreign_origin_is_refused_403(host: WebSocketHost) -> None:

@@ -85,6 +85,7 @@ extension BridgeHost {
         let seam = WebSocketSeam(
             thread: thread,
             closed: { [weak self] routingID in self?.connectionClosed(routingID) },
+            left: { [weak self] routingID, code in self?.peerClosedConnection(routingID, code: code) },
             refused: { [weak self] routingID, reason in self?.refuseUndecodable(routingID, reason) })
         let info = configuration.info.map(JSONValue.object)
         let maxMessageBytes = configuration.maxMessageBytes
