@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import http.client
 import pathlib
+import select
 import socket
 import struct
 import threading
@@ -329,6 +330,99 @@ def test_connections_past_the_bound_are_shed_and_kept_ones_stay(tmp_path: pathli
                 time.sleep(0.05)
         for client in kept:
             client.close()
+    finally:
+        bounded.stop()
+
+
+# --- connections not yet upgraded: an idle timeout and a bound (SPEC 2.2, decision 50) -----------------------------
+
+def closed_by_host(connection: socket.socket, timeout: float = 30) -> bool:
+    """Waits until the host closes the connection (EOF or reset), at most `timeout` seconds; whether it did."""
+    connection.settimeout(timeout)
+    try:
+        while connection.recv(4096):
+            pass  # a response the host wrote first
+    except ConnectionResetError:
+        pass
+    except TimeoutError:
+        return False
+    return True
+
+
+def raw_connection(host: WebSocketHost) -> socket.socket:
+    return socket.create_connection(("127.0.0.1", host.port), timeout=10)
+
+
+def kept_alive_connection(host: WebSocketHost) -> http.client.HTTPConnection:
+    """A connection that completed a request and stays open (keep-alive), holding a place among those not upgraded."""
+    connection = http.client.HTTPConnection("127.0.0.1", host.port, timeout=10)
+    connection.request("GET", "/assets/logo.svg")
+    response = connection.getresponse()
+    assert response.status == 200 and response.read() and response.headers["Connection"] == "keep-alive"
+    return connection
+
+
+def test_connections_that_never_upgrade_are_closed_after_the_idle_timeout(tmp_path: pathlib.Path, web_root: pathlib.Path) -> None:
+    idle_host = start_host(tmp_path, "--web-root", str(web_root), "--ws-idle-timeout-ms", "1000")
+    try:
+        silent = raw_connection(idle_host)  # connects and sends nothing
+        half = raw_connection(idle_host)
+        half.sendall(f"GET / HTTP/1.1\r\nHost: 127.0.0.1:{idle_host.port}\r\n".encode())  # the blank line never comes
+        started = time.monotonic()
+        assert closed_by_host(silent) and closed_by_host(half)
+        assert time.monotonic() - started < 25
+        # A request trickled a byte at a time is cut off too: the timeout runs from the last response, not the last byte.
+        trickle = raw_connection(idle_host)
+        request = f"GET / HTTP/1.1\r\nHost: 127.0.0.1:{idle_host.port}\r\nX-Pad: {'a' * 4000}\r\n\r\n".encode()
+        cut_off = False
+        for byte in request:
+            try:
+                trickle.sendall(bytes([byte]))
+            except (BrokenPipeError, ConnectionResetError):
+                cut_off = True
+                break
+            if select.select([trickle], [], [], 0.05)[0]:
+                cut_off = closed_by_host(trickle)
+                break
+        assert cut_off, "a trickled request kept its connection for the whole request"
+        # A connection that upgrades is no longer timed: its session outlives the timeout many times over.
+        client = Client(idle_host.websocket, idle_host.key)
+        client.hello("outlives-the-timeout")
+        client.send(type="request", id="later", action="sleep", payload={"ms": 3000})
+        assert client.next_of("response", id="later")["result"] == {"slept_ms": 3000}
+        client.close()
+    finally:
+        idle_host.stop()
+
+
+def test_connections_past_the_not_upgraded_bound_are_closed_and_sessions_keep_working(tmp_path: pathlib.Path, web_root: pathlib.Path) -> None:
+    bounded = start_host(tmp_path, "--web-root", str(web_root), "--ws-max-pending", "2", "--ws-idle-timeout-ms", "120000")
+    try:
+        # Upgraded connections give their place back: three sessions with a bound of two.
+        sessions = [Client(bounded.websocket, bounded.key) for _ in range(3)]
+        for index, client in enumerate(sessions):
+            client.hello(f"upgraded-{index}")
+        held = [kept_alive_connection(bounded), kept_alive_connection(bounded)]
+        refused = raw_connection(bounded)
+        assert closed_by_host(refused), "a connection past the bound was kept"
+        with pytest.raises((InvalidHandshake, ConnectionClosed, OSError, TimeoutError)):
+            Client(bounded.websocket, bounded.key)
+        for index, client in enumerate(sessions):
+            client.send(type="request", id=f"still-{index}", action="echo", payload=index)
+            assert client.next_of("response", id=f"still-{index}")["result"] == index
+        held.pop().close()
+        deadline = time.monotonic() + 30
+        while True:  # the closed connection's place is free once the listener has seen it close
+            try:
+                late = Client(bounded.websocket, bounded.key)
+                break
+            except (InvalidHandshake, ConnectionClosed, OSError, TimeoutError):
+                assert time.monotonic() < deadline, "no connection admitted after a held one closed"
+                time.sleep(0.05)
+        assert late.hello("late")["type"] == "welcome"
+        for client in [*sessions, late]:
+            client.close()
+        held[0].close()
     finally:
         bounded.stop()
 
