@@ -73,19 +73,23 @@ struct MAC: Equatable, Sendable {
 
     init(_ bytes: [UInt8]) { self = bytes.withUnsafeBytes { MAC($0) } }
 
-    /// From exactly 64 lowercase hex digits at the start of `digits`; nil for anything else there.
+    /// From exactly 64 lowercase hex digits at the start of `digits`; nil for anything else there. Without a branch
+    /// per digit: this runs for every message received.
     init?(lowerHex digits: UnsafeRawBufferPointer) {
         guard digits.count >= 64 else { return nil }
         var bytes: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
-        let decoded: Bool = withUnsafeMutableBytes(of: &bytes) { out in
-            for offset in 0..<32 {
-                guard let high = Signature.lowerHexValue(digits[2 * offset]),
-                      let low = Signature.lowerHexValue(digits[2 * offset + 1]) else { return false }
-                out[offset] = high << 4 | low
+        var invalid: UInt8 = 0
+        withUnsafeMutableBytes(of: &bytes) { out in
+            func value(_ digit: UInt8) -> UInt8 {
+                let decimal = digit &- 0x30, letter = digit &- 0x61
+                invalid |= decimal < 10 || letter < 6 ? 0 : 1
+                return decimal < 10 ? decimal : letter &+ 10
             }
-            return true
+            for offset in 0..<32 {
+                out[offset] = value(digits[2 * offset]) << 4 | value(digits[2 * offset + 1])
+            }
         }
-        guard decoded else { return nil }
+        guard invalid == 0 else { return nil }
         words = bytes
     }
 
@@ -258,7 +262,7 @@ enum Signature {
         return .opening(nonce: nonce, ms: ms, mac: mac)
     }
 
-    static func lowerHexValue(_ digit: UInt8) -> UInt8? {
+    private static func lowerHexValue(_ digit: UInt8) -> UInt8? {
         switch digit {
         case 0x30...0x39: digit - 0x30
         case 0x61...0x66: digit - 0x61 + 10
