@@ -478,7 +478,9 @@ struct KeyedConnections {
 
     /// Frame 0 for a message to `connection`; nil while it has no channel (nothing may be signed for it yet).
     mutating func sign(for connection: [UInt8], _ frames: [[UInt8]]) -> [UInt8]? {
-        channels[connection]?.sign(frames)
+        // In place: `channels[connection]?.sign` copied the channel (seven references retained and released) per message.
+        guard let open = channels.index(forKey: connection) else { return nil }
+        return channels.values[open].sign(frames)
     }
 
     /// The connection's channel is over (its session ended or moved): what still arrives on it is refused.
