@@ -90,7 +90,9 @@ export class WebSocketTransport {
   #redial = null;
   #pending = []; // sent before the connection was up (unkeyed: a keyed session keeps its own, unsigned)
   #pendingBytes = 0;
-  #writing = null; // the write of the last message whose signature is awaited, or null
+  // Messages whose frame 0 (a WebCrypto signature) is still being computed, with any sent after them: they go out in
+  // send order, each as soon as it and every one before it is signed. Entries: { frames, signature, state, socket }.
+  #signing = [];
   #writingBytes = 0;
   #drainPoll = null;
   #whenClosed = null;
@@ -190,7 +192,7 @@ export class WebSocketTransport {
   #ended(socket, event) {
     if (socket !== this.#socket) return;
     this.#socket = null;
-    this.#writing = null;
+    this.#signing = [];
     this.#writingBytes = 0;
     const wasConnected = this.connected;
     this.connected = false;
@@ -224,27 +226,40 @@ export class WebSocketTransport {
 
   #write(frames) {
     const socket = this.#socket;
-    if (this.#writing === null && typeof frames[0]?.then !== 'function') {
+    if (this.#signing.length === 0 && typeof frames[0]?.then !== 'function') {
       socket.send(encodeWebSocketMessage(frames));
       this.#watchRoom();
       return;
     }
     // A signature still being computed: this message, and every one after it until it is out, wait their turn.
-    const bytes = weight(frames);
-    this.#writingBytes += bytes;
-    const previous = this.#writing ?? Promise.resolve();
-    const written = previous.then(() => frames[0]).then((signature) => {
-      if (socket !== this.#socket) return; // the connection it was signed for is gone, and the message with it
+    const entry = { frames, signature: null, state: 'signing', socket, bytes: weight(frames) };
+    this.#writingBytes += entry.bytes;
+    this.#signing.push(entry);
+    const signed = (state, value) => {
+      entry.state = state;
+      entry.signature = value;
+      this.#writeSigned();
+    };
+    if (typeof frames[0]?.then === 'function') frames[0].then((signature) => signed('signed', signature), (error) => signed('failed', error));
+    else signed('signed', frames[0]);
+  }
+
+  /** Writes the signed messages at the head of the queue, in order, up to the first still being signed. */
+  #writeSigned() {
+    while (this.#signing.length > 0 && this.#signing[0].state !== 'signing') {
+      const { frames, signature, state, socket, bytes } = this.#signing.shift();
+      if (socket !== this.#socket) continue; // the connection it was signed for is gone, and the message with it
       this.#writingBytes -= bytes;
+      if (state === 'failed') {
+        this.log('warn', `could not sign a message: ${signature?.message ?? signature}; closing the connection (the channel cannot go on without it)`);
+        this.#signing = [];
+        this.#writingBytes = 0;
+        socket.close(4000, 'signing failed');
+        return;
+      }
       socket.send(encodeWebSocketMessage([signature, ...frames.slice(1)]));
-      this.#watchRoom();
-    }).catch((error) => {
-      this.log('warn', `could not sign a message: ${error?.message ?? error}; closing the connection (the channel cannot go on without it)`);
-      if (socket === this.#socket) socket.close(4000, 'signing failed');
-    }).finally(() => {
-      if (this.#writing === written) this.#writing = null;
-    });
-    this.#writing = written;
+    }
+    this.#watchRoom();
   }
 
   /** After a write that filled the buffer: polls until there is room again, then emits drain (SPEC 7.13). */
@@ -266,7 +281,7 @@ export class WebSocketTransport {
     this.connected = false;
     this.#pending = [];
     this.#pendingBytes = 0;
-    this.#writing = null;
+    this.#signing = [];
     this.#writingBytes = 0;
     socket?.close(1000, 'reconnecting');
     clearTimeout(this.#redial);
@@ -283,8 +298,8 @@ export class WebSocketTransport {
     const socket = this.#socket;
     if (socket === null) return;
     const deadline = Date.now() + lingerMs;
-    await this.#writing;
-    while (socket.bufferedAmount > 0 && Date.now() < deadline) await new Promise((resolve) => { setTimeout(resolve, DRAIN_POLL_MS); });
+    // Messages still being signed, then the socket's own buffer: out before the close frame, within the linger.
+    while ((this.#signing.length > 0 || socket.bufferedAmount > 0) && Date.now() < deadline) await new Promise((resolve) => { setTimeout(resolve, DRAIN_POLL_MS); });
     await new Promise((resolve) => {
       this.#whenClosed = resolve;
       socket.close(1000, 'bye');

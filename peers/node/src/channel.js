@@ -3,7 +3,7 @@
 // The HMAC itself is the platform's (`primitives`): node:crypto's answers at once (src/signing.js), the browser's
 // WebCrypto with promises (src/browser.js); the channel's bookkeeping is the same for both.
 
-import { fromHex, randomBytes, toHex, utf8Bytes } from './bytes.js';
+import { fromHex, latin1Bytes, randomBytes, toHex, utf8Bytes } from './bytes.js';
 
 const MAX_COUNTER = 2n ** 63n - 1n;
 
@@ -27,15 +27,18 @@ export const newNonce = () => toHex(randomBytes(16));
  * big-endian, so frame boundaries count.
  */
 export function macParts(kind, channel, stamp, frames) {
-  const parts = [utf8Bytes(`zerobridge-1\n${kind}\n${channel}\n${stamp}\n`)];
+  const parts = [textBytes(`zerobridge-1\n${kind}\n${channel}\n${stamp}\n`)];
   for (const frame of frames) parts.push(lengthBytes(frame.length), frame);
   return parts;
 }
 
-/** `length` as 8 bytes big-endian, without a BigInt: lengths stay below 2^53. */
+/** The bytes of a MAC's header: one byte per character when it is ASCII (always, but for a garbled channel). */
+const textBytes = (text) => (/^[\x00-\x7f]*$/.test(text) ? latin1Bytes(text) : utf8Bytes(text));
+
+/** `length` as 8 bytes big-endian (a frame is far below 2^53 bytes). */
 function lengthBytes(length) {
   const bytes = new Uint8Array(8);
-  const high = Math.floor(length / 0x1_0000_0000);
+  const high = Math.floor(length / 0x100000000);
   const low = length >>> 0;
   bytes[0] = high >>> 24; bytes[1] = high >>> 16; bytes[2] = high >>> 8; bytes[3] = high;
   bytes[4] = low >>> 24; bytes[5] = low >>> 16; bytes[6] = low >>> 8; bytes[7] = low;
@@ -63,12 +66,10 @@ export const openingSignature = (channel, ms, mac) => signatureBytes(`h.${channe
 /** Frame 0 of any later message, from its MAC: `counter` (a BigInt or an integer) 1..2^63-1. */
 export const messageSignature = (counter, mac) => signatureBytes('m.', counter, mac);
 
-/** The value of a lowercase hex digit, or -1. */
-function lowerHexValue(byte) {
-  if (byte >= DIGIT_0 && byte <= DIGIT_0 + 9) return byte - DIGIT_0;
-  if (byte >= LETTER_A && byte <= LETTER_A + 5) return byte - LETTER_A + 10;
-  return -1;
-}
+// A lowercase hex digit's value, or -1 (the strict form has no upper case): one lookup per digit.
+const LOWER_HEX = new Int8Array(256).fill(-1);
+for (let i = 0; i < 16; i += 1) LOWER_HEX['0123456789abcdef'.charCodeAt(i)] = i;
+const lowerHexValue = (byte) => LOWER_HEX[byte] ?? -1;
 
 /**
  * A decimal of 1 to 19 digits without a leading zero, at `start` and ending at a `.`: `[value as a BigInt, index of

@@ -160,6 +160,30 @@ describe('signing: frame 0 and keys', () => {
     assert.ok(accepted > 100, `some edits keep a valid frame 0 (${accepted})`);
   });
 
+  test('a message signature read from its bytes agrees with the strict text form on every one-byte change', () => {
+    // The reference: SPEC 3.1's form as a regex over the text (what parseSignature matched before it read bytes).
+    const strict = /^m\.([1-9][0-9]{0,18})\.([0-9a-f]{64})$/;
+    const reference = (frame0) => {
+      const match = strict.exec(frame0.toString('latin1'));
+      if (!match) return null;
+      const counter = BigInt(match[1]);
+      return counter <= 2n ** 63n - 1n ? { counter, mac: bytes(match[2], 'hex') } : null;
+    };
+    const replacements = [0x00, 0x2e, 0x2f, 0x30, 0x31, 0x39, 0x3a, 0x41, 0x46, 0x61, 0x66, 0x67, 0x6d, 0x7f, 0xe9, 0xff];
+    for (const valid of [`m.1.${hex}`, `m.1234567890123456789.${hex}`, `m.9223372036854775807.${hex}`]) {
+      const original = Buffer.from(valid, 'latin1');
+      for (let at = 0; at < original.length; at += 1) {
+        for (const byte of replacements) {
+          const changed = Buffer.from(original);
+          changed[at] = byte;
+          assert.deepEqual(parseSignature(changed), reference(changed), `${valid} with byte ${at} as ${byte}`);
+        }
+        const shorter = Buffer.concat([original.subarray(0, at), original.subarray(at + 1)]);
+        if (shorter[0] === 0x6d) assert.deepEqual(parseSignature(shorter), reference(shorter), `${valid} without byte ${at}`);
+      }
+    }
+  });
+
   test('frame boundaries and attachments are under the MAC', () => {
     const ab = mac(key, 'p2h', 'c', 1, [Buffer.from('ab'), Buffer.from('c')]);
     const a = mac(key, 'p2h', 'c', 1, [Buffer.from('a'), Buffer.from('bc')]);
