@@ -590,7 +590,7 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
             ? .refused("a message on a keyed connection is a signature and a body")
             : frames[1].count > Signature.maxFrameBytes
             ? .refused("not a signature: frame 0 has \(frames[1].count) bytes")  // not copied, not parsed
-            : keyed!.receive(on: routingID, frame0: frames[1].bytes, size: body.reduce(0) { $0 + $1.count },
+            : keyed!.receive(on: routingID, frame0: frames[1], size: body.reduce(0) { $0 + $1.count },
                              maxMessageBytes: configuration.maxMessageBytes, frames: body,
                              now: Int64(WallClock.milliseconds)) {
                 (try? JSONValue.parse(body[body.startIndex].bytes))?["type"] == "hello"

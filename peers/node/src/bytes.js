@@ -47,9 +47,6 @@ export function concatBytes(parts) {
   return out;
 }
 
-/** One character per byte: the ASCII signatures of SPEC 3.1 read as text. */
-export const latin1Text = (bytes) => String.fromCharCode(...bytes);
-
 /** The bytes of text made of characters U+0000..U+00FF (one byte each). */
 export function latin1Bytes(text) {
   const bytes = new Uint8Array(text.length);
