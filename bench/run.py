@@ -334,8 +334,11 @@ class Bench:
                                                           *peer_flags)), host)
             finally:
                 host.stop()
-        for key, flags in (("span_wrapper", []), ("span_wrapper_traced", ["--traceparent", TRACEPARENT])):
-            tracing[key] = run_client(self.bench_tool("span-wrapper", "--seconds", str(self.seconds), *flags))
+        for key, command, flags in (("span_wrapper", "span-wrapper", []),
+                                    ("span_wrapper_traced", "span-wrapper", ["--traceparent", TRACEPARENT]),
+                                    ("span_wrapper_tracer", "span-wrapper", ["--traceparent", TRACEPARENT, "--tracer", "memory"]),
+                                    ("span_alone_tracer", "span-alone", [])):
+            tracing[key] = run_client(self.bench_tool(command, "--seconds", str(self.seconds), *flags))
         return {"tracing": tracing}
 
 
@@ -392,8 +395,14 @@ def telemetry_ratios(telemetry: dict[str, Any]) -> dict[str, Any]:
     extra = {mode: (round(cpu / off - 1, 3) if cpu is not None and off else None)
              for mode in ("carried", "on") for cpu in [host_cpu(mode)]}
     wrapper = (tracing.get("span_wrapper") or {}).get("ns_per_request")
+    # With the tracer: the wrapper's time less the tracer's own span is what ZeroBridge adds around it.
+    with_tracer = (tracing.get("span_wrapper_tracer") or {}).get("ns_per_request")
+    tracer_alone = (tracing.get("span_alone_tracer") or {}).get("ns_per_request")
+    ours = with_tracer - tracer_alone if with_tracer and tracer_alone else None
     return {"host_cpu_extra_carried": extra["carried"], "host_cpu_extra_on": extra["on"],
-            "span_wrapper_share_no_tracer": round(wrapper / (off * 1000), 4) if wrapper and off else None}
+            "span_wrapper_share_no_tracer": round(wrapper / (off * 1000), 4) if wrapper and off else None,
+            "span_wrapper_share_tracer_own": round(ours / (off * 1000), 4) if ours is not None and off else None,
+            "tracer_span_share": round(tracer_alone / (off * 1000), 4) if tracer_alone and off else None}
 
 
 def security_ratios(security: dict[str, Any]) -> dict[str, Any]:
@@ -606,13 +615,17 @@ def telemetry_table(results: dict[str, Any]) -> list[str]:
         for window, latency in ((1, True), (64, False)):
             lines.append(f"{f'tracing {label}, ' + ('sequential' if window == 1 else '64 in flight'):<44} "
                          f"{describe(tracing.get(f'{mode}_w{window}'), latency)}")
-    for key, label in (("span_wrapper", "span wrapper alone, no tracer"), ("span_wrapper_traced", "the same, trace carried")):
+    for key, label in (("span_wrapper", "span wrapper alone, no tracer"), ("span_wrapper_traced", "the same, trace carried"),
+                       ("span_wrapper_tracer", "the same, in-memory tracer"),
+                       ("span_alone_tracer", "in-memory tracer's span alone, no ZeroBridge")):
         result = tracing.get(key) or {}
         text = f"{result['ns_per_request']:>8.0f} ns per request" if "ns_per_request" in result else f"error: {result.get('error')}"
         lines.append(f"{label:<44} {text}")
     r = results.get("telemetry_ratios", {})
     lines.append(f"{'extra host CPU per request, 64 in flight':<44} carried {fraction(r.get('host_cpu_extra_carried'))}, "
                  f"on {fraction(r.get('host_cpu_extra_on'))}")
+    lines.append(f"{'of the host CPU per request, tracer on':<44} ZeroBridge's span code {fraction(r.get('span_wrapper_share_tracer_own'))}, "
+                 f"the in-memory tracer's own span {fraction(r.get('tracer_span_share'))}")
     return lines
 
 

@@ -8,7 +8,9 @@
 //   zerobridge-bench codec        --seconds S                         the host's codec share, no sockets
 //   zerobridge-bench telemetry    --backend none|prometheus           the metrics hooks of one request, no sockets
 //   zerobridge-bench traced-host  --endpoint E [--tracer memory]      an echo host; with a tracer bootstrapped
-//   zerobridge-bench span-wrapper --seconds S [--traceparent TP]      what tracing adds per request, no tracer, no sockets
+//   zerobridge-bench span-wrapper --seconds S [--traceparent TP] [--tracer memory]
+//                                                                     what tracing adds per request, no sockets
+//   zerobridge-bench span-alone   --seconds S                         InMemoryTracer's own span, without ZeroBridge
 //
 // `peer --traceparent TP` sends every call in the trace TP (SPEC 7.18), as a handler that received it would.
 //
@@ -67,7 +69,7 @@ struct Options {
             default: throw Usage("unknown option \(flag)")
             }
         }
-        if !["codec", "telemetry", "span-wrapper"].contains(command) && endpoint.isEmpty { throw Usage("--endpoint is required") }
+        if !["codec", "telemetry", "span-wrapper", "span-alone"].contains(command) && endpoint.isEmpty { throw Usage("--endpoint is required") }
     }
 
     private static func positive(_ text: String, _ flag: String) throws -> Int {
@@ -327,14 +329,40 @@ func tracedHost(_ options: Options) async throws {
     while true { try await Task.sleep(for: .seconds(3600)) }
 }
 
-/// The span wrapper each request runs in, with no tracer (the NoOpTracer): its cost in nanoseconds per request.
+/// The span wrapper each request runs in, with no tracer (the NoOpTracer) or with `--tracer memory` (InMemoryTracer,
+/// its finished spans dropped every 10,000): its cost in nanoseconds per request.
 func spanWrapperBench(_ options: Options) async {
+    let tracer = options.tracer == "memory" ? InMemoryTracer(recordInjections: false, recordExtractions: false) : nil
+    if let tracer { InstrumentationSystem.bootstrap(tracer) }
+    await timedBatches(options) {
+        let checksum = await TracingBenchmark.handlerSpans(10_000, traceparent: options.traceparent)
+        precondition(checksum == 10_000)
+        tracer?.clearFinishedSpans()
+    }
+}
+
+/// What the wrapper's span costs InMemoryTracer itself, with no ZeroBridge code around it: started, given the same
+/// two attributes, ended and recorded. The wrapper's figure with the tracer, less this one, is ZeroBridge's share.
+func spanAloneBench(_ options: Options) async {
+    let tracer = InMemoryTracer(recordInjections: false, recordExtractions: false)
+    await timedBatches(options) {
+        for _ in 0 ..< 10_000 {
+            let span = tracer.startSpan("echo", context: ServiceContext.topLevel, ofKind: .server)
+            span.attributes["rpc.system"] = "zerobridge"
+            span.attributes["rpc.method"] = "echo"
+            span.end()
+        }
+        tracer.clearFinishedSpans()
+    }
+}
+
+/// Runs `batch` (10,000 requests) until `--seconds` have passed and prints the time per request.
+func timedBatches(_ options: Options, _ batch: () async -> Void) async {
     let start = now()
     let end = start + UInt64(options.seconds * 1e9)
     var iterations = 0
     while now() < end {
-        let checksum = await TracingBenchmark.handlerSpans(10_000, traceparent: options.traceparent)
-        precondition(checksum == 10_000)
+        await batch()
         iterations += 10_000
     }
     let elapsed = Double(now() - start) / 1e9
@@ -355,6 +383,7 @@ do {
     case "telemetry": telemetryBench(options)
     case "traced-host": try await tracedHost(options)
     case "span-wrapper": await spanWrapperBench(options)
+    case "span-alone": await spanAloneBench(options)
     default: throw Usage("unknown subcommand \(options.command)")
     }
 } catch {

@@ -43,7 +43,7 @@ public final class SpawnedProcess: ChildOfTest, @unchecked Sendable {  // its st
     /// Starts `executable` with its standard output and error going to one new temporary file: read it with
     /// ``output`` once the process has exited.
     public static func capturingOutput(_ executable: String, _ arguments: [String]) throws -> SpawnedProcess {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("spawned-\(UUID().uuidString).out").path
+        let path = URL(fileURLWithPath: scratchDirectory).appendingPathComponent("spawned-\(UUID().uuidString).out").path
         let process = try SpawnedProcess(executable, arguments, stdoutPath: path, stderrPath: path)
         process.outputPath = path
         return process

@@ -13,7 +13,7 @@ enum Transport: String, CaseIterable, CustomTestStringConvertible, Sendable {
         let unique = UUID().uuidString.prefix(8)
         switch self {
         case .inproc: return "inproc://zmq-test-\(unique)"
-        case .ipc: return "ipc://\(NSTemporaryDirectory())zmq-test-\(unique).sock"
+        case .ipc: return "ipc://\(scratchDirectory)zmq-test-\(unique).sock"
         case .tcp: return "tcp://127.0.0.1:*"
         }
     }

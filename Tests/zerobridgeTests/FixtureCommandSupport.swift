@@ -12,7 +12,7 @@ let conversationsFolder = URL(fileURLWithPath: #filePath)
 
 /// A fresh temporary folder for one test.
 func temporaryFolder() throws -> String {
-    let path = NSTemporaryDirectory() + "zb-fixtures-\(UUID().uuidString.prefix(8))"
+    let path = scratchDirectory + "zb-fixtures-\(UUID().uuidString.prefix(8))"
     try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
     return path
 }

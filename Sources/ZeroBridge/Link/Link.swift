@@ -30,6 +30,8 @@ final class Link: @unchecked Sendable {
     let logger: Logger
     /// What the owner counts (issue 27); shared by a host's sessions, on the same thread.
     let telemetry: Telemetry
+    /// The bootstrapped tracer handlers run in spans of (SPEC 7.18), as it was when the link opened; nil without one.
+    let tracer = bootstrappedTracer()
     /// How the other side is connected: the `transport` label of the bytes counted. Only on the thread.
     var transport = Telemetry.Transport.zmq
     /// Sends one message (its body and attachment frames) to the other side through the link's outbox; the owner
@@ -315,7 +317,7 @@ final class Link: @unchecked Sendable {
         let reveals = revealsErrorDescriptions
         entry.task = Task { [self] in
             let outcome = await withHandlerSpan(request.action, ofKind: .server, received: request.trace,
-                                                logger: logger) { logger, span -> Result<JSONValue, BridgeError> in
+                                                tracer: tracer, logger: logger) { logger, span -> Result<JSONValue, BridgeError> in
                 let outcome: Result<JSONValue, BridgeError>
                 do {
                     // A cancel read before the task began: the handler never starts (SPEC 7.3).
@@ -488,7 +490,7 @@ final class Link: @unchecked Sendable {
         limits.hostWide?.running += 1
         telemetry.eventStarted()
         events[token] = Task { [self] in
-            await withHandlerSpan(event.action, ofKind: .consumer, received: event.trace, logger: logger) { logger, span in
+            await withHandlerSpan(event.action, ofKind: .consumer, received: event.trace, tracer: tracer, logger: logger) { logger, span in
                 do { _ = try await handler(event.payload, context) } catch is CancellationError {
                 } catch {
                     logger.warning("event handler failed", metadata: ["action": "\(event.action)", "error": "\(error)"])

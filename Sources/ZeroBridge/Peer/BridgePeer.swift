@@ -523,7 +523,7 @@ private final class PeerSigning: @unchecked Sendable {
     /// said why (it is unsigned, so it is only believed as a diagnostic); anything else refused is dropped.
     func accept(_ frames: [Frame], logger: Logger) -> Verdict {
         let body = frames.dropFirst()  // signed in place, not copied
-        if channel.accept(frames[0].bytes, body) { return .accepted }
+        if channel.accept(frames[0], body) { return .accepted }
         refused.add(1, ordering: .relaxed)
         if frames[0].count == 0, let answer = try? JSONValue.parse(body[body.startIndex].bytes), answer["type"] == "response",
            answer["id"] == .null, answer["error"]?["code"] == "unauthorized" {

@@ -6,13 +6,13 @@ public struct ConnectionKey: Sendable, Hashable {
     /// The key's 32 bytes.
     public let bytes: [UInt8]
     /// HMAC-SHA256 with this key, its padded key already hashed: every message's MAC starts from a copy of it.
-    let authenticator: HMAC<SHA256>
+    let authenticator: ChannelMAC
 
     /// From hex digits (an even, non-zero number of them, either case); nil otherwise.
     public init?(hex: String) {
         guard let bytes = Signature.bytes(hex: hex), !bytes.isEmpty else { return nil }
         self.bytes = bytes
-        authenticator = HMAC(key: SymmetricKey(data: bytes))
+        authenticator = ChannelMAC(key: bytes)
     }
 
     public static func == (a: ConnectionKey, b: ConnectionKey) -> Bool { a.bytes == b.bytes }
@@ -29,6 +29,84 @@ public struct ConnectionKey: Sendable, Hashable {
     public var hex: String { Signature.hex(bytes) }
 }
 
+/// HMAC-SHA256 (RFC 2104) over swift-crypto's `SHA256`: the inner and outer hashes with the padded key fed, each
+/// message's MAC from copies of them. Why not swift-crypto's `HMAC<SHA256>`: it is generic and not inlinable, so every
+/// `update` and `finalize` called from this module resolved generic metadata at run time, 1.1 of the 2.6 us that
+/// signing and checking cost the host per request (perf, issue 26), while `SHA256` is a concrete type. Pinned to
+/// `HMAC<SHA256>` by a differential test (SignatureTests).
+struct ChannelMAC: Sendable {
+    private var inner = SHA256()
+    private var outer = SHA256()
+
+    init(key: [UInt8]) {
+        var block = [UInt8](repeating: 0, count: SHA256.blockByteCount)
+        if key.count > block.count {
+            block.replaceSubrange(0..<SHA256.byteCount, with: Array(SHA256.hash(data: key)))
+        } else {
+            block.replaceSubrange(0..<key.count, with: key)
+        }
+        for (hash, pad) in [(\Self.inner, UInt8(0x36)), (\Self.outer, UInt8(0x5c))] {
+            let padded = block.map { $0 ^ pad }
+            padded.withUnsafeBytes { self[keyPath: hash].update(bufferPointer: $0) }
+        }
+    }
+
+    mutating func update(_ bytes: UnsafeRawBufferPointer) { inner.update(bufferPointer: bytes) }
+
+    func finalize() -> MAC {
+        var outer = outer
+        inner.finalize().withUnsafeBytes { outer.update(bufferPointer: $0) }
+        return outer.finalize().withUnsafeBytes { MAC($0) }
+    }
+}
+
+/// An HMAC-SHA256 value: 32 bytes held inline (no allocation per message), compared in constant time.
+struct MAC: Equatable, Sendable {
+    private var words: (UInt64, UInt64, UInt64, UInt64)
+
+    /// From 32 bytes.
+    init(_ bytes: UnsafeRawBufferPointer) {
+        precondition(bytes.count == 32, "an HMAC-SHA256 has 32 bytes")
+        words = (bytes.loadUnaligned(fromByteOffset: 0, as: UInt64.self), bytes.loadUnaligned(fromByteOffset: 8, as: UInt64.self),
+                 bytes.loadUnaligned(fromByteOffset: 16, as: UInt64.self), bytes.loadUnaligned(fromByteOffset: 24, as: UInt64.self))
+    }
+
+    init(_ bytes: [UInt8]) { self = bytes.withUnsafeBytes { MAC($0) } }
+
+    /// From exactly 64 lowercase hex digits at the start of `digits`; nil for anything else there. Without a branch
+    /// per digit: this runs for every message received.
+    init?(lowerHex digits: UnsafeRawBufferPointer) {
+        guard digits.count >= 64 else { return nil }
+        var bytes: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+        var invalid: UInt8 = 0
+        withUnsafeMutableBytes(of: &bytes) { out in
+            func value(_ digit: UInt8) -> UInt8 {
+                let decimal = digit &- 0x30, letter = digit &- 0x61
+                invalid |= decimal < 10 || letter < 6 ? 0 : 1
+                return decimal < 10 ? decimal : letter &+ 10
+            }
+            for offset in 0..<32 {
+                out[offset] = value(digits[2 * offset]) << 4 | value(digits[2 * offset + 1])
+            }
+        }
+        guard invalid == 0 else { return nil }
+        words = bytes
+    }
+
+    /// Constant time: every word is compared, whatever differs first.
+    static func == (a: MAC, b: MAC) -> Bool {
+        ((a.words.0 ^ b.words.0) | (a.words.1 ^ b.words.1) | (a.words.2 ^ b.words.2) | (a.words.3 ^ b.words.3)) == 0
+    }
+
+    /// Calls `body` with the 32 bytes.
+    func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) -> R) -> R {
+        Swift.withUnsafeBytes(of: words, body)
+    }
+
+    /// Lowercase hex, as frame 0 carries it.
+    var hex: String { withUnsafeBytes { Signature.hex($0) } }
+}
+
 /// Frame 0 of keyed connections (SPEC 3.1): `h.<nonce>.<ms>.<mac>` opens a connection's channel, `m.<counter>.<mac>`
 /// signs everything after it.
 enum Signature {
@@ -43,23 +121,23 @@ enum Signature {
     static let maxFrameBytes = 128
 
     enum Parsed: Equatable {
-        case opening(nonce: String, ms: Int64, mac: [UInt8])
-        case message(counter: Int64, mac: [UInt8])
+        case opening(nonce: String, ms: Int64, mac: MAC)
+        case message(counter: Int64, mac: MAC)
     }
 
     /// HMAC-SHA256 with the key, the preamble's fixed start (`zerobridge-1`, the kind, the channel) already fed: a
     /// channel keeps one per direction, and every message's MAC starts from a copy of it.
-    static func prefixed(_ key: ConnectionKey, _ kind: Kind, channel: String) -> HMAC<SHA256> {
+    static func prefixed(_ key: ConnectionKey, _ kind: Kind, channel: String) -> ChannelMAC {
         var hmac = key.authenticator
         var start = "zerobridge-1\n\(kind.rawValue)\n\(channel)\n"
-        start.withUTF8 { hmac.update(data: UnsafeRawBufferPointer($0)) }
+        start.withUTF8 { hmac.update(UnsafeRawBufferPointer($0)) }
         return hmac
     }
 
     /// HMAC-SHA256 of the preamble's end (the stamp) and the frames, each read in place (as received, or as about
     /// to be sent) after its length. The stamp and each length go in with one small update, from the stack.
-    static func authenticationCode<Frames: Sequence>(_ prefixed: HMAC<SHA256>, stamp: Int64,
-                                                     frames: Frames) -> HMAC<SHA256>.MAC where Frames.Element: ContiguousBytes {
+    static func authenticationCode<Frames: Sequence>(_ prefixed: ChannelMAC, stamp: Int64,
+                                                     frames: Frames) -> MAC where Frames.Element: ContiguousBytes {
         var hmac = prefixed
         withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 32) { buffer in
             var used = decimal(stamp, into: buffer)
@@ -70,32 +148,32 @@ enum Signature {
                     withUnsafeBytes(of: UInt64(bytes.count).bigEndian) { length in
                         for byte in length { buffer[used] = byte; used += 1 }
                     }
-                    hmac.update(data: UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(buffer)[..<used]))
+                    hmac.update(UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(buffer)[..<used]))
                     used = 0
-                    hmac.update(data: bytes)
+                    hmac.update(bytes)
                 }
             }
-            if used > 0 { hmac.update(data: UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(buffer)[..<used])) }
+            if used > 0 { hmac.update(UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(buffer)[..<used])) }
         }
         return hmac.finalize()
     }
 
     static func authenticationCode<Frames: Sequence>(_ key: ConnectionKey, _ kind: Kind, channel: String, stamp: Int64,
-                                                     frames: Frames) -> HMAC<SHA256>.MAC where Frames.Element: ContiguousBytes {
+                                                     frames: Frames) -> MAC where Frames.Element: ContiguousBytes {
         authenticationCode(prefixed(key, kind, channel: channel), stamp: stamp, frames: frames)
     }
 
     /// The MAC as frame 0 carries it: lowercase hex.
     static func mac<Frames: Sequence>(_ key: ConnectionKey, _ kind: Kind, channel: String, stamp: Int64,
                                       frames: Frames) -> String where Frames.Element: ContiguousBytes {
-        hex(authenticationCode(key, kind, channel: channel, stamp: stamp, frames: frames))
+        authenticationCode(key, kind, channel: channel, stamp: stamp, frames: frames).hex
     }
 
     /// Whether `mac` (hex) is the frames' MAC, compared in constant time.
     static func isValid<Frames: Sequence>(_ mac: String, _ key: ConnectionKey, _ kind: Kind, channel: String, stamp: Int64,
                                           frames: Frames) -> Bool where Frames.Element: ContiguousBytes {
-        guard let expected = bytes(hex: mac) else { return false }
-        return authenticationCode(key, kind, channel: channel, stamp: stamp, frames: frames) == expected
+        guard let expected = bytes(hex: mac), expected.count == 32 else { return false }
+        return authenticationCode(key, kind, channel: channel, stamp: stamp, frames: frames) == MAC(expected)
     }
 
     static func opening(_ key: ConnectionKey, channel: String, ms: Int64, frames: [[UInt8]]) -> String {
@@ -106,18 +184,17 @@ enum Signature {
         String(decoding: messageFrame(prefixed(key, kind, channel: channel), counter: counter, frames: frames), as: UTF8.self)
     }
 
-    /// `m.<counter>.<mac>` as bytes, written once.
-    static func messageFrame(_ prefixed: HMAC<SHA256>, counter: Int64, frames: [[UInt8]]) -> [UInt8] {
+    /// `m.<counter>.<mac>` as bytes, written once into the array that is sent.
+    static func messageFrame(_ prefixed: ChannelMAC, counter: Int64, frames: [[UInt8]]) -> [UInt8] {
         let code = authenticationCode(prefixed, stamp: counter, frames: frames)
-        var frame = [UInt8](repeating: 0, count: 2 + 20 + 1 + 64)
-        return frame.withUnsafeMutableBufferPointer { buffer in
+        return [UInt8](unsafeUninitializedCapacity: 2 + 20 + 1 + 64) { buffer, count in
             buffer[0] = UInt8(ascii: "m")
             buffer[1] = UInt8(ascii: ".")
             var used = 2 + decimal(counter, into: UnsafeMutableBufferPointer(rebasing: buffer[2...]))
             buffer[used] = UInt8(ascii: ".")
             used += 1
             code.withUnsafeBytes { for byte in $0 { buffer[used] = hexDigits[Int(byte >> 4)]; buffer[used + 1] = hexDigits[Int(byte & 0xf)]; used += 2 } }
-            return Array(buffer[..<used])
+            count = used
         }
     }
 
@@ -140,9 +217,13 @@ enum Signature {
         return used
     }
 
+    static func parse(_ frame: some ContiguousBytes) -> Parsed? {
+        frame.withUnsafeBytes { parse(bytes: $0) }
+    }
+
     /// Frame 0 as written by the rules (lowercase hex, decimal without sign or leading zeros); nil otherwise. Read in
-    /// one pass, the MAC decoded to its bytes.
-    static func parse(_ frame: [UInt8]) -> Parsed? {
+    /// one pass, in place, the MAC decoded to its bytes.
+    private static func parse(bytes frame: UnsafeRawBufferPointer) -> Parsed? {
         var index = 0
         func take(_ byte: UInt8) -> Bool {
             guard index < frame.count, frame[index] == byte else { return false }
@@ -163,28 +244,22 @@ enum Signature {
             }
             return value
         }
-        /// Exactly `count` lowercase hex digits, checked and decoded.
-        func lowerHex(_ count: Int) -> [UInt8]? {
-            guard frame.count - index >= count else { return nil }
-            var bytes = [UInt8](repeating: 0, count: count / 2)
-            for offset in 0..<count / 2 {
-                guard let high = lowerHexValue(frame[index + 2 * offset]),
-                      let low = lowerHexValue(frame[index + 2 * offset + 1]) else { return nil }
-                bytes[offset] = high << 4 | low
-            }
-            index += count
-            return bytes
+        /// Exactly 64 lowercase hex digits, then the frame's end.
+        func macAtEnd() -> MAC? {
+            guard frame.count - index == 64 else { return nil }
+            return MAC(lowerHex: UnsafeRawBufferPointer(rebasing: frame[index...]))
         }
-        if take(UInt8(ascii: "h")), take(UInt8(ascii: ".")) {
-            let nonceStart = index
-            guard lowerHex(32) != nil, take(UInt8(ascii: ".")), let ms = number(), take(UInt8(ascii: ".")),
-                  let mac = lowerHex(64), index == frame.count else { return nil }
-            return .opening(nonce: String(decoding: frame[nonceStart..<nonceStart + 32], as: UTF8.self), ms: ms, mac: mac)
+        if take(UInt8(ascii: "m")), take(UInt8(ascii: ".")) {
+            guard let counter = number(), counter >= 1, take(UInt8(ascii: ".")), let mac = macAtEnd() else { return nil }
+            return .message(counter: counter, mac: mac)
         }
         index = 0
-        guard take(UInt8(ascii: "m")), take(UInt8(ascii: ".")), let counter = number(), counter >= 1,
-              take(UInt8(ascii: ".")), let mac = lowerHex(64), index == frame.count else { return nil }
-        return .message(counter: counter, mac: mac)
+        guard take(UInt8(ascii: "h")), take(UInt8(ascii: ".")), frame.count - index >= 32,
+              (index..<index + 32).allSatisfy({ lowerHexValue(frame[$0]) != nil }) else { return nil }
+        let nonce = String(decoding: frame[index..<index + 32], as: UTF8.self)
+        index += 32
+        guard take(UInt8(ascii: ".")), let ms = number(), take(UInt8(ascii: ".")), let mac = macAtEnd() else { return nil }
+        return .opening(nonce: nonce, ms: ms, mac: mac)
     }
 
     private static func lowerHexValue(_ digit: UInt8) -> UInt8? {
@@ -241,8 +316,8 @@ struct KeyedChannel {
     let key: ConnectionKey
     let nonce: String
     /// The MAC states of each direction with the preamble's fixed start fed (``Signature/prefixed(_:_:channel:)``).
-    private let sending: HMAC<SHA256>
-    private let receiving: HMAC<SHA256>
+    private let sending: ChannelMAC
+    private let receiving: ChannelMAC
     private var sent: Int64 = 0
     private var received: Int64 = 0
 
@@ -275,7 +350,8 @@ struct KeyedChannel {
     }
 
     /// Whether a message that arrived is signed for this channel by the other side, after what was accepted before.
-    mutating func accept<Frames: Sequence>(_ frame0: [UInt8], _ frames: Frames) -> Bool where Frames.Element: ContiguousBytes {
+    mutating func accept<Frames: Sequence>(_ frame0: some ContiguousBytes, _ frames: Frames) -> Bool
+    where Frames.Element: ContiguousBytes {
         guard case .message(let counter, let mac)? = Signature.parse(frame0), counter > received,
               Signature.authenticationCode(receiving, stamp: counter, frames: frames) == mac else { return false }
         received = counter
@@ -364,18 +440,20 @@ struct KeyedConnections {
 
     /// Checks a message that arrived on `connection`, by its size (frames 1..n) before its signature. `frames` are
     /// its frames 1..n, signed in place; `isHello` tells whether its body is a `hello` (asked only for an opening);
-    /// `now` is the host's wall clock in milliseconds.
-    mutating func receive<Frames: Collection>(on connection: [UInt8], frame0: [UInt8], size: Int, maxMessageBytes: Int,
-                                              frames: Frames, now: Int64, isHello: () -> Bool) -> Verdict
+    /// `now` is the host's wall clock in milliseconds, read only for an opening. `frame0` is read in place.
+    mutating func receive<Frames: Collection>(on connection: [UInt8], frame0: some ContiguousBytes, size: Int,
+                                              maxMessageBytes: Int, frames: Frames, now: @autoclosure () -> Int64,
+                                              isHello: () -> Bool) -> Verdict
     where Frames.Element: ContiguousBytes {
-        if channels[connection] != nil {
+        if let open = channels.index(forKey: connection) {  // one lookup, the channel updated in place
             guard size <= maxMessageBytes else {
                 return .tooLarge("the message has \(size) bytes; the limit is \(maxMessageBytes) (not verified)")
             }
-            return channels[connection]!.accept(frame0, frames) ? .accepted : .refused(Self.reason(frame0, opened: true))
+            return channels.values[open].accept(frame0, frames) ? .accepted : .refused(Self.reason(frame0, opened: true))
         }
         guard case .opening(let nonce, let ms, let mac)? = Signature.parse(frame0) else {
-            return .refused(frame0.isEmpty ? "no signature" : "the first message on a keyed connection must be a signed hello")
+            let isEmpty = frame0.withUnsafeBytes { $0.isEmpty }
+            return .refused(isEmpty ? "no signature" : "the first message on a keyed connection must be a signed hello")
         }
         guard size <= Self.maxOpeningBytes else {
             return .refused("an opening of \(size) bytes; at most \(Self.maxOpeningBytes) are verified")
@@ -384,6 +462,7 @@ struct KeyedConnections {
             return .refused("wrong signature")
         }
         guard isHello() else { return .refused("an opening signature on a message that is not hello") }
+        let now = now()
         let skew = ms - now
         guard abs(skew) <= OpeningHistory.clockBound else {
             return .refused("the opening hello's clock is \(ClockSkew.describe(skew)) the host's, more than the "
@@ -399,7 +478,9 @@ struct KeyedConnections {
 
     /// Frame 0 for a message to `connection`; nil while it has no channel (nothing may be signed for it yet).
     mutating func sign(for connection: [UInt8], _ frames: [[UInt8]]) -> [UInt8]? {
-        channels[connection]?.sign(frames)
+        // In place: `channels[connection]?.sign` copied the channel (seven references retained and released) per message.
+        guard let open = channels.index(forKey: connection) else { return nil }
+        return channels.values[open].sign(frames)
     }
 
     /// The connection's channel is over (its session ended or moved): what still arrives on it is refused.
@@ -408,9 +489,9 @@ struct KeyedConnections {
     /// The same key and start, without channels (the host stopped).
     func withoutChannels() -> KeyedConnections { KeyedConnections(key: key, notBefore: notBefore) }
 
-    private static func reason(_ frame0: [UInt8], opened: Bool) -> String {
+    private static func reason(_ frame0: some ContiguousBytes, opened: Bool) -> String {
         switch Signature.parse(frame0) {
-        case nil: frame0.isEmpty ? "no signature" : "not a signature"
+        case nil: frame0.withUnsafeBytes { $0.isEmpty } ? "no signature" : "not a signature"
         case .opening?: "a second opening on a connection whose channel is open"
         case .message?: "wrong signature, or a replayed or reordered counter"
         }

@@ -51,37 +51,65 @@ extension TraceHeaders {
     }
 }
 
-/// Runs a handler, and what the link does around it, in a span of the bootstrapped tracer named after the action
-/// (found in the handler table, so a bounded name), whose parent is the received trace context. Inside,
-/// `ServiceContext.current` is the span's: the handler's own spans nest under it and its calls carry the trace.
-/// `body` gets `logger` with the request's `trace_id` in its metadata when there is a trace, so logs and traces join.
-func withHandlerSpan<T>(_ action: String, ofKind kind: SpanKind, received: TraceHeaders?, logger: Logger,
-                        _ body: (Logger, any Span) async -> T) async -> T {
-    // No tracer bootstrapped (the default): no span is started, and only a received trace costs anything, the one
-    // task-local value that lets what the handler sends carry it.
-    if InstrumentationSystem.tracer is NoOpTracer {
+/// The tracer a link's handlers run in spans of: the bootstrapped one, or nil without one. Looked up once per link
+/// (a lookup takes a lock and two dynamic casts): a link opened before the app bootstraps its tracer records nothing.
+func bootstrappedTracer() -> (any Tracer)? {
+    let tracer = InstrumentationSystem.tracer
+    return tracer is NoOpTracer ? nil : tracer
+}
+
+/// Runs a handler, and what the link does around it, in a span of `tracer` named after the action (found in the
+/// handler table, so a bounded name), whose parent is the received trace context. Inside, `ServiceContext.current`
+/// is the span's: the handler's own spans nest under it and its calls carry the trace. `body` gets `logger` with the
+/// request's `trace_id` in its metadata when there is a trace, so logs and traces join.
+func withHandlerSpan<T>(_ action: String, ofKind kind: SpanKind, received: TraceHeaders?, tracer: (any Tracer)?,
+                        logger: Logger, _ body: (Logger, any Span) async -> T) async -> T {
+    guard let tracer else {
+        // No tracer bootstrapped (the default): no span is started, and only a received trace costs anything, the
+        // one task-local value that lets what the handler sends carry it.
         let span = NoOpTracer.NoOpSpan(context: .topLevel)
         guard let received else { return await body(logger, span) }
         var context = ServiceContext.topLevel
         context.receivedTrace = received
         var logger = logger
-        logger[metadataKey: "trace_id"] = "\(received.traceID)"
+        logger[metadataKey: "trace_id"] = .stringConvertible(LoggedTraceID.received(received))
         return await ServiceContext.withValue(context) { await body(logger, span) }
     }
+    return await inSpan(of: tracer, action, ofKind: kind, received: received, logger: logger, body)
+}
+
+/// withHandlerSpan with a tracer, its type opened.
+private func inSpan<Traced: Tracer, T>(of tracer: Traced, _ action: String, ofKind kind: SpanKind, received: TraceHeaders?,
+                                       logger: Logger, _ body: (Logger, any Span) async -> T) async -> T {
     var context = ServiceContext.topLevel
     if let received {
         context.receivedTrace = received
-        InstrumentationSystem.instrument.extract(received, into: &context, using: TraceHeadersExtractor())
+        tracer.extract(received, into: &context, using: TraceHeadersExtractor())
     }
-    return await withSpan(action, context: context, ofKind: kind) { span in
+    return await tracer.withSpan(action, context: context, ofKind: kind) { span in
         guard received != nil || span.isRecording else { return await body(logger, span) }
         var logger = logger
-        if let trace = TraceHeaders.current { logger[metadataKey: "trace_id"] = "\(trace.traceID)" }
+        if let current = ServiceContext.current { logger[metadataKey: "trace_id"] = .stringConvertible(LoggedTraceID.span(current)) }
         if span.isRecording {
             span.attributes["rpc.system"] = "zerobridge"
             span.attributes["rpc.method"] = action
         }
         return await body(logger, span)
+    }
+}
+
+/// The `trace_id` of a request's log lines, written out only when a line is (most requests log nothing): the trace id
+/// of what the request arrived with, or of the span it runs in as the bootstrapped tracer writes it ("none" for a
+/// tracer that writes no W3C context and a request that arrived with none).
+enum LoggedTraceID: CustomStringConvertible, Sendable {
+    case received(TraceHeaders)
+    case span(ServiceContext)
+
+    var description: String {
+        switch self {
+        case .received(let trace): String(trace.traceID)
+        case .span(let context): ServiceContext.withValue(context) { TraceHeaders.current.map { String($0.traceID) } ?? "none" }
+        }
     }
 }
 
@@ -107,9 +135,10 @@ extension Span {
     public static func handlerSpans(_ count: Int, traceparent: String?) async -> Int {
         let received = traceparent.flatMap(TraceHeaders.traceparent(reading:)).map { TraceHeaders(traceparent: $0) }
         let logger = Logger(label: "bench")
+        let tracer = bootstrappedTracer()
         var sum = 0
         for _ in 0..<count {
-            sum &+= await withHandlerSpan("echo", ofKind: .server, received: received, logger: logger) { _, _ in 1 }
+            sum &+= await withHandlerSpan("echo", ofKind: .server, received: received, tracer: tracer, logger: logger) { _, _ in 1 }
         }
         return sum
     }

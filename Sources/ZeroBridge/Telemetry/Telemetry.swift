@@ -49,6 +49,8 @@ final class Telemetry: @unchecked Sendable {
     /// Each action's count of requests running and its metric objects, by the handler table's names: looked up once
     /// when a request starts, and held by the request until it ends.
     private var actions: [String: Action] = [:]
+    /// The action of the last request: most requests repeat it, and comparing a short name is cheaper than hashing it.
+    private var lastAction: (name: String, action: Action)?
     private(set) var eventsInFlight = 0
     private let recorder: Recorder?
 
@@ -74,8 +76,11 @@ final class Telemetry: @unchecked Sendable {
     /// A request for `name` (a name the handler table serves) started; hand what it returns to ``requestEnded``.
     func requestStarted(_ name: String) -> Action {
         let action: Action
-        if let known = actions[name] {
+        if let last = lastAction, last.name == name {
+            action = last.action
+        } else if let known = actions[name] {
             action = known
+            lastAction = (name, known)
         } else {
             action = Action(metrics: recorder.map { _ in ActionMetrics(name) })
             actions[name] = action
@@ -92,7 +97,7 @@ final class Telemetry: @unchecked Sendable {
         action.inFlight -= 1
         guard let metrics = action.metrics else { return }
         metrics.inFlight.decrement()
-        metrics.ended(Recorder.outcome(code)).increment()
+        metrics.ended(code).increment()
         if let startedAt {
             let elapsed = ContinuousClock.now - startedAt
             metrics.duration.recordNanoseconds(elapsed.components.seconds * 1_000_000_000 + elapsed.components.attoseconds / 1_000_000_000)
@@ -118,12 +123,12 @@ final class Telemetry: @unchecked Sendable {
 
     func received(bytes: Int, over transport: Transport) {
         totals.bytesIn += bytes
-        recorder?.bytesIn[transport]?.increment(by: bytes)
+        recorder?.bytesIn[transport].increment(by: bytes)
     }
 
     func sent(bytes: Int, over transport: Transport) {
         totals.bytesOut += bytes
-        recorder?.bytesOut[transport]?.increment(by: bytes)
+        recorder?.bytesOut[transport].increment(by: bytes)
     }
 
     func progressSent(coalesced: Int) {
@@ -154,12 +159,8 @@ extension Telemetry {
     /// The swift-metrics objects that are not per action, made once. Names follow Prometheus' conventions (`_total`, `_bytes`, `_seconds`).
     private final class Recorder: @unchecked Sendable {
         let eventsInFlight = Meter(label: "zerobridge_events_in_flight")
-        let bytesIn = Dictionary(uniqueKeysWithValues: Transport.allCases.map {
-            ($0, Counter(label: "zerobridge_received_bytes_total", dimensions: [("transport", $0.rawValue)]))
-        })
-        let bytesOut = Dictionary(uniqueKeysWithValues: Transport.allCases.map {
-            ($0, Counter(label: "zerobridge_sent_bytes_total", dimensions: [("transport", $0.rawValue)]))
-        })
+        let bytesIn = ByTransport(label: "zerobridge_received_bytes_total")
+        let bytesOut = ByTransport(label: "zerobridge_sent_bytes_total")
         let progressSent = Counter(label: "zerobridge_progress_sent_total")
         let progressCoalesced = Counter(label: "zerobridge_progress_coalesced_total")
         let broadcastsDelivered = Counter(label: "zerobridge_broadcasts_delivered_total")
@@ -177,12 +178,32 @@ extension Telemetry {
         }
     }
 
+    /// One counter per transport, reached without hashing (twice a request).
+    private struct ByTransport {
+        let zmq: Counter
+        let websocket: Counter
+
+        init(label: String) {
+            zmq = Counter(label: label, dimensions: [("transport", Transport.zmq.rawValue)])
+            websocket = Counter(label: label, dimensions: [("transport", Transport.websocket.rawValue)])
+        }
+
+        subscript(transport: Transport) -> Counter {
+            switch transport {
+            case .zmq: zmq
+            case .websocket: websocket
+            }
+        }
+    }
+
     /// By the handler table's action names, never a name a peer sent that the table lacks.
     final class ActionMetrics {
         let name: String
         let inFlight: Meter
         let duration: Timer
         private var outcomes: [String: Counter] = [:]
+        /// The `ok` counter, most requests' outcome, kept beside the table (no hashing for it).
+        private var succeeded: Counter?
 
         init(_ name: String) {
             self.name = name
@@ -190,10 +211,14 @@ extension Telemetry {
             duration = Timer(label: "zerobridge_request_duration_seconds", dimensions: [("action", name)])
         }
 
-        func ended(_ outcome: String) -> Counter {
+        /// The counter of requests that ended with `code` (nil: a result).
+        func ended(_ code: BridgeError.Code?) -> Counter {
+            if code == nil, let succeeded { return succeeded }
+            let outcome = Recorder.outcome(code)
             if let counter = outcomes[outcome] { return counter }
             let counter = Counter(label: "zerobridge_requests_total", dimensions: [("action", name), ("outcome", outcome)])
             outcomes[outcome] = counter
+            if code == nil { succeeded = counter }
             return counter
         }
     }

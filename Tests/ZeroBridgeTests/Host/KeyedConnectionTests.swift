@@ -183,7 +183,7 @@ struct KeyedConnectionTests {
     @Test("a host writing a connection file puts a new 256-bit key in it by default; .none writes none; the file reads back")
     func connectionFileKey() async throws {
         for signing in [BridgeHost.Signing.automatic, .none] {
-            let path = NSTemporaryDirectory() + "zb-keyed-\(UUID().uuidString.prefix(8)).json"
+            let path = scratchDirectory + "zb-keyed-\(UUID().uuidString.prefix(8)).json"
             let host = try startConformanceHost { $0.connectionFile = path; $0.signing = signing }
             let file = try ConnectionFile.read(path)
             if case .automatic = signing {

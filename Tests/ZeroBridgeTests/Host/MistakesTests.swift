@@ -115,7 +115,7 @@ struct MistakesTests {
     @Test("no host at a tcp endpoint, or no socket file at an ipc one: unreachable at once")
     func unreachable() async throws {
         let port = try closedTCPPort()
-        for endpoint in ["tcp://127.0.0.1:\(port)", "ipc://\(NSTemporaryDirectory())zb-nobody-\(UUID().uuidString.prefix(8)).sock"] {
+        for endpoint in ["tcp://127.0.0.1:\(port)", "ipc://\(scratchDirectory)zb-nobody-\(UUID().uuidString.prefix(8)).sock"] {
             let nobody = try peer(endpoint, name: "swift-nobody")
             let failure = await failsAtOnce { try await nobody.connect(timeout: Self.long) }
             #expect(failure?.code == .unreachable)
@@ -184,7 +184,7 @@ struct MistakesTests {
 
     @Test("runUntilSignalled: the signal says bye to the peers and removes the connection file")
     func runUntilSignalled() async throws {
-        let path = NSTemporaryDirectory() + "zb-signalled-\(UUID().uuidString.prefix(8)).json"
+        let path = scratchDirectory + "zb-signalled-\(UUID().uuidString.prefix(8)).json"
         var configuration = BridgeHost.Configuration(endpoint: freshEndpoint("ipc"), name: "signalled")
         configuration.connectionFile = path
         let host = BridgeHost(configuration: configuration)

@@ -22,7 +22,7 @@ struct SecurityTests {
 
     @Test("a CURVE host serves a Swift peer through its connection file, which carries the host's public key and a signing key")
     func curveRoundTrip() async throws {
-        let file = NSTemporaryDirectory() + "zb-curve-\(UUID().uuidString.prefix(8)).json"
+        let file = scratchDirectory + "zb-curve-\(UUID().uuidString.prefix(8)).json"
         let server = try CurveKeyPair.generate()
         let host = try startConformanceHost(transport: "tcp") { configuration in
             configuration.curve = .init(keyPair: server)
@@ -130,7 +130,7 @@ struct SecurityTests {
 
     @Test("a secret file is written 0600, replaces what was there, leaves no temporary file; one others may read is refused with how to fix it")
     func secretFiles() throws {
-        let folder = NSTemporaryDirectory() + "zb-secret-\(UUID().uuidString.prefix(8))"
+        let folder = scratchDirectory + "zb-secret-\(UUID().uuidString.prefix(8))"
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: false)
         defer { try? FileManager.default.removeItem(atPath: folder) }
         let path = folder + "/host.key"

@@ -26,7 +26,7 @@ func freshEndpoint(_ transport: String) -> String {
     switch transport {
     case "tcp": return "tcp://127.0.0.1:*"
     case "inproc": return "inproc://bridge-test-\(UUID().uuidString.prefix(8))"
-    default: return "ipc://\(NSTemporaryDirectory())bridge-test-\(UUID().uuidString.prefix(8)).sock"
+    default: return "ipc://\(scratchDirectory)bridge-test-\(UUID().uuidString.prefix(8)).sock"
     }
 }
 

@@ -12,7 +12,7 @@ import ZeroBridgeConformance
 @Suite("Jobs: suspension, the journal file, owners", .timeLimit(.minutes(3)))
 struct JobJournalTests {
     private static func journalPath() -> String {
-        NSTemporaryDirectory() + "zb-journal-\(UUID().uuidString.prefix(8)).sqlite"
+        scratchDirectory + "zb-journal-\(UUID().uuidString.prefix(8)).sqlite"
     }
 
     private static func host(journal: String, retention: Duration? = nil, setUp: (BridgeHost) throws -> Void = { _ in }) throws -> BridgeHost {
@@ -131,7 +131,7 @@ struct JobJournalTests {
     @Test("a full disk fails the job journal_full at once: its caller is told why, and its record is failed, not running",
           .enabled(if: getuid() == 0, "mounting a small tmpfs for a disk that fills needs root"))
     func diskFull() async throws {
-        let directory = NSTemporaryDirectory() + "zb-full-\(UUID().uuidString.prefix(8))"
+        let directory = scratchDirectory + "zb-full-\(UUID().uuidString.prefix(8))"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         try run("/bin/mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", directory)
         defer {

@@ -117,7 +117,7 @@ struct JobTests {
 
     @Test("a host shut down mid-job: the next one on the journal resumes a checkpointed job; one without is interrupted")
     func restartOnTheJournal() async throws {
-        let journal = NSTemporaryDirectory() + "zb-journal-\(UUID().uuidString.prefix(8)).sqlite"
+        let journal = scratchDirectory + "zb-journal-\(UUID().uuidString.prefix(8)).sqlite"
         let started = Atomic<Int>(0)
         let released = Atomic<Bool>(false)
         // Job actions are registered before start(), so that recovery finds their handlers.
@@ -158,7 +158,7 @@ struct JobTests {
 
     @Test("a journal file belongs to one host process: a second one is refused")
     func journalLocked() async throws {
-        let journal = NSTemporaryDirectory() + "zb-journal-\(UUID().uuidString.prefix(8)).sqlite"
+        let journal = scratchDirectory + "zb-journal-\(UUID().uuidString.prefix(8)).sqlite"
         let first = try startConformanceHost { $0.jobs.journal = .file(journal) }
         defer { Task { await first.shutdown() } }
         #expect(throws: JournalError.self) { try startConformanceHost { $0.jobs.journal = .file(journal) } }

@@ -33,12 +33,40 @@ struct SignatureTests {
             let key = ConnectionKey(hex: Signature.hex(item.key))!
             for _ in 0..<3 {  // each MAC starts from a copy: the key's own state is never advanced
                 var hmac = key.authenticator
-                hmac.update(data: Array(item.data.utf8))
-                #expect(Signature.hex(hmac.finalize()) == item.mac)
+                Array(item.data.utf8).withUnsafeBytes { hmac.update($0) }
+                #expect(hmac.finalize().hex == item.mac)
             }
         }
         #expect(Catalogue.hash(String(repeating: "a", count: 1_000_000))
                 == "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0")
+    }
+
+    @Test("the channel's HMAC over swift-crypto's SHA256 gives swift-crypto's HMAC<SHA256>: keys of 1 to 200 bytes, messages fed in random pieces, each state copied and reused")
+    func sameAsSwiftCryptoHMAC() {
+        var random = SystemRandomNumberGenerator()
+        for keyLength in [1, 20, 31, 32, 33, 63, 64, 65, 127, 128, 129, 200] {
+            let key = (0..<keyLength).map { _ in UInt8.random(in: 0...255, using: &random) }
+            let prepared = ChannelMAC(key: key)
+            for messageLength in [0, 1, 55, 56, 63, 64, 65, 200, 4_096] {
+                let message = (0..<messageLength).map { _ in UInt8.random(in: 0...255, using: &random) }
+                var ours = prepared
+                var start = 0
+                while start < message.count {  // pieces of random sizes, as frames and their lengths go in
+                    let end = min(message.count, start + Int.random(in: 1...100, using: &random))
+                    message[start..<end].withUnsafeBytes { ours.update($0) }
+                    start = end
+                }
+                let reference = HMAC<SHA256>.authenticationCode(for: message, using: SymmetricKey(data: key))
+                #expect(ours.finalize() == MAC(Array(reference)), "key \(keyLength) bytes, message \(messageLength) bytes")
+                #expect(ours.finalize().hex == Signature.hex(reference))
+            }
+        }
+        let one = MAC([UInt8](repeating: 7, count: 32))
+        for index in 0..<32 {  // a difference in any byte is seen
+            var bytes = [UInt8](repeating: 7, count: 32)
+            bytes[index] ^= 0x80
+            #expect(MAC(bytes) != one)
+        }
     }
 
     @Test("frames as received (libzmq's storage, read in place) are signed and checked as their copies are")
@@ -75,7 +103,7 @@ struct SignatureTests {
     func parseByTheRules() {
         let mac = String(repeating: "0f", count: 32)
         let nonce = String(repeating: "a", count: 32)
-        let macBytes = [UInt8](repeating: 0x0f, count: 32)
+        let macBytes = MAC([UInt8](repeating: 0x0f, count: 32))
         #expect(Signature.parse(Array("m.1.\(mac)".utf8)) == .message(counter: 1, mac: macBytes))
         #expect(Signature.parse(Array("m.9223372036854775807.\(mac)".utf8)) == .message(counter: .max, mac: macBytes))
         #expect(Signature.parse(Array("h.\(nonce).0.\(mac)".utf8)) == .opening(nonce: nonce, ms: 0, mac: macBytes))

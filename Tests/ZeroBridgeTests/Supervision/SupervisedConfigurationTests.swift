@@ -15,7 +15,7 @@ struct SupervisedConfigurationTests {
     }
 
     private func written(_ json: JSONValue) throws -> String {
-        let folder = NSTemporaryDirectory() + "zerobridge-supervised-test-\(UUID().uuidString.prefix(8))"
+        let folder = scratchDirectory + "zerobridge-supervised-test-\(UUID().uuidString.prefix(8))"
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         let path = folder + "/connection.json"
         try Data(json.serialized()).write(to: URL(fileURLWithPath: path))
@@ -66,7 +66,7 @@ struct SupervisedConfigurationTests {
 
     @Test("a launched peer ends with its host: the host's bye closes it, closed() says why, and it never reconnects")
     func launchedPeerEndsWithItsHost() async throws {
-        let path = NSTemporaryDirectory() + "zb-launched-\(UUID().uuidString.prefix(8)).json"
+        let path = scratchDirectory + "zb-launched-\(UUID().uuidString.prefix(8)).json"
         let host = try startConformanceHost { $0.connectionFile = path }
         defer { try? FileManager.default.removeItem(atPath: path) }
         var file = try ConnectionFile.read(path)

@@ -54,7 +54,7 @@ enum SupervisionSupport {
 
     /// The Python peer above, written to a fresh folder; the arguments to give Python.
     static func pythonPeer(name: String) throws -> SupervisedPeer {
-        let folder = NSTemporaryDirectory() + "zerobridge-supervision-test-\(UUID().uuidString.prefix(8))"
+        let folder = scratchDirectory + "zerobridge-supervision-test-\(UUID().uuidString.prefix(8))"
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         let script = folder + "/supervised_peer.py"
         try pythonPeerSource.write(toFile: script, atomically: true, encoding: .utf8)

@@ -224,7 +224,7 @@ struct SupervisionTests {
 
     @Test("a supervised peer runs in a process group of its own, and shutdown stops the whole group: a child it started does not outlive the host")
     func childrenEndWithTheHost() async throws {
-        let childFile = NSTemporaryDirectory() + "zerobridge-child-\(UUID().uuidString.prefix(8)).pid"
+        let childFile = scratchDirectory + "zerobridge-child-\(UUID().uuidString.prefix(8)).pid"
         defer { try? FileManager.default.removeItem(atPath: childFile) }
         let (host, spawner, pid) = try await Support.upPythonPeer("spawner", peer: { peer in
             // The child ignores SIGTERM, as a careless worker might: only SIGKILL to the group ends it.

@@ -20,7 +20,7 @@ struct StatsTests {
 
     @Test("by default nobody may read $stats: a named peer, even on a keyed host, is answered not_allowed")
     func nobodyByDefault() async throws {
-        let path = NSTemporaryDirectory() + "zb-stats-\(UUID().uuidString.prefix(8)).json"
+        let path = scratchDirectory + "zb-stats-\(UUID().uuidString.prefix(8)).json"
         let host = try startConformanceHost { $0.connectionFile = path }
         let peer = try BridgePeer(configuration: .init(connectionFile: try ConnectionFile.read(path), name: "curious"))
         try await peer.connect(timeout: patience)
@@ -32,7 +32,7 @@ struct StatsTests {
 
     @Test("on a keyed host configured for it, the connection key's holders read $stats; on a keyless host that setting admits nobody")
     func connectionKeyHolders() async throws {
-        let path = NSTemporaryDirectory() + "zb-stats-\(UUID().uuidString.prefix(8)).json"
+        let path = scratchDirectory + "zb-stats-\(UUID().uuidString.prefix(8)).json"
         let keyed = try startConformanceHost {
             $0.connectionFile = path
             $0.statsAccess = .init(connectionKeyHolders: true)

@@ -72,7 +72,7 @@ struct WebSocketFramesCase: Sendable, CustomTestStringConvertible {
 @Suite struct WebRootTests {
     /// A folder with a page, a link out of it and a file over the size bound; removed after the test.
     private func withRoot(_ body: (WebRoot, String) throws -> Void) throws {
-        let base = FileManager.default.temporaryDirectory.appendingPathComponent("webroot-\(UUID().uuidString)").path
+        let base = URL(fileURLWithPath: scratchDirectory).appendingPathComponent("webroot-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: base) }
         let root = base + "/dist"
         try FileManager.default.createDirectory(atPath: root + "/assets", withIntermediateDirectories: true)

@@ -27,6 +27,8 @@ const SEND_BUFFER_BYTES = 1024 * 1024;
 const DRAIN_POLL_MS = 5;
 // How long close() lets what is written reach the host before closing the socket.
 const CLOSE_LINGER_MS = 1000;
+// Earlier sockets a redial keeps open until the host welcomes the peer again (at most this many; the oldest is closed).
+const MAX_SUPERSEDED = 4;
 
 function defaultLog(level, message) {
   if (level === 'warn') console.warn(`zerobridge: ${message}`);
@@ -90,10 +92,14 @@ export class WebSocketTransport {
   #redial = null;
   #pending = []; // sent before the connection was up (unkeyed: a keyed session keeps its own, unsigned)
   #pendingBytes = 0;
-  #writing = null; // the write of the last message whose signature is awaited, or null
+  // Messages whose frame 0 (a WebCrypto signature) is still being computed, with any sent after them: they go out in
+  // send order, each as soon as it and every one before it is signed. Entries: { frames, signature, state, socket }.
+  #signing = [];
   #writingBytes = 0;
   #drainPoll = null;
   #whenClosed = null;
+  // Sockets a redial replaced, still open: their close frame would end the session we mean to resume (SPEC 2.2).
+  #superseded = [];
 
   constructor(endpoint, { sendQueueLimit = 1000, reconnectIvl = 100, reconnectIvlMax = 5000, log = defaultLog } = {}) {
     if (typeof globalThis.WebSocket !== 'function') throw new TypeError('this platform has no WebSocket (a browser has one; Node 20 does not)');
@@ -190,7 +196,7 @@ export class WebSocketTransport {
   #ended(socket, event) {
     if (socket !== this.#socket) return;
     this.#socket = null;
-    this.#writing = null;
+    this.#signing = [];
     this.#writingBytes = 0;
     const wasConnected = this.connected;
     this.connected = false;
@@ -224,27 +230,40 @@ export class WebSocketTransport {
 
   #write(frames) {
     const socket = this.#socket;
-    if (this.#writing === null && typeof frames[0]?.then !== 'function') {
+    if (this.#signing.length === 0 && typeof frames[0]?.then !== 'function') {
       socket.send(encodeWebSocketMessage(frames));
       this.#watchRoom();
       return;
     }
     // A signature still being computed: this message, and every one after it until it is out, wait their turn.
-    const bytes = weight(frames);
-    this.#writingBytes += bytes;
-    const previous = this.#writing ?? Promise.resolve();
-    const written = previous.then(() => frames[0]).then((signature) => {
-      if (socket !== this.#socket) return; // the connection it was signed for is gone, and the message with it
+    const entry = { frames, signature: null, state: 'signing', socket, bytes: weight(frames) };
+    this.#writingBytes += entry.bytes;
+    this.#signing.push(entry);
+    const signed = (state, value) => {
+      entry.state = state;
+      entry.signature = value;
+      this.#writeSigned();
+    };
+    if (typeof frames[0]?.then === 'function') frames[0].then((signature) => signed('signed', signature), (error) => signed('failed', error));
+    else signed('signed', frames[0]);
+  }
+
+  /** Writes the signed messages at the head of the queue, in order, up to the first still being signed. */
+  #writeSigned() {
+    while (this.#signing.length > 0 && this.#signing[0].state !== 'signing') {
+      const { frames, signature, state, socket, bytes } = this.#signing.shift();
+      if (socket !== this.#socket) continue; // the connection it was signed for is gone, and the message with it
       this.#writingBytes -= bytes;
+      if (state === 'failed') {
+        this.log('warn', `could not sign a message: ${signature?.message ?? signature}; closing the connection (the channel cannot go on without it)`);
+        this.#signing = [];
+        this.#writingBytes = 0;
+        socket.close(4000, 'signing failed');
+        return;
+      }
       socket.send(encodeWebSocketMessage([signature, ...frames.slice(1)]));
-      this.#watchRoom();
-    }).catch((error) => {
-      this.log('warn', `could not sign a message: ${error?.message ?? error}; closing the connection (the channel cannot go on without it)`);
-      if (socket === this.#socket) socket.close(4000, 'signing failed');
-    }).finally(() => {
-      if (this.#writing === written) this.#writing = null;
-    });
-    this.#writing = written;
+    }
+    this.#watchRoom();
   }
 
   /** After a write that filled the buffer: polls until there is room again, then emits drain (SPEC 7.13). */
@@ -266,11 +285,21 @@ export class WebSocketTransport {
     this.connected = false;
     this.#pending = [];
     this.#pendingBytes = 0;
-    this.#writing = null;
+    this.#signing = [];
     this.#writingBytes = 0;
-    socket?.close(1000, 'reconnecting');
+    // Not closed yet: a close frame is a leaving to the host, which would end the session before the new connection
+    // resumes it (SPEC 2.2, decision 50). It is closed once the host has welcomed us again (welcomed()).
+    if (socket) {
+      this.#superseded.push(socket);
+      if (this.#superseded.length > MAX_SUPERSEDED) this.#superseded.shift().close(1000, 'reconnected');
+    }
     clearTimeout(this.#redial);
     this.#redial = setTimeout(() => this.#dial(), delayMs);
+  }
+
+  /** The host welcomed the peer on the current connection: the sockets a redial replaced can close now. */
+  welcomed() {
+    for (const socket of this.#superseded.splice(0)) socket.close(1000, 'reconnected');
   }
 
   /** Closes the connection once what was written has gone out, or after `lingerMs`; resolves when it is closed. */
@@ -280,11 +309,12 @@ export class WebSocketTransport {
     clearTimeout(this.#redial);
     clearInterval(this.#drainPoll);
     this.#pending = [];
+    this.welcomed();
     const socket = this.#socket;
     if (socket === null) return;
     const deadline = Date.now() + lingerMs;
-    await this.#writing;
-    while (socket.bufferedAmount > 0 && Date.now() < deadline) await new Promise((resolve) => { setTimeout(resolve, DRAIN_POLL_MS); });
+    // Messages still being signed, then the socket's own buffer: out before the close frame, within the linger.
+    while ((this.#signing.length > 0 || socket.bufferedAmount > 0) && Date.now() < deadline) await new Promise((resolve) => { setTimeout(resolve, DRAIN_POLL_MS); });
     await new Promise((resolve) => {
       this.#whenClosed = resolve;
       socket.close(1000, 'bye');

@@ -47,9 +47,6 @@ export function concatBytes(parts) {
   return out;
 }
 
-/** One character per byte: the ASCII signatures of SPEC 3.1 read as text. */
-export const latin1Text = (bytes) => String.fromCharCode(...bytes);
-
 /** The bytes of text made of characters U+0000..U+00FF (one byte each). */
 export function latin1Bytes(text) {
   const bytes = new Uint8Array(text.length);
@@ -66,11 +63,23 @@ export function toHex(bytes) {
   return out;
 }
 
+// Each byte's value as a hex digit (either case), or -1: one lookup per digit instead of a parse.
+const HEX_VALUE = new Int8Array(256).fill(-1);
+for (let i = 0; i < 16; i += 1) {
+  HEX_VALUE['0123456789abcdef'.charCodeAt(i)] = i;
+  HEX_VALUE['0123456789ABCDEF'.charCodeAt(i)] = i;
+}
+
 /** The bytes of hex text (an even number of digits, either case); throws a TypeError otherwise. */
 export function fromHex(hex) {
-  if (typeof hex !== 'string' || !/^(?:[0-9a-fA-F]{2})*$/.test(hex)) throw new TypeError('not hex: an even number of hex digits');
+  if (typeof hex !== 'string' || hex.length % 2 !== 0) throw new TypeError('not hex: an even number of hex digits');
   const bytes = new Uint8Array(hex.length / 2);
-  for (let i = 0; i < bytes.length; i += 1) bytes[i] = parseInt(hex.slice(2 * i, 2 * i + 2), 16);
+  for (let i = 0; i < bytes.length; i += 1) {
+    const high = HEX_VALUE[hex.charCodeAt(2 * i) & 0xffff] ?? -1;
+    const low = HEX_VALUE[hex.charCodeAt(2 * i + 1) & 0xffff] ?? -1;
+    if (high < 0 || low < 0) throw new TypeError('not hex: an even number of hex digits');
+    bytes[i] = (high << 4) | low;
+  }
   return bytes;
 }
 

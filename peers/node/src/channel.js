@@ -3,13 +3,9 @@
 // The HMAC itself is the platform's (`primitives`): node:crypto's answers at once (src/signing.js), the browser's
 // WebCrypto with promises (src/browser.js); the channel's bookkeeping is the same for both.
 
-import { fromHex, latin1Bytes, latin1Text, randomBytes, toHex, utf8Bytes } from './bytes.js';
+import { fromHex, latin1Bytes, randomBytes, toHex, utf8Bytes } from './bytes.js';
 
 const MAX_COUNTER = 2n ** 63n - 1n;
-// Strict forms: lowercase hex of fixed length, decimals without sign or leading zeros (at most 19 digits, so
-// nothing huge is ever turned into a BigInt).
-const OPENING = /^h\.([0-9a-f]{32})\.(0|[1-9][0-9]{0,18})\.([0-9a-f]{64})$/;
-const MESSAGE = /^m\.([1-9][0-9]{0,18})\.([0-9a-f]{64})$/;
 
 /** `fn(value)`, or a promise of it when `value` is a promise: one code path for sync and async primitives. */
 const after = (value, fn) => (typeof value?.then === 'function' ? value.then(fn) : fn(value));
@@ -31,39 +27,99 @@ export const newNonce = () => toHex(randomBytes(16));
  * big-endian, so frame boundaries count.
  */
 export function macParts(kind, channel, stamp, frames) {
-  const parts = [utf8Bytes(`zerobridge-1\n${kind}\n${channel}\n${stamp}\n`)];
-  for (const frame of frames) {
-    const length = new Uint8Array(8);
-    new DataView(length.buffer).setBigUint64(0, BigInt(frame.length));
-    parts.push(length, frame);
-  }
+  const parts = [textBytes(`zerobridge-1\n${kind}\n${channel}\n${stamp}\n`)];
+  for (const frame of frames) parts.push(lengthBytes(frame.length), frame);
   return parts;
 }
 
+/** The bytes of a MAC's header: one byte per character when it is ASCII (always, but for a garbled channel). */
+const textBytes = (text) => (/^[\x00-\x7f]*$/.test(text) ? latin1Bytes(text) : utf8Bytes(text));
+
+/** `length` as 8 bytes big-endian (a frame is far below 2^53 bytes). */
+function lengthBytes(length) {
+  const bytes = new Uint8Array(8);
+  const high = Math.floor(length / 0x100000000);
+  const low = length >>> 0;
+  bytes[0] = high >>> 24; bytes[1] = high >>> 16; bytes[2] = high >>> 8; bytes[3] = high;
+  bytes[4] = low >>> 24; bytes[5] = low >>> 16; bytes[6] = low >>> 8; bytes[7] = low;
+  return bytes;
+}
+
+const HEX_DIGITS = Uint8Array.from('0123456789abcdef', (c) => c.charCodeAt(0));
+const [DOT, DIGIT_0, LETTER_A, LETTER_H, LETTER_M] = ['.', '0', 'a', 'h', 'm'].map((c) => c.charCodeAt(0));
+
+/** `prefix` (ASCII), a decimal stamp, `.`, then the MAC in lowercase hex, written into one new array. */
+function signatureBytes(prefix, stamp, mac) {
+  const middle = `${prefix}${stamp}.`;
+  const bytes = new Uint8Array(middle.length + 64);
+  for (let i = 0; i < middle.length; i += 1) bytes[i] = middle.charCodeAt(i);
+  for (let i = 0, at = middle.length; i < 32; i += 1, at += 2) {
+    bytes[at] = HEX_DIGITS[mac[i] >>> 4];
+    bytes[at + 1] = HEX_DIGITS[mac[i] & 15];
+  }
+  return bytes;
+}
+
 /** Frame 0 of a channel's opening hello, from its MAC. */
-export const openingSignature = (channel, ms, mac) => latin1Bytes(`h.${channel}.${ms}.${toHex(mac)}`);
+export const openingSignature = (channel, ms, mac) => signatureBytes(`h.${channel}.`, ms, mac);
 
 /** Frame 0 of any later message, from its MAC: `counter` (a BigInt or an integer) 1..2^63-1. */
-export const messageSignature = (counter, mac) => latin1Bytes(`m.${counter}.${toHex(mac)}`);
+export const messageSignature = (counter, mac) => signatureBytes('m.', counter, mac);
+
+// A lowercase hex digit's value, or -1 (the strict form has no upper case): one lookup per digit.
+const LOWER_HEX = new Int8Array(256).fill(-1);
+for (let i = 0; i < 16; i += 1) LOWER_HEX['0123456789abcdef'.charCodeAt(i)] = i;
+const lowerHexValue = (byte) => LOWER_HEX[byte] ?? -1;
+
+/**
+ * A decimal of 1 to 19 digits without a leading zero, at `start` and ending at a `.`: `[value as a BigInt, index of
+ * the dot]`, or null (nothing huge is ever turned into a BigInt; the range check follows).
+ */
+function decimalAt(frame, start) {
+  let end = start;
+  while (end < frame.length && end - start < 20 && frame[end] >= DIGIT_0 && frame[end] <= DIGIT_0 + 9) end += 1;
+  const digits = end - start;
+  if (digits < 1 || digits > 19 || (digits > 1 && frame[start] === DIGIT_0) || frame[end] !== DOT) return null;
+  let text = '';
+  for (let i = start; i < end; i += 1) text += String.fromCharCode(frame[i]);
+  return [BigInt(text), end];
+}
+
+/** Exactly 64 lowercase hex digits from `start` to the frame's end, as 32 bytes; null otherwise. */
+function macAtEnd(frame, start) {
+  if (frame.length - start !== 64) return null;
+  const mac = new Uint8Array(32);
+  for (let i = 0; i < 32; i += 1) {
+    const high = lowerHexValue(frame[start + 2 * i]);
+    const low = lowerHexValue(frame[start + 2 * i + 1]);
+    if (high < 0 || low < 0) return null;
+    mac[i] = (high << 4) | low;
+  }
+  return mac;
+}
 
 /**
  * Frame 0 read by the rules: `{ nonce, ms, mac }` for an opening, `{ counter, mac }` for a message (ms and counter
- * as BigInts, mac as 32 bytes), or null for anything else (empty, garbled, upper-case, out of range).
+ * as BigInts, mac as 32 bytes), or null for anything else (empty, garbled, upper-case, out of range). Read byte by
+ * byte in one pass: it runs for every message received.
  */
 export function parseSignature(frame0) {
-  if (frame0.length === 0 || frame0.length > 120) return null;
-  const text = latin1Text(frame0); // one char per byte: nothing non-ASCII can match
-  let match = MESSAGE.exec(text);
-  if (match) {
-    const counter = BigInt(match[1]);
-    return counter <= MAX_COUNTER ? { counter, mac: fromHex(match[2]) } : null;
+  if (frame0.length < 4 || frame0.length > 120 || frame0[1] !== DOT) return null;
+  if (frame0[0] === LETTER_M) {
+    const counter = decimalAt(frame0, 2);
+    const mac = counter && macAtEnd(frame0, counter[1] + 1);
+    return mac && counter[0] >= 1n && counter[0] <= MAX_COUNTER ? { counter: counter[0], mac } : null;
   }
-  match = OPENING.exec(text);
-  if (match) {
-    const ms = BigInt(match[2]);
-    return ms <= MAX_COUNTER ? { nonce: match[1], ms, mac: fromHex(match[3]) } : null;
+  if (frame0[0] !== LETTER_H || frame0.length < 2 + 32 + 1) return null;
+  let nonce = '';
+  for (let i = 2; i < 34; i += 1) {
+    if (lowerHexValue(frame0[i]) < 0) return null;
+    nonce += String.fromCharCode(frame0[i]);
   }
-  return null;
+  if (frame0[34] !== DOT) return null;
+  const ms = decimalAt(frame0, 35);
+  const mac = ms && macAtEnd(frame0, ms[1] + 1);
+  return mac && ms[0] <= MAX_COUNTER ? { nonce, ms: ms[0], mac } : null;
 }
 
 /** The `type` of a body frame, or null when it is not a JSON object with a string type. */

@@ -58,9 +58,9 @@ export class PeerCore extends EventTarget {
   // like the token: the key is a secret.
   #key = null;
   #channel = null;
-  // With an asynchronous HMAC (WebCrypto), the host's messages are checked one after the other, in arrival order:
-  // the check of the last one received (a promise), or null when none is under way.
-  #inbound = null;
+  // With an asynchronous HMAC (WebCrypto), the host's messages whose MAC is being checked, in arrival order: each is
+  // taken (or refused) once it and every one before it is checked. Entries: { checked, settle, ready }.
+  #inbound = [];
   #platform;
   #unsent = [];
   #unsentBytes = 0;
@@ -609,22 +609,34 @@ export class PeerCore extends EventTarget {
       if (why === null) this.link.receive(frames);
       else this.#refuse(frames, why);
     };
-    if (this.#inbound === null && typeof checked?.then !== 'function') {
+    if (this.#inbound.length === 0 && typeof checked?.then !== 'function') {
       settle(checked);
       return;
     }
     // SPEC 3.1: a message is processed when it is signed by the host for this connection's channel, after what was
     // accepted before and (at first) being its welcome: accepted in arrival order, whenever each MAC is ready.
-    checked.catch?.(() => {}); // a failed MAC is handled in its turn below
-    const failed = (error) => ({ why: `cannot check its signature: ${error?.message ?? error}` });
-    const inbound = (this.#inbound ?? Promise.resolve())
-      .then(() => Promise.resolve(checked).then(undefined, failed))
-      .then(settle)
-      .catch((error) => this.log('warn', `a message from the host failed: ${error?.message ?? error}`))
-      .finally(() => {
-        if (this.#inbound === inbound) this.#inbound = null;
-      });
-    this.#inbound = inbound;
+    const entry = { checked, settle, ready: false };
+    this.#inbound.push(entry);
+    const ready = (result) => {
+      entry.checked = result;
+      entry.ready = true;
+      this.#settleChecked();
+    };
+    if (typeof checked?.then === 'function') {
+      checked.then(ready, (error) => ready({ why: `cannot check its signature: ${error?.message ?? error}` }));
+    } else ready(checked);
+  }
+
+  /** Takes the checked messages at the head of the queue, in arrival order, up to the first still being checked. */
+  #settleChecked() {
+    while (this.#inbound.length > 0 && this.#inbound[0].ready) {
+      const { checked, settle } = this.#inbound.shift();
+      try {
+        settle(checked);
+      } catch (error) {
+        this.log('warn', `a message from the host failed: ${error?.message ?? error}`);
+      }
+    }
   }
 
   /**
@@ -682,6 +694,7 @@ export class PeerCore extends EventTarget {
         this.state = READY;
         this.lostBecause = null;
         this.redials = 0;
+        this.dealer.welcomed?.(); // a WebSocket closes the sockets a redial kept open for the resume (SPEC 2.2)
         if (resumed) {
           for (const id of abandoned.served) {
             this.link.trySend(bodies.failure(id, { code: 'cancelled', message: 'cancelled when this peer lost its connection to the host' }));

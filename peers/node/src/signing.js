@@ -9,9 +9,25 @@ export { CLOCK_WINDOW_MS, bodyType, clockSkewDiagnosis, newNonce, parseKey, pars
 /** Lowercase hex SHA-256 of the UTF-8 bytes of `text` (the catalogue hash, SPEC 7.8). */
 export const sha256Hex = (text) => createHash('sha256').update(text, 'utf8').digest('hex');
 
+// Every call into node:crypto costs far more than hashing a small message: the parts of one up to this size are
+// copied into one reusable buffer and fed with one update (synchronous, so nothing else uses the buffer meanwhile);
+// larger ones are fed part by part, not copied.
+const SCRATCH = Buffer.allocUnsafeSlow(16_384);
+
 function hmac(key, parts) {
   const h = createHmac('sha256', key);
-  for (const part of parts) h.update(part);
+  let total = 0;
+  for (const part of parts) total += part.length;
+  if (total <= SCRATCH.length) {
+    let at = 0;
+    for (const part of parts) {
+      SCRATCH.set(part, at);
+      at += part.length;
+    }
+    h.update(SCRATCH.subarray(0, at));
+  } else {
+    for (const part of parts) h.update(part);
+  }
   return h.digest();
 }
 

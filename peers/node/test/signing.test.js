@@ -129,6 +129,61 @@ describe('signing: frame 0 and keys', () => {
     assert.equal(parseSignature(Buffer.concat([Buffer.from('m.1.'), Buffer.from(`${hex.slice(1)}\u00e9`, 'utf8')])), null);
   });
 
+  test('the byte-by-byte reader agrees with the reference patterns on thousands of near misses', () => {
+    // The patterns the reader replaced (and the Python peer's signing.py uses), with the range check after them.
+    const message = /^m\.([1-9][0-9]{0,18})\.([0-9a-f]{64})$/;
+    const opening = /^h\.([0-9a-f]{32})\.(0|[1-9][0-9]{0,18})\.([0-9a-f]{64})$/;
+    const reference = (text) => {
+      let match = message.exec(text);
+      if (match) return BigInt(match[1]) < 2n ** 63n ? { counter: BigInt(match[1]), mac: bytes(match[2], 'hex') } : null;
+      match = opening.exec(text);
+      if (match) return BigInt(match[2]) < 2n ** 63n ? { nonce: match[1], ms: BigInt(match[2]), mac: bytes(match[3], 'hex') } : null;
+      return null;
+    };
+    const seeds = [`m.1.${hex}`, `m.9223372036854775807.${hex}`, `h.${'0a'.repeat(16)}.0.${hex}`, `h.${'f'.repeat(32)}.1700000000000.${hex}`];
+    const alphabet = ['m', 'h', '.', '0', '1', '9', 'a', 'f', 'g', 'A', 'F', ' ', '\u00e9', '-'];
+    let seed = 26;
+    const next = (n) => { seed = (seed * 1103515245 + 12345) % 2 ** 31; return seed % n; };
+    let accepted = 0;
+    for (let i = 0; i < 5000; i += 1) {
+      let text = seeds[next(seeds.length)];
+      for (let edits = 1 + next(3); edits > 0; edits -= 1) {
+        const at = next(text.length + 1);
+        const kind = next(3); // replace, insert or delete one character
+        const char = alphabet[next(alphabet.length)];
+        text = text.slice(0, at) + (kind === 2 ? '' : char) + text.slice(kind === 1 ? at : at + 1);
+      }
+      const expected = reference(text);
+      if (expected) accepted += 1;
+      assert.deepEqual(parseSignature(Buffer.from(text, 'latin1')), expected, JSON.stringify(text));
+    }
+    assert.ok(accepted > 100, `some edits keep a valid frame 0 (${accepted})`);
+  });
+
+  test('a message signature read from its bytes agrees with the strict text form on every one-byte change', () => {
+    // The reference: SPEC 3.1's form as a regex over the text (what parseSignature matched before it read bytes).
+    const strict = /^m\.([1-9][0-9]{0,18})\.([0-9a-f]{64})$/;
+    const reference = (frame0) => {
+      const match = strict.exec(frame0.toString('latin1'));
+      if (!match) return null;
+      const counter = BigInt(match[1]);
+      return counter <= 2n ** 63n - 1n ? { counter, mac: bytes(match[2], 'hex') } : null;
+    };
+    const replacements = [0x00, 0x2e, 0x2f, 0x30, 0x31, 0x39, 0x3a, 0x41, 0x46, 0x61, 0x66, 0x67, 0x6d, 0x7f, 0xe9, 0xff];
+    for (const valid of [`m.1.${hex}`, `m.1234567890123456789.${hex}`, `m.9223372036854775807.${hex}`]) {
+      const original = Buffer.from(valid, 'latin1');
+      for (let at = 0; at < original.length; at += 1) {
+        for (const byte of replacements) {
+          const changed = Buffer.from(original);
+          changed[at] = byte;
+          assert.deepEqual(parseSignature(changed), reference(changed), `${valid} with byte ${at} as ${byte}`);
+        }
+        const shorter = Buffer.concat([original.subarray(0, at), original.subarray(at + 1)]);
+        if (shorter[0] === 0x6d) assert.deepEqual(parseSignature(shorter), reference(shorter), `${valid} without byte ${at}`);
+      }
+    }
+  });
+
   test('frame boundaries and attachments are under the MAC', () => {
     const ab = mac(key, 'p2h', 'c', 1, [Buffer.from('ab'), Buffer.from('c')]);
     const a = mac(key, 'p2h', 'c', 1, [Buffer.from('a'), Buffer.from('bc')]);

@@ -24,7 +24,8 @@ import zmq.asyncio
 from zerobridge import signing
 from zerobridge.link import now_ms
 
-ZEROBRIDGE_BIN = os.environ.get("ZEROBRIDGE_BIN", "/work/main/.build/debug/zerobridge")
+# The Makefile exports ZEROBRIDGE_BIN; run alone, the tests take this checkout's debug build.
+ZEROBRIDGE_BIN = os.environ.get("ZEROBRIDGE_BIN", str(Path(__file__).resolve().parents[3] / ".build" / "debug" / "zerobridge"))
 ASYNC_TEST_TIMEOUT = 30.0  # no test may hang the suite
 READY_TIMEOUT = 15.0
 
