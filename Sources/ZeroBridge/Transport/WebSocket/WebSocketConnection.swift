@@ -116,6 +116,9 @@ final class WebSocketPeerHandler: ChannelDuplexHandler {
     private var connection: WebSocketConnection?
     /// A read the channel asked for while the socket thread was behind.
     private var readWithheld = false
+    /// Messages decoded in this read burst, handed to the socket thread together when the burst ends (one hand-off,
+    /// one wake-up at most, per burst rather than per message).
+    private var arrived: [[Frame]] = []
 
     init(seam: WebSocketSeam) {
         self.seam = seam
@@ -138,23 +141,22 @@ final class WebSocketPeerHandler: ChannelDuplexHandler {
             switch WebSocketFraming.decode(frame.unmaskedData) {
             case .success(let frames):
                 _ = connection.handedOver()
-                seam.thread.perform {
-                    connection.taken()
-                    guard !connection.isEnded else { return }
-                    seam.thread.deliver([Frame(routingID)] + frames)
-                }
+                arrived.append([Frame(routingID)] + frames)
             case .failure(let refusal):
+                handOver()
                 seam.thread.perform { seam.refused(routingID, refusal.reason) }
             }
         case .text:
             let routingID = connection.routingID
             let seam = seam
+            handOver()
             seam.thread.perform { seam.refused(routingID, "a text WebSocket message: send each message as one binary message (SPEC 3.2)") }
         case .ping:
             context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .pong, data: frame.unmaskedData)), promise: nil)
         case .connectionClose:
             var data = frame.unmaskedData
             let code = data.readSlice(length: 2) ?? ByteBuffer()
+            handOver()
             if !connection.isClosedByHost {
                 // After the messages handed over before it: the thread runs its jobs in order.
                 let routingID = connection.routingID
@@ -167,6 +169,26 @@ final class WebSocketPeerHandler: ChannelDuplexHandler {
             }
         default:
             break
+        }
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        handOver()
+        context.fireChannelReadComplete()
+    }
+
+    /// Gives the socket thread the messages of this burst, in order, in one job.
+    private func handOver() {
+        guard !arrived.isEmpty, let connection else { return }
+        let messages = arrived
+        arrived.removeAll(keepingCapacity: true)
+        let seam = seam
+        seam.thread.perform {
+            for message in messages {
+                connection.taken()
+                guard !connection.isEnded else { continue }
+                seam.thread.deliver(message)
+            }
         }
     }
 
@@ -190,6 +212,7 @@ final class WebSocketPeerHandler: ChannelDuplexHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        handOver()
         if let connection {
             connection.markEnded()
             let seam = seam
