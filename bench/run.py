@@ -14,7 +14,8 @@ CURVE + keyed, each with the Swift, Python and Node peers, and gives keyed/plain
 runs the host without a metrics backend and with Prometheus bootstrapped (`serve --metrics`), and times the metrics
 hooks of one request alone (no backend: swift-metrics' NOOP; Prometheus).
 The telemetry section gives what tracing costs the host (SPEC 7.18): off, a trace carried through without a
-tracer, and on (an in-memory tracer bootstrapped).
+tracer, and on (an in-memory tracer bootstrapped). The node-curve section times the Node peer's CURVE cryptography
+(pure JavaScript) against Debian's node-tweetnacl on the same boxes (bench/node_curve.mjs, a few seconds).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ import import_service
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
 PY = sys.executable
-SECTIONS = ("transports", "security", "memory", "codec", "metrics", "telemetry", "import", "browser")
+SECTIONS = ("transports", "security", "node-curve", "memory", "codec", "metrics", "telemetry", "import", "browser")
 # The trace the Swift peer's calls belong to in the telemetry section (SPEC 7.18).
 TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 # Tracing's modes: the echo host's flags, and the Swift peer's.
@@ -256,6 +257,15 @@ class Bench:
             out[mode] = figures
         return out
 
+    def node_curve(self) -> dict[str, Any]:
+        """The Node peer's XSalsa20-Poly1305 (what each CURVE MESSAGE costs it) against node-tweetnacl's, no sockets."""
+        if shutil.which("node") is None:
+            return {"error": "node is not installed"}
+        print("  node CURVE crypto against node-tweetnacl ...", end="", flush=True, file=sys.stderr)
+        result = run_client(["node", str(BENCH / "node_curve.mjs"), "--repeat", str(max(3, self.repeat))])
+        print(f" {result.get('error', 'done')}", file=sys.stderr)
+        return result
+
     def metrics(self) -> dict[str, Any]:
         """The cost of metrics: a fresh host per run without a backend and with Prometheus bootstrapped, the Swift
         peer against each (ipc), taken in turns so that drift on a shared machine hits both; and the hooks alone."""
@@ -405,6 +415,47 @@ def security_ratios(security: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+# The node-curve section's figures: (operation, size key, label); small boxes in us per message, large ones in MB/s.
+NODE_CURVE_ROWS = [(operation, size, f"{operation} {label}") for size, label in (("small", "200 B"), ("64k", "64 KiB"),
+                                                                                 ("1m", "1 MiB"))
+                   for operation in ("seal", "open")]
+
+
+def node_curve_ratios(result: dict[str, Any]) -> dict[str, float | None]:
+    """Ours / tweetnacl's speed for each figure (above 1: ours is faster)."""
+    out: dict[str, float | None] = {}
+    for operation, size, _ in NODE_CURVE_ROWS:
+        ours, theirs = result.get(f"ours_{operation}_{size}"), result.get(f"tweetnacl_{operation}_{size}")
+        if not ours or not theirs:
+            out[f"{operation}_{size}"] = None
+        elif "us_per_message" in ours:
+            out[f"{operation}_{size}"] = ratio(theirs["us_per_message"], ours["us_per_message"])
+        else:
+            out[f"{operation}_{size}"] = ratio(ours["mb_per_second"], theirs["mb_per_second"])
+    return out
+
+
+def node_curve_table(result: dict[str, Any]) -> list[str]:
+    lines = ["", "--- Node peer's CURVE crypto (XSalsa20-Poly1305 box, precomputed key) against node-tweetnacl " + "-" * 22]
+    if "error" in result:
+        return lines + [f"error: {result['error']}"]
+
+    def figure(entry: dict[str, Any] | None) -> str:
+        if not entry:
+            return "-"
+        if "us_per_message" in entry:
+            return f"{entry['us_per_message']:.2f} us/message"
+        return f"{entry['mb_per_second']:.0f} MB/s"
+
+    ratios_ = node_curve_ratios(result)
+    for operation, size, label in NODE_CURVE_ROWS:
+        speedup = ratios_[f"{operation}_{size}"]
+        lines.append(f"{label:<14} ours {figure(result.get(f'ours_{operation}_{size}')):>17}   "
+                     f"tweetnacl {figure(result.get(f'tweetnacl_{operation}_{size}')):>17}   "
+                     f"ours/tweetnacl speed {'-' if speedup is None else format(speedup, '.2f')}")
+    return lines
+
+
 def metrics_costs(metrics: dict[str, Any]) -> dict[str, Any]:
     """What bootstrapping Prometheus costs the host (rate lost, host CPU added), and the hooks' share of a request's
     host CPU time without a backend."""
@@ -467,6 +518,12 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
                 continue  # Node's CURVE is pure JavaScript: no target yet
             value = modes[f"{mode}_over_plain"]
             check(f"tcp: {mode}/plain, {SECURITY_LABELS[key]}", value, f">= {goal}", value is not None and value >= goal)
+    if "node_curve" in results:
+        speedups = node_curve_ratios(results["node_curve"])
+        measured = [value for value in speedups.values() if value is not None]
+        slowest = min(measured) if measured and len(measured) == len(speedups) else None  # any figure missing: missed
+        check("Node CURVE crypto: ours / node-tweetnacl speed, slowest of seal and open at 200 B, 64 KiB, 1 MiB",
+              slowest, ">= 1.0", slowest is not None and slowest >= 1.0)
     if "metrics_costs" in results:
         costs = results["metrics_costs"]
         for window in (1, 64):
@@ -614,6 +671,8 @@ def table(results: dict[str, Any]) -> str:
         lines.append(f"{'host RSS after each client group':<44} {', '.join(rss)}")
     if "security" in results:
         lines += security_table(results)
+    if "node_curve" in results:
+        lines += node_curve_table(results["node_curve"])
     lines.append("")
     memory = results.get("memory", {})
     for key, label in (("inflight_10000", "host RSS, 10,000 requests in flight"), ("peers_1000", "host RSS, 1,000 connected peers")):
@@ -713,8 +772,10 @@ def main() -> None:
     if unknown := set(sections) - set(SECTIONS):
         raise SystemExit(f"unknown sections {sorted(unknown)}: choose from {','.join(SECTIONS)}")
     # The telemetry and codec sections run zerobridge-bench alone.
-    needs_host = bool(set(sections) - {"telemetry", "codec"})
-    for tool in (*(["zerobridge"] if needs_host else []), "zerobridge-bench", *(["import-host"] if "import" in sections else [])):
+    needs_host = bool(set(sections) - {"telemetry", "codec", "node-curve"})
+    needs_bench_tool = bool(set(sections) - {"node-curve"})  # node-curve runs Node alone
+    for tool in (*(["zerobridge"] if needs_host else []), *(["zerobridge-bench"] if needs_bench_tool else []),
+                 *(["import-host"] if "import" in sections else [])):
         if not (bench.bin / tool).exists():
             raise SystemExit(f"{bench.bin / tool} is missing: swift build -c release --product {tool}")
     results: dict[str, Any] = {
@@ -733,6 +794,8 @@ def main() -> None:
             with tempfile.TemporaryDirectory(prefix="zerobridge-bench-") as folder:
                 results["security"] = bench.security(Path(folder))
             results["security_ratios"] = security_ratios(results["security"])
+        if "node-curve" in sections:
+            results["node_curve"] = bench.node_curve()
         if "memory" in sections:
             results["memory"] = bench.memory()
         if "codec" in sections:

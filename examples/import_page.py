@@ -27,6 +27,8 @@ class ImportPage:
             self.console: list[str] = []  # the page's console messages and uncaught errors, for failure reports
             self.page.on("console", lambda message: self.console.append(f"{message.type}: {message.text}"))
             self.page.on("pageerror", lambda error: self.console.append(f"pageerror: {error}"))
+            self.websockets: list[str] = []  # the URL of every WebSocket the page opened, in order
+            self.page.on("websocket", lambda socket: self.websockets.append(socket.url))
             self.page.goto(url)
             self.wait_for_state("idle")
         except BaseException:

@@ -86,6 +86,12 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .customLong("allow-origin"), help: "With --ws: an origin allowed beside the host's own (e.g. http://localhost:5173 for a dev server). Repeatable.")
     var allowedOrigins: [String] = []
 
+    @Option(help: "With --ws: close a connection that has not upgraded to WebSocket when it completes no request within this many milliseconds (SPEC 2.2).")
+    var wsIdleTimeoutMs = 10_000
+
+    @Option(help: "With --ws: the most connections not yet upgraded to WebSocket at once; one past it is closed at once (SPEC 2.2).")
+    var wsMaxPending = 256
+
     @Flag(help: "With --ws and --no-key: open sessions on WebSocket connections without a key (tests and development only: any local process and any allowed page can then use the host).")
     var wsAllowUnkeyed = false
 
@@ -140,8 +146,13 @@ struct Serve: AsyncParsableCommand {
         for origin in allowedOrigins where URL(string: origin)?.host == nil || !(origin.hasPrefix("http://") || origin.hasPrefix("https://")) {
             throw ValidationError("--allow-origin takes an origin such as http://localhost:5173, not '\(origin)'")
         }
+        guard wsIdleTimeoutMs > 0, wsMaxPending > 0 else {
+            throw ValidationError("--ws-idle-timeout-ms and --ws-max-pending must be positive")
+        }
         var options = WebSocketOptions(host: host, port: port, webRoot: webRoot, allowedOrigins: allowedOrigins)
         options.allowsUnkeyedConnections = wsAllowUnkeyed
+        options.idleTimeout = .milliseconds(wsIdleTimeoutMs)
+        options.maxPendingConnections = wsMaxPending
         return options
     }
 

@@ -76,6 +76,13 @@ def test_the_page_offers_the_sample_folders(page_host: PageHost, page: ImportPag
     assert page.numbers()["catalogue-files"] == 0
 
 
+def test_each_page_load_opens_one_session(page_host: PageHost, page: ImportPage) -> None:
+    # The WebKit layer's peer serves the page's own code too: one WebSocket, so one session, per load.
+    assert len(page.websockets) == 1, page.websockets
+    assert page.reload() == "idle"
+    assert len(page.websockets) == 2, page.websockets
+
+
 def test_an_import_from_the_page_shows_what_the_database_holds(page_host: PageHost, page: ImportPage,
                                                                 samples: pathlib.Path,
                                                                 dataset: tuple[pathlib.Path, dict[str, Any]]) -> None:

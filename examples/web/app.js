@@ -1,9 +1,8 @@
 // The import service's page, written as for a WKWebView: plain requests go to the host's handlers through
 // window.webkit.messageHandlers (WKScriptMessageHandlerWithReply: a Promise of the reply). WebKit has no streaming,
-// so the import's live progress, its cancelling and the catalogChanged broadcasts go through the browser peer,
-// connected with what the host injected into the page (globalThis.__zerobridge): new Peer() without an endpoint.
-
-import { Peer } from '/_zerobridge/browser.js';
+// so the import's live progress, its cancelling and the catalogChanged broadcasts go through the browser peer that
+// the WebKit layer connected (`await globalThis.__zerobridge.peer`): one session per page load. A peer of the page's
+// own would be a second session, under a second name, for the same tab.
 
 const $ = (id) => document.getElementById(id);
 const count = (n) => n.toLocaleString('en');
@@ -205,12 +204,14 @@ async function start() {
   $('folder').replaceChildren(...folders.map(({ path, name }) => new Option(name, path)));
   if (omitted > 0) $('folder').title = `${omitted} more folders are not listed`;
 
-  // Subscribed in its first hello, and listening before it is welcomed: no broadcast slips between the two.
-  peer = new Peer({ topics: ['catalog'] }).on('catalogChanged', (change) => {
+  const connecting = globalThis.__zerobridge?.peer;
+  if (connecting === undefined) throw new Error('this page was not served by a ZeroBridge host (it has no globalThis.__zerobridge)');
+  peer = await connecting;
+  // The subscription's hello goes before the stats request below, so broadcasts arrive from before the page is idle.
+  peer.on('catalogChanged', (change) => {
     showChange(change);
     refreshStats().catch(() => {});
-  });
-  await peer.connect();
+  }).subscribe('catalog');
   $('connection').textContent = `Connected to ${peer.host}.`;
   $('search').disabled = false;
   await refreshStats();

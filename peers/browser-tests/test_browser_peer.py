@@ -134,3 +134,21 @@ def test_a_generated_typed_client_runs_in_the_page(keyed_host: Host, page: Page,
         return { sum: await client.add({ a: 20, b: 22 }), current: client.catalogueIsCurrent() };
     }""", module)
     assert outcome == {"sum": 42, "current": True}
+
+
+def test_a_redial_resumes_the_session_its_earlier_socket_held(keyed_host: Host, page: Page) -> None:
+    # A redial after a silence (SPEC 7.7) keeps the earlier socket open until the host welcomes the peer again: its
+    # close frame would be a leaving, ending the very session the new connection resumes (SPEC 2.2, decision 50).
+    connected(page, keyed_host)
+    outcome = page.evaluate("""async () => {
+        const first = peer.session;
+        const welcomed = new Promise((resolve) => {
+            const wait = () => (peer.state === 'ready' && peer.session !== null ? resolve() : setTimeout(wait, 10));
+            setTimeout(wait, 10);
+        });
+        peer.hostLost('a silence, as the heartbeat would see it', true);
+        await welcomed;
+        return { first, again: peer.session, sum: await peer.call('add', { a: 2, b: 3 }) };
+    }""")
+    assert outcome["again"] == outcome["first"], "the session was resumed, not ended by the earlier socket's close"
+    assert outcome["sum"] == 5

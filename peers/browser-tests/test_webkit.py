@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from typing import Any
 
 import zerobridge
@@ -100,7 +101,23 @@ def test_a_page_unloaded_mid_call_is_peer_lost_at_the_host(keyed_host: Host, pag
     caller = threading.Thread(target=lambda: outcome.update(result=call_from_the_host_side(keyed_host, "hang", {"peer": name})))
     caller.start()
     page.wait_for_function("() => window.entered === true", timeout=30_000)
-    page.goto("about:blank")  # the page unloads with the host's call in it
+    unloaded_at = time.monotonic()
+    page.goto("about:blank")  # the page unloads with the host's call in it; the browser sends a close frame
     caller.join(timeout=90)
     assert not caller.is_alive()
     assert outcome["result"]["code"] == "peer_lost", outcome
+    # At once (SPEC 2.2, decision 50), not after the host's 30 s grace for connections lost without a close frame.
+    assert time.monotonic() - unloaded_at < 15
+
+
+def test_a_reloaded_page_gets_its_name_back_at_once(keyed_host: Host, page: Page) -> None:
+    connect_named = """async () => {
+        const { connect } = await import('/_zerobridge/browser.js');
+        window.peer = await connect({ name: 'reloaded-page' });
+        return window.peer.session;
+    }"""
+    page.goto(keyed_host.url("/index.html"))
+    first = page.evaluate(connect_named)
+    page.reload()
+    # Without waitForName: a name still held would fail this connect with name_taken.
+    assert page.evaluate(connect_named) != first

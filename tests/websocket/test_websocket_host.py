@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import http.client
 import pathlib
+import select
 import socket
 import struct
 import threading
@@ -76,6 +77,53 @@ def test_each_connection_is_its_own_session_and_names_are_shared_with_zeromq_rul
     assert refusal["id"] is None and refusal["error"]["code"] == "name_taken"
     for client in (first, second, third):
         client.close()
+
+
+# --- a close frame is a leaving; a dropped connection is not (SPEC 2.2, decision 50) ---------------------------------
+
+def test_a_close_frame_frees_the_name_at_once(host: WebSocketHost) -> None:
+    leaving = Client(host.websocket, host.key)
+    first = leaving.hello("reloading-page")
+    leaving.ws.close(code=1001, reason="going away")  # what a browser sends when its page unloads
+    # The reloaded page says hello under the same name at once: welcomed into a new session, not name_taken.
+    again = Client(host.websocket, host.key)
+    welcome = again.hello("reloading-page")
+    assert welcome["session"] != first["session"]
+    again.close()
+
+
+def test_a_host_call_into_a_page_that_closes_fails_peer_lost_at_once(host: WebSocketHost) -> None:
+    page, native = Client(host.websocket, host.key), Client(host.websocket, host.key)
+    page.hello("page-mid-call", actions=["hang"])
+    native.hello("native-caller")
+    native.send(type="request", id="into-page", action="callPeer", payload={"peer": "page-mid-call", "action": "hang"})
+    page.next_of("request", action="hang")  # the host's call is in the page, unanswered
+    closed_at = time.monotonic()
+    page.ws.close(code=1001, reason="going away")
+    answer = native.next_of("response", id="into-page", timeout=25)
+    assert answer["error"]["code"] == "peer_lost", answer
+    # At once, not after the host's grace (30 s) that a connection lost without a close frame waits for.
+    assert time.monotonic() - closed_at < 15
+    native.close()
+
+
+def test_a_connection_dropped_without_a_close_frame_can_resume_within_the_grace(host: WebSocketHost) -> None:
+    dropped = Client(host.websocket, host.key)
+    first = dropped.hello("dropped-page")
+    dropped.ws.socket.shutdown(socket.SHUT_WR)  # the TCP connection ends (FIN); no close frame was sent
+    with pytest.raises(ConnectionClosed):  # the host closes its side once it has read the end
+        while True:
+            dropped.ws.recv(timeout=10)
+    # The session keeps its name for the grace: a hello without its token is refused ...
+    impostor = Client(host.websocket, host.key)
+    impostor.send(type="hello", peer="dropped-page")
+    assert impostor.next_of("response")["error"]["code"] == "name_taken"
+    impostor.close()
+    # ... and the peer resumes it over a new connection with the token.
+    back = Client(host.websocket, host.key)
+    resumed = back.hello("dropped-page", session=first["session"], resume_token=first["resume_token"])
+    assert resumed["session"] == first["session"]
+    back.close()
 
 
 # --- refused before the upgrade ---------------------------------------------------------------------------------
@@ -282,6 +330,99 @@ def test_connections_past_the_bound_are_shed_and_kept_ones_stay(tmp_path: pathli
                 time.sleep(0.05)
         for client in kept:
             client.close()
+    finally:
+        bounded.stop()
+
+
+# --- connections not yet upgraded: an idle timeout and a bound (SPEC 2.2, decision 50) -----------------------------
+
+def closed_by_host(connection: socket.socket, timeout: float = 30) -> bool:
+    """Waits until the host closes the connection (EOF or reset), at most `timeout` seconds; whether it did."""
+    connection.settimeout(timeout)
+    try:
+        while connection.recv(4096):
+            pass  # a response the host wrote first
+    except ConnectionResetError:
+        pass
+    except TimeoutError:
+        return False
+    return True
+
+
+def raw_connection(host: WebSocketHost) -> socket.socket:
+    return socket.create_connection(("127.0.0.1", host.port), timeout=10)
+
+
+def kept_alive_connection(host: WebSocketHost) -> http.client.HTTPConnection:
+    """A connection that completed a request and stays open (keep-alive), holding a place among those not upgraded."""
+    connection = http.client.HTTPConnection("127.0.0.1", host.port, timeout=10)
+    connection.request("GET", "/assets/logo.svg")
+    response = connection.getresponse()
+    assert response.status == 200 and response.read() and response.headers["Connection"] == "keep-alive"
+    return connection
+
+
+def test_connections_that_never_upgrade_are_closed_after_the_idle_timeout(tmp_path: pathlib.Path, web_root: pathlib.Path) -> None:
+    idle_host = start_host(tmp_path, "--web-root", str(web_root), "--ws-idle-timeout-ms", "1000")
+    try:
+        silent = raw_connection(idle_host)  # connects and sends nothing
+        half = raw_connection(idle_host)
+        half.sendall(f"GET / HTTP/1.1\r\nHost: 127.0.0.1:{idle_host.port}\r\n".encode())  # the blank line never comes
+        started = time.monotonic()
+        assert closed_by_host(silent) and closed_by_host(half)
+        assert time.monotonic() - started < 25
+        # A request trickled a byte at a time is cut off too: the timeout runs from the last response, not the last byte.
+        trickle = raw_connection(idle_host)
+        request = f"GET / HTTP/1.1\r\nHost: 127.0.0.1:{idle_host.port}\r\nX-Pad: {'a' * 4000}\r\n\r\n".encode()
+        cut_off = False
+        for byte in request:
+            try:
+                trickle.sendall(bytes([byte]))
+            except (BrokenPipeError, ConnectionResetError):
+                cut_off = True
+                break
+            if select.select([trickle], [], [], 0.05)[0]:
+                cut_off = closed_by_host(trickle)
+                break
+        assert cut_off, "a trickled request kept its connection for the whole request"
+        # A connection that upgrades is no longer timed: its session outlives the timeout many times over.
+        client = Client(idle_host.websocket, idle_host.key)
+        client.hello("outlives-the-timeout")
+        client.send(type="request", id="later", action="sleep", payload={"ms": 3000})
+        assert client.next_of("response", id="later")["result"] == {"slept_ms": 3000}
+        client.close()
+    finally:
+        idle_host.stop()
+
+
+def test_connections_past_the_not_upgraded_bound_are_closed_and_sessions_keep_working(tmp_path: pathlib.Path, web_root: pathlib.Path) -> None:
+    bounded = start_host(tmp_path, "--web-root", str(web_root), "--ws-max-pending", "2", "--ws-idle-timeout-ms", "120000")
+    try:
+        # Upgraded connections give their place back: three sessions with a bound of two.
+        sessions = [Client(bounded.websocket, bounded.key) for _ in range(3)]
+        for index, client in enumerate(sessions):
+            client.hello(f"upgraded-{index}")
+        held = [kept_alive_connection(bounded), kept_alive_connection(bounded)]
+        refused = raw_connection(bounded)
+        assert closed_by_host(refused), "a connection past the bound was kept"
+        with pytest.raises((InvalidHandshake, ConnectionClosed, OSError, TimeoutError)):
+            Client(bounded.websocket, bounded.key)
+        for index, client in enumerate(sessions):
+            client.send(type="request", id=f"still-{index}", action="echo", payload=index)
+            assert client.next_of("response", id=f"still-{index}")["result"] == index
+        held.pop().close()
+        deadline = time.monotonic() + 30
+        while True:  # the closed connection's place is free once the listener has seen it close
+            try:
+                late = Client(bounded.websocket, bounded.key)
+                break
+            except (InvalidHandshake, ConnectionClosed, OSError, TimeoutError):
+                assert time.monotonic() < deadline, "no connection admitted after a held one closed"
+                time.sleep(0.05)
+        assert late.hello("late")["type"] == "welcome"
+        for client in [*sessions, late]:
+            client.close()
+        held[0].close()
     finally:
         bounded.stop()
 

@@ -44,7 +44,12 @@ class Client:
         self.channel = signing.PeerChannel(bytes.fromhex(key)) if key else None
 
     def close(self) -> None:
+        """Closes with a close frame: to the host, the peer is leaving (SPEC 2.2)."""
         self.ws.close()
+
+    def drop(self) -> None:
+        """Ends the TCP connection without a close frame, as a network that fails does: the session waits out the grace."""
+        self.ws.close_socket()
 
     def send_frames(self, frames: list[bytes]) -> None:
         """Frames 1..n, signed for the channel (or with an empty frame 0 without a key)."""

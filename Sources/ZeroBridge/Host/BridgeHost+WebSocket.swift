@@ -28,6 +28,13 @@ public struct WebSocketOptions: Sendable {
     public var scriptsDirectory: String?
     /// The largest file served.
     public var maxFileBytes: Int = 64 << 20
+    /// How long a connection that has not upgraded to WebSocket may go without completing a request (a page's file
+    /// fetches, or the upgrade itself) before the host closes it (SPEC 2.2): a connection that sends nothing, or half a
+    /// request, holds nothing for longer.
+    public var idleTimeout: Duration = .seconds(10)
+    /// The most connections not yet upgraded at once (SPEC 2.2); the host closes one accepted past it at once, unread.
+    /// WebSocket connections in session are not counted.
+    public var maxPendingConnections = 256
     /// Opens sessions on WebSocket connections without a connection key. Only for tests and development: any page
     /// of an allowed origin, and any local process, can then use the host. Logged as a warning.
     public var allowsUnkeyedConnections = false
@@ -85,6 +92,7 @@ extension BridgeHost {
         let seam = WebSocketSeam(
             thread: thread,
             closed: { [weak self] routingID in self?.connectionClosed(routingID) },
+            left: { [weak self] routingID, code in self?.peerClosedConnection(routingID, code: code) },
             refused: { [weak self] routingID, reason in self?.refuseUndecodable(routingID, reason) })
         let info = configuration.info.map(JSONValue.object)
         let maxMessageBytes = configuration.maxMessageBytes
@@ -101,7 +109,9 @@ extension BridgeHost {
                 webRoot: options.webRoot.map { WebRoot(directory: $0, maxFileBytes: options.maxFileBytes) },
                 scripts: options.scriptsDirectory.map { WebRoot(directory: $0, maxFileBytes: options.maxFileBytes) },
                 injection: PageInjection.scripts(endpoint: endpoint, key: key?.hex, info: info),
-                maxMessageBytes: maxMessageBytes)
+                maxMessageBytes: maxMessageBytes,
+                idleTimeout: .nanoseconds(Int64(options.idleTimeout / .nanoseconds(1))),
+                maxNotUpgraded: options.maxPendingConnections)
         }
     }
 }

@@ -540,9 +540,7 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
         case .hello(let hello):
             greet(session, hello)
         case .bye:
-            forget(session)
-            end(session, BridgeError(.peerLost, "the peer said bye"))
-            discardQueued(for: session)
+            leave(session, BridgeError(.peerLost, "the peer said bye"))
         case .welcome:
             session.link.refuse(nil, BridgeError(.badMessage, "'welcome' is sent by the host, not to it"))
         default:
@@ -639,6 +637,21 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
         default:
             break
         }
+    }
+
+    /// The peer left (`bye`, or a WebSocket close frame: SPEC 2.2): its session ends now, its name is free, and the
+    /// connection is not retired (a later message opens a new session).
+    private func leave(_ session: Session, _ reason: BridgeError) {
+        forget(session)
+        end(session, reason)
+        discardQueued(for: session)
+    }
+
+    /// On the thread: the peer of a WebSocket connection sent a close frame, its word that it is leaving (SPEC 2.2,
+    /// decision 50); what it sent before was delivered first.
+    func peerClosedConnection(_ routingID: [UInt8], code: Int?) {
+        guard let session = sessions[routingID] else { return }
+        leave(session, BridgeError(.peerLost, "the peer closed its WebSocket connection (close code \(code.map(String.init) ?? "none"))"))
     }
 
     /// An anonymous session ends with its connection, and its work with it (SPEC 7.6). A named one waits for its

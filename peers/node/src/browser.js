@@ -27,6 +27,8 @@ const SEND_BUFFER_BYTES = 1024 * 1024;
 const DRAIN_POLL_MS = 5;
 // How long close() lets what is written reach the host before closing the socket.
 const CLOSE_LINGER_MS = 1000;
+// Earlier sockets a redial keeps open until the host welcomes the peer again (at most this many; the oldest is closed).
+const MAX_SUPERSEDED = 4;
 
 function defaultLog(level, message) {
   if (level === 'warn') console.warn(`zerobridge: ${message}`);
@@ -96,6 +98,8 @@ export class WebSocketTransport {
   #writingBytes = 0;
   #drainPoll = null;
   #whenClosed = null;
+  // Sockets a redial replaced, still open: their close frame would end the session we mean to resume (SPEC 2.2).
+  #superseded = [];
 
   constructor(endpoint, { sendQueueLimit = 1000, reconnectIvl = 100, reconnectIvlMax = 5000, log = defaultLog } = {}) {
     if (typeof globalThis.WebSocket !== 'function') throw new TypeError('this platform has no WebSocket (a browser has one; Node 20 does not)');
@@ -283,9 +287,19 @@ export class WebSocketTransport {
     this.#pendingBytes = 0;
     this.#signing = [];
     this.#writingBytes = 0;
-    socket?.close(1000, 'reconnecting');
+    // Not closed yet: a close frame is a leaving to the host, which would end the session before the new connection
+    // resumes it (SPEC 2.2, decision 50). It is closed once the host has welcomed us again (welcomed()).
+    if (socket) {
+      this.#superseded.push(socket);
+      if (this.#superseded.length > MAX_SUPERSEDED) this.#superseded.shift().close(1000, 'reconnected');
+    }
     clearTimeout(this.#redial);
     this.#redial = setTimeout(() => this.#dial(), delayMs);
+  }
+
+  /** The host welcomed the peer on the current connection: the sockets a redial replaced can close now. */
+  welcomed() {
+    for (const socket of this.#superseded.splice(0)) socket.close(1000, 'reconnected');
   }
 
   /** Closes the connection once what was written has gone out, or after `lingerMs`; resolves when it is closed. */
@@ -295,6 +309,7 @@ export class WebSocketTransport {
     clearTimeout(this.#redial);
     clearInterval(this.#drainPoll);
     this.#pending = [];
+    this.welcomed();
     const socket = this.#socket;
     if (socket === null) return;
     const deadline = Date.now() + lingerMs;

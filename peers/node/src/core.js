@@ -694,6 +694,7 @@ export class PeerCore extends EventTarget {
         this.state = READY;
         this.lostBecause = null;
         this.redials = 0;
+        this.dealer.welcomed?.(); // a WebSocket closes the sockets a redial kept open for the resume (SPEC 2.2)
         if (resumed) {
           for (const id of abandoned.served) {
             this.link.trySend(bodies.failure(id, { code: 'cancelled', message: 'cancelled when this peer lost its connection to the host' }));

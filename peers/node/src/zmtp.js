@@ -8,7 +8,8 @@ import { EventEmitter } from 'node:events';
 import { randomBytes } from 'node:crypto';
 import { debuglog } from 'node:util';
 import {
-  boxBeforenm, box, boxOpen, curveKey, generateKeyPair, publicKeyOf, secretbox, secretboxOpen, z85Encode,
+  boxBeforenm, box, boxOpen, curveKey, generateKeyPair, publicKeyOf, secretbox, secretboxInPlace, secretboxOpen, TAG_BYTES,
+  z85Encode,
 } from './curve.js';
 
 const debug = debuglog('zerobridge:zmtp');
@@ -176,6 +177,9 @@ function curveOptions(options) {
 
 const nonce = (prefix, tail) => Buffer.concat([Buffer.from(prefix, 'latin1'), tail]);
 const MESSAGE_PREFIX = Buffer.from('\x07MESSAGE', 'latin1');
+// A MESSAGE body: the command name (8 bytes), the short nonce (8), then the box: tag (16) and flags byte + frame.
+const MESSAGE_BOX_AT = 16;
+const MESSAGE_HEADER_BYTES = MESSAGE_BOX_AT + TAG_BYTES + 1;
 const MESSAGE_MORE = 0x01;
 const MESSAGE_COMMAND = 0x02;
 
@@ -198,6 +202,9 @@ class CurveClient {
     this.boxKey = null;
     this.cookie = null;
     this.failed = false; // set once a failure on this connection was reported
+    // MESSAGE nonces: the prefix, then the short nonce written in place for each message (no allocation per message).
+    this.sendNonce = nonce('CurveZMQMESSAGEC', Buffer.alloc(8));
+    this.receiveNonce = nonce('CurveZMQMESSAGES', Buffer.alloc(8));
   }
 
   shortNonce() {
@@ -256,24 +263,40 @@ class CurveClient {
     return opened;
   }
 
-  /** One frame (or, with MESSAGE_COMMAND, one command body) as a MESSAGE command body. */
-  seal(payload, flags) {
-    const short = this.shortNonce();
-    const sealed = secretbox(Buffer.concat([Buffer.from([flags]), payload]), nonce('CurveZMQMESSAGEC', short), this.boxKey);
-    return Buffer.concat([MESSAGE_PREFIX, short, sealed]);
+  /**
+   * One frame (or, with MESSAGE_COMMAND, one command body) as a ZMTP frame holding a MESSAGE command, sealed in one
+   * buffer: frame header, MESSAGE body, box. The box's contents land 4-byte aligned, which lets XSalsa20 go by words.
+   */
+  sealFrame(payload, flags) {
+    this.sent += 1n;
+    this.sendNonce.writeBigUInt64BE(this.sent, 16);
+    const bodyBytes = MESSAGE_HEADER_BYTES + payload.length;
+    const headerBytes = frameHeaderBytes(bodyBytes);
+    const space = Buffer.allocUnsafe(3 + headerBytes + bodyBytes);
+    const pad = (4 - ((space.byteOffset + headerBytes + MESSAGE_BOX_AT + TAG_BYTES) & 3)) & 3;
+    const frame = space.subarray(pad, pad + headerBytes + bodyBytes);
+    writeFrameHeader(frame, 0, 0, bodyBytes);
+    const body = headerBytes;
+    MESSAGE_PREFIX.copy(frame, body);
+    this.sendNonce.copy(frame, body + 8, 16);
+    frame[body + MESSAGE_HEADER_BYTES - 1] = flags;
+    frame.set(payload, body + MESSAGE_HEADER_BYTES);
+    secretboxInPlace(frame, body + MESSAGE_BOX_AT, 1 + payload.length, this.sendNonce, this.boxKey);
+    return frame;
   }
 
   /** Opens a MESSAGE from the server: { flags, payload }. Its short nonce must exceed every one before it. */
   open(body) {
-    if (body.length < MESSAGE_PREFIX.length || !body.subarray(0, MESSAGE_PREFIX.length).equals(MESSAGE_PREFIX)) {
+    if (body.length < MESSAGE_PREFIX.length || MESSAGE_PREFIX.compare(body, 0, MESSAGE_PREFIX.length) !== 0) {
       throw new ZmtpError(`${this.endpoint} sent something other than a CURVE MESSAGE after the handshake`);
     }
-    if (body.length < 8 + 8 + 16 + 1) throw new ZmtpError(`malformed MESSAGE from ${this.endpoint} (${body.length} bytes)`);
+    if (body.length < MESSAGE_HEADER_BYTES) throw new ZmtpError(`malformed MESSAGE from ${this.endpoint} (${body.length} bytes)`);
     const short = body.readBigUInt64BE(8);
     if (short <= this.received) {
       throw new ZmtpError(`MESSAGE from ${this.endpoint} with short nonce ${short} after ${this.received} (replayed or reordered)`);
     }
-    const opened = secretboxOpen(body.subarray(16), nonce('CurveZMQMESSAGES', body.subarray(8, 16)), this.boxKey);
+    body.copy(this.receiveNonce, 16, 8, MESSAGE_BOX_AT);
+    const opened = secretboxOpen(body.subarray(MESSAGE_BOX_AT), this.receiveNonce, this.boxKey);
     if (opened === null) throw new ZmtpError(`a MESSAGE box from ${this.endpoint} does not open (altered or forged)`, 'EAUTH');
     this.received = short;
     const flags = opened[0];
@@ -289,18 +312,26 @@ function encodeFrames(frames, extraFlags = 0) {
   const parts = [];
   const last = frames.length - 1;
   frames.forEach((frame, i) => {
-    const flags = extraFlags | (i < last ? FLAG_MORE : 0);
-    if (frame.length > 255) {
-      const header = Buffer.allocUnsafe(9);
-      header[0] = flags | FLAG_LONG;
-      header.writeBigUInt64BE(BigInt(frame.length), 1);
-      parts.push(header);
-    } else {
-      parts.push(Buffer.from([flags, frame.length]));
-    }
+    const header = Buffer.allocUnsafe(frameHeaderBytes(frame.length));
+    writeFrameHeader(header, 0, extraFlags | (i < last ? FLAG_MORE : 0), frame.length);
+    parts.push(header);
     if (frame.length > 0) parts.push(frame);
   });
   return parts;
+}
+
+/** The size of the header of a frame of `size` bytes: short (one size byte) up to 255 bytes, long (eight) above. */
+const frameHeaderBytes = (size) => (size > 255 ? 9 : 2);
+
+/** Writes the header of a frame of `size` bytes with `flags` at `buffer[at]` (frameHeaderBytes(size) bytes). */
+function writeFrameHeader(buffer, at, flags, size) {
+  if (size > 255) {
+    buffer[at] = flags | FLAG_LONG;
+    buffer.writeBigUInt64BE(BigInt(size), at + 1);
+  } else {
+    buffer[at] = flags;
+    buffer[at + 1] = size;
+  }
 }
 
 function toBuffer(frame) {
@@ -604,7 +635,7 @@ export class ZmtpDealer extends EventEmitter {
       return;
     }
     const last = frames.length - 1;
-    this.write(frames.flatMap((frame, i) => encodeFrames([this.curve.seal(frame, i < last ? MESSAGE_MORE : 0)])));
+    this.write(frames.map((frame, i) => this.curve.sealFrame(frame, i < last ? MESSAGE_MORE : 0)));
   }
 
   /** Writes a ZMTP command after the handshake: sealed in a MESSAGE box with CURVE. */
@@ -614,7 +645,7 @@ export class ZmtpDealer extends EventEmitter {
       return;
     }
     const body = Buffer.concat([Buffer.from([name.length]), Buffer.from(name, 'ascii'), data]);
-    this.write(encodeFrames([this.curve.seal(body, MESSAGE_COMMAND)]));
+    this.write([this.curve.sealFrame(body, MESSAGE_COMMAND)]);
   }
 
   write(parts) {

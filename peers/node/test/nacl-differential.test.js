@@ -1,7 +1,9 @@
 // The hand-written NaCl of src/curve.js (XSalsa20, Poly1305, secretbox, box; X25519 comes from node:crypto) against
 // TweetNaCl-js, the reference port of NaCl, as Debian packages it (node-tweetnacl, installed by `make deps-system`):
 // byte-identical outputs on thousands of random inputs, lengths chosen to cross block boundaries (16 for Poly1305,
-// 64 for Salsa20) and the 32-byte NaCl prefix, and the same verdict on boxes tampered with.
+// 64 for Salsa20) and the 32-byte NaCl prefix, and the same verdict on boxes tampered with. Boxes are also made in
+// place inside larger buffers at every offset modulo 8 (curve.js XORs by words only where the data is aligned), and
+// one of 1 MiB.
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -9,7 +11,8 @@ import { createRequire } from 'node:module';
 import { existsSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import {
-  hsalsa20, xsalsa20Xor, poly1305, secretbox, secretboxOpen, box, boxOpen, boxBeforenm, x25519, publicKeyOf,
+  hsalsa20, xsalsa20Xor, poly1305, secretbox, secretboxInPlace, secretboxOpen, box, boxOpen, boxBeforenm, x25519,
+  publicKeyOf,
 } from '../src/curve.js';
 
 const TWEETNACL = '/usr/share/nodejs/tweetnacl';
@@ -78,6 +81,41 @@ test('secretbox equals nacl.secretbox, and both open each other\'s boxes and ref
     assert.equal(secretboxOpen(tampered, nonce, key), null);
     assert.equal(nacl.secretbox.open(tampered, nonce, key), null);
   });
+});
+
+test('secretboxInPlace at any offset in a larger buffer equals nacl.secretbox and leaves the bytes around alone', () => {
+  forCases(CASES / 2, (i) => ({ key: randomBytes(32), nonce: randomBytes(24), message: randomBytes(length(i)), around: randomBytes(16) }),
+    ({ key, nonce, message, around }) => {
+      const offset = around[0] % 8; // every alignment of the box, and so of its 64-byte blocks
+      const buffer = Buffer.concat([around.subarray(0, offset), Buffer.alloc(16), message, around]);
+      secretboxInPlace(buffer, offset, message.length, nonce, key);
+      assert.equal(hex(buffer.subarray(offset, offset + 16 + message.length)), hex(nacl.secretbox(message, nonce, key)));
+      assert.equal(hex(buffer.subarray(0, offset)), hex(around.subarray(0, offset)));
+      assert.equal(hex(buffer.subarray(offset + 16 + message.length)), hex(around));
+      // Opened from a view at the same odd offset: the input unaligned, the output not.
+      assert.equal(hex(secretboxOpen(buffer.subarray(offset, offset + 16 + message.length), nonce, key)), hex(message));
+    });
+  const key = randomBytes(32);
+  const nonce = randomBytes(24);
+  assert.throws(() => secretboxInPlace(Buffer.alloc(20), 0, 5, nonce, key), RangeError); // 16 + 5 > 20
+  assert.throws(() => secretboxInPlace(Buffer.alloc(20), -1, 0, nonce, key), RangeError);
+  assert.throws(() => secretboxInPlace(Buffer.alloc(40), 0.5, 4, nonce, key), RangeError);
+});
+
+test('a 1 MiB secretbox equals nacl.secretbox, opens both ways, and a flipped bit anywhere is refused by both', () => {
+  const key = randomBytes(32);
+  const nonce = randomBytes(24);
+  const message = randomBytes(1024 * 1024);
+  const sealed = secretbox(message, nonce, key);
+  assert.equal(hex(sealed), hex(nacl.secretbox(message, nonce, key)));
+  assert.equal(hex(secretboxOpen(sealed, nonce, key)), hex(message));
+  assert.equal(hex(nacl.secretbox.open(sealed, nonce, key)), hex(message));
+  for (const at of [0, 15, 16, 17, 47, 48, sealed.length - 1]) { // in the tag, the first blocks and the last byte
+    const tampered = Buffer.from(sealed);
+    tampered[at] ^= 0x80;
+    assert.equal(secretboxOpen(tampered, nonce, key), null, `bit flipped at ${at}`);
+    assert.equal(nacl.secretbox.open(tampered, nonce, key), null, `bit flipped at ${at}`);
+  }
 });
 
 test('X25519 (scalar multiplication) equals nacl.scalarMult, public keys equal nacl\'s', () => {

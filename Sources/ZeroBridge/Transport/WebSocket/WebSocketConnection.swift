@@ -19,6 +19,8 @@ final class WebSocketConnection: AttachedConnection, @unchecked Sendable {
     private let unwritten = Atomic<Int>(0)
     private let undelivered = Atomic<Int>(0)
     private let ended = Atomic<Bool>(false)
+    /// The host began the closing handshake: the peer's close frame then answers it, and is not a leaving.
+    private let closedByHost = Atomic<Bool>(false)
     /// Messages for the event loop, taken all at once by one scheduled write (one hop per batch, not per message).
     private let outgoing = Mutex<(buffers: [ByteBuffer], scheduled: Bool)>(([], false))
 
@@ -76,8 +78,12 @@ final class WebSocketConnection: AttachedConnection, @unchecked Sendable {
 
     func markEnded() { ended.store(true, ordering: .relaxed) }
 
+    /// Whether the host sent its close frame first (then a close frame from the peer is its answer).
+    var isClosedByHost: Bool { closedByHost.load(ordering: .relaxed) }
+
     /// Closes with a close frame carrying `code` (after what was already handed over), then the TCP connection.
     func close(_ code: WebSocketErrorCode) {
+        closedByHost.store(true, ordering: .relaxed)
         channel.eventLoop.execute { [self] in
             writeOutgoing()
             var data = channel.allocator.buffer(capacity: 2)
@@ -92,8 +98,10 @@ final class WebSocketConnection: AttachedConnection, @unchecked Sendable {
 /// Where a WebSocket connection meets the host, on its socket thread (SPEC 2.2): the same session logic as ZeroMQ.
 struct WebSocketSeam: Sendable {
     let thread: SocketThread
-    /// A connection closed. On the thread.
+    /// A connection closed without a close frame from the peer (or after one). On the thread.
     let closed: @Sendable ([UInt8]) -> Void
+    /// The peer sent a close frame (with its code, if it gave one): it is leaving, as with `bye`. On the thread.
+    let left: @Sendable ([UInt8], Int?) -> Void
     /// A message that is not one (SPEC 3.2): answered `bad_message` with `"id": null`. On the thread.
     let refused: @Sendable ([UInt8], String) -> Void
 }
@@ -147,6 +155,13 @@ final class WebSocketPeerHandler: ChannelDuplexHandler {
         case .connectionClose:
             var data = frame.unmaskedData
             let code = data.readSlice(length: 2) ?? ByteBuffer()
+            if !connection.isClosedByHost {
+                // After the messages handed over before it: the thread runs its jobs in order.
+                let routingID = connection.routingID
+                let seam = seam
+                let given = code.getInteger(at: code.readerIndex, as: UInt16.self).map(Int.init)
+                seam.thread.perform { seam.left(routingID, given) }
+            }
             context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .connectionClose, data: code))).whenComplete { _ in
                 context.close(promise: nil)
             }

@@ -30,6 +30,10 @@ final class WebSocketListener: Sendable {
         /// The scripts injected into every HTML document of the web root.
         var injection: String
         var maxMessageBytes: Int
+        /// How long a connection not yet upgraded may go without completing a request (SPEC 2.2).
+        var idleTimeout: TimeAmount
+        /// The most connections not yet upgraded at once; one past it is closed unread (SPEC 2.2).
+        var maxNotUpgraded: Int
 
         /// Why a request may not open the bridge, as the HTTP status it is refused with; nil: it may.
         func refusal(_ head: HTTPRequestHead) -> HTTPResponseStatus? {
@@ -64,6 +68,7 @@ final class WebSocketListener: Sendable {
                       policy makePolicy: @Sendable (Int) -> Policy) throws -> WebSocketListener {
         let policyBox = Mutex<Policy?>(nil)
         let listenerBox = Mutex<WebSocketListener?>(nil)
+        let notUpgraded = NotUpgradedConnections()
         let bootstrap = ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .serverChannelOption(.backlog, value: 256)
@@ -78,9 +83,16 @@ final class WebSocketListener: Sendable {
                     return channel.close()
                 }
                 channel.closeFuture.whenComplete { _ in budget.closed() }
+                // Plain HTTP is bounded apart (SPEC 2.2): slowloris connections cannot take the places of peers.
+                guard let slot = notUpgraded.admit(bound: policy.maxNotUpgraded) else {
+                    logger.debug("connection shed: the most connections not yet upgraded are open (SPEC 2.2)",
+                                 metadata: ["bound": "\(policy.maxNotUpgraded)"])
+                    return channel.close()
+                }
+                channel.closeFuture.whenComplete { _ in slot.release() }
                 listener.track(channel)
                 return channel.eventLoop.makeCompletedFuture {
-                    try Self.configure(channel, policy: policy, seam: seam, logger: logger)
+                    try Self.configure(channel, policy: policy, seam: seam, slot: slot, logger: logger)
                 }
             }
         let serverChannel = try bootstrap.bind(host: host, port: port).wait()
@@ -111,7 +123,8 @@ final class WebSocketListener: Sendable {
         }
     }
 
-    private static func configure(_ channel: Channel, policy: Policy, seam: WebSocketSeam, logger: Logger) throws {
+    private static func configure(_ channel: Channel, policy: Policy, seam: WebSocketSeam, slot: NotUpgradedConnections.Slot,
+                                  logger: Logger) throws {
         let http = HTTPFileHandler(policy: policy)
         let limit = policy.maxMessageBytes + slackBytes
         let upgrader = NIOWebSocketServerUpgrader(
@@ -134,12 +147,44 @@ final class WebSocketListener: Sendable {
         try channel.pipeline.syncOperations.configureHTTPServerPipeline(
             withServerUpgrade: (upgraders: [upgrader], completionHandler: { context in
                 context.pipeline.syncOperations.removeHandler(name: HTTPFileHandler.name, promise: nil)
+                slot.release()
             }))
         try channel.pipeline.syncOperations.addHandler(http, name: HTTPFileHandler.name)
     }
 }
 
+/// Connections not yet upgraded (SPEC 2.2): how many are open, each holding a slot until its upgrade or its close.
+final class NotUpgradedConnections: Sendable {
+    private let open = Atomic<Int>(0)
+
+    /// A slot, or nil when `bound` connections already hold one.
+    func admit(bound: Int) -> Slot? {
+        guard open.add(1, ordering: .relaxed).newValue <= bound else {
+            open.subtract(1, ordering: .relaxed)
+            return nil
+        }
+        return Slot(owner: self)
+    }
+
+    /// One connection's place, given back once: on its upgrade or on its close, whichever comes first.
+    final class Slot: Sendable {
+        private let owner: NotUpgradedConnections
+        private let released = Atomic<Bool>(false)
+
+        fileprivate init(owner: NotUpgradedConnections) {
+            self.owner = owner
+        }
+
+        func release() {
+            if !released.exchange(true, ordering: .relaxed) { owner.open.subtract(1, ordering: .relaxed) }
+        }
+    }
+}
+
 /// Answers plain HTTP requests: the web root, the browser peer's modules, and why `/zerobridge` was not upgraded.
+/// Until the upgrade removes it, it also closes a connection that completes no request within the idle timeout
+/// (SPEC 2.2): counted from the connection's start or its last response, so a request trickled in a byte at a time
+/// (slowloris) is cut off like one never sent; a response being written holds the timer.
 final class HTTPFileHandler: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
@@ -147,9 +192,28 @@ final class HTTPFileHandler: ChannelInboundHandler, RemovableChannelHandler {
 
     private let policy: WebSocketListener.Policy
     private var request: HTTPRequestHead?
+    private var idleClose: Scheduled<Void>?
+    private var removed = false
 
     init(policy: WebSocketListener.Policy) {
         self.policy = policy
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        armIdleClose(context)
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        removed = true
+        idleClose?.cancel()
+        idleClose = nil
+    }
+
+    private func armIdleClose(_ context: ChannelHandlerContext) {
+        idleClose?.cancel()
+        guard !removed else { return }
+        let channel = context.channel
+        idleClose = context.eventLoop.scheduleTask(in: policy.idleTimeout) { channel.close(promise: nil) }
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -159,6 +223,8 @@ final class HTTPFileHandler: ChannelInboundHandler, RemovableChannelHandler {
         case .end:
             guard let head = request else { return }
             request = nil
+            idleClose?.cancel()  // until the response is written
+            idleClose = nil
             respond(to: head, context: context)
         }
     }
@@ -236,9 +302,10 @@ final class HTTPFileHandler: ChannelInboundHandler, RemovableChannelHandler {
         context.write(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: status, headers: headers))), promise: nil)
         if let body { context.write(wrapOutboundOut(.body(body)), promise: nil) }
         let channel = context.channel
+        let handler = NIOLoopBound((self, context), eventLoop: context.eventLoop)
         context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in
             whenWritten()
-            if !keepAlive { channel.close(promise: nil) }
+            if keepAlive { handler.value.0.armIdleClose(handler.value.1) } else { channel.close(promise: nil) }
         }
     }
 
