@@ -188,6 +188,9 @@ func connectedPeer(_ endpoint: String, name: String) async throws -> BridgePeer 
         ? BridgePeer.Configuration(endpoint: endpoint, name: name)
         : try BridgePeer.Configuration(connectionFile: ConnectionFile.read(endpoint), name: name)
     configuration.defaultTimeout = .seconds(60)
+    // Runs follow each other under one name: the host may read this hello before the last run's bye (two
+    // connections, either order), which once failed a `make bench` row with name_taken.
+    configuration.waitsForName = true
     let peer = try BridgePeer(configuration: configuration)
     try await peer.connect(timeout: .seconds(10))
     return peer

@@ -128,6 +128,9 @@ struct KeyedConnectionTests {
         #expect(await bridgeError { try await second.connect(timeout: .seconds(5)) }?.code == .nameTaken)
         #expect(second.refusedMessages == 0)
         await first.close()
+        // The first peer's bye and the second's hello come over two connections, in either order: the name is free
+        // once the host has read the bye.
+        #expect(try await eventually { host.peers.isEmpty })
         try await second.connect(timeout: patience)
         await second.close()
         await host.shutdown()
