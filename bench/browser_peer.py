@@ -103,13 +103,18 @@ class Host:
         self.page = lines["page"]
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process)
+
+
+def stop_process(process: subprocess.Popen[Any]) -> None:
+    """SIGTERM, and SIGKILL if it is still there 20 s later."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
 class DevTools:
@@ -175,13 +180,7 @@ class DevTools:
     def stop(self) -> None:
         if getattr(self, "closing", None) is not None:
             self.closing.close()
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process)
 
 
 def node_echo(host: Host, window: int, seconds: float) -> dict[str, Any]:
