@@ -3,7 +3,7 @@
 // The HMAC itself is the platform's (`primitives`): node:crypto's answers at once (src/signing.js), the browser's
 // WebCrypto with promises (src/browser.js); the channel's bookkeeping is the same for both.
 
-import { fromHex, latin1Bytes, randomBytes, toHex, utf8Bytes } from './bytes.js';
+import { fromHex, randomBytes, toHex, utf8Bytes } from './bytes.js';
 
 const MAX_COUNTER = 2n ** 63n - 1n;
 
@@ -33,7 +33,15 @@ export function macParts(kind, channel, stamp, frames) {
 }
 
 /** The bytes of a MAC's header: one byte per character when it is ASCII (always, but for a garbled channel). */
-const textBytes = (text) => (/^[\x00-\x7f]*$/.test(text) ? latin1Bytes(text) : utf8Bytes(text));
+function textBytes(text) {
+  const bytes = new Uint8Array(text.length);
+  for (let i = 0; i < text.length; i += 1) {
+    const code = text.charCodeAt(i);
+    if (code > 0x7f) return utf8Bytes(text);
+    bytes[i] = code;
+  }
+  return bytes;
+}
 
 /** `length` as 8 bytes big-endian (a frame is far below 2^53 bytes). */
 function lengthBytes(length) {
