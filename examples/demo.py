@@ -125,7 +125,10 @@ def main() -> int:
         url = host.wait_for_line("zerobridge page ").removeprefix("zerobridge page ")
         show(f"the page: {url} (the host serves examples/web and injects the endpoint and key into it)")
         with zerobridge.connect_sync(str(CONNECTION_FILE), name="demo") as demo:
-            etl = wait_until(lambda: (e := demo.call("stats")["etl"])["connected"] and e, "the ETL peer up")
+            # Connected in the host's session table, and past starting in its supervisor's view, which hears of the
+            # session a moment later.
+            etl = wait_until(lambda: (e := demo.call("stats")["etl"])["connected"] and e["supervised"]["state"] != "starting" and e,
+                             "the ETL peer up")
             check(etl["supervised"]["state"] == "up",
                   f"the host launched the ETL peer ({ETL_COMMAND}, pid {etl['supervised']['pid']}), told it where to "
                   f"connect through its environment, and it is up")

@@ -94,7 +94,9 @@ def test_the_host_launches_the_etl_peer_and_restarts_it_when_it_is_killed_mid_im
     host = ImportHost(tmp_path / "host", tmp_path_factory.getbasetemp(),
                       "--etl-command", "node examples/etl-peer/etl-peer.mjs --delay-per-file-ms 20")
     try:
-        first = host.wait_for_stats(lambda stats: stats["etl"]["connected"])["etl"]["supervised"]
+        # Connected in the host's session table, and past starting in its supervisor's view (which hears of it after).
+        first = host.wait_for_stats(lambda stats: stats["etl"]["connected"]
+                                    and stats["etl"]["supervised"]["state"] != "starting")["etl"]["supervised"]
         assert first["state"] == "up" and first["restarts"] == 0
         result = import_killing_the_etl_peer(host, folder, manifest, lambda: os.kill(first["pid"], signal.SIGKILL))
         etl = host.call_ok("stats")["etl"]
