@@ -139,18 +139,24 @@ class JobState:
 
 
 async def follow_import(peer: zerobridge.Peer, folder: str, options: dict[str, Any], state: JobState, quiet: bool,
-                        say: Any) -> tuple[str, dict[str, Any] | None, ProgressView]:
+                        say: Any) -> tuple[str, dict[str, Any] | None, ProgressView, bool]:
     """Starts the import as a job (or re-attaches to the one an earlier run left unfinished) and follows it to its end;
-    returns ("completed", result) or ("cancelled", None), and the view that showed it."""
+    returns ("completed", result) or ("cancelled", None), the view that showed it, and whether the job had ended before
+    this front-end connected (then its catalogChanged went out before this front-end subscribed)."""
     earlier = state.unfinished()
     after_seq = 0
     attached = None
+    ended_before = False
     if earlier is not None:
         after_seq = int(earlier.get("seq", 0))
         job = earlier.get("job") or {"action": ACTION, "key": earlier["key"]}
         view = ProgressView(quiet, resumed_from=earlier.get("progress"))
         named = earlier.get("job") or f"with key {earlier['key']}"
         attached = f"re-attached to job {named} after progress #{after_seq}"
+        if isinstance(job, str):
+            # Subscribed since the welcome: a job already ended now broadcast its catalogChanged before that.
+            records = await peer.list_jobs(job=job)
+            ended_before = bool(records) and records[0].state not in ("running", "suspended")
     else:
         key = uuid.uuid4().hex
         state.save(key=key, job=None, seq=0, progress=None, force=True)
@@ -170,7 +176,7 @@ async def follow_import(peer: zerobridge.Peer, folder: str, options: dict[str, A
         say(f"job {earlier.get('job') or 'with key ' + earlier['key']} is not on the host; starting the import again")
         return await follow_import(peer, folder, options, state, quiet, say)
     state.remove()
-    return status, result, view
+    return status, result, view, ended_before
 
 
 async def follow(peer: zerobridge.Peer, job: dict[str, str], after_seq: int, view: ProgressView, state: JobState,
@@ -280,7 +286,7 @@ async def main(args: argparse.Namespace) -> int:
         say(f"importing {folder} through {peer.host} at {peer.endpoint}")
         state = JobState(pathlib.Path(args.state_file), folder)
         try:
-            status, result, view = await follow_import(peer, folder, options, state, args.json, say)
+            status, result, view, ended_before = await follow_import(peer, folder, options, state, args.json, say)
         except zerobridge.Suspended as error:
             # A checkpointed job cut by the host's graceful stop (SPEC 7.16): it goes on at the host's next start, and
             # the state file still names it, so running this again then re-attaches to it.
@@ -289,7 +295,10 @@ async def main(args: argparse.Namespace) -> int:
         except zerobridge.BridgeError as error:
             print(f"import.py: the import failed: {error.code}: {error}", file=sys.stderr)
             return 1
-        if result is not None and result["filesImported"] > 0:
+        if ended_before:
+            say("import.py: the job had ended before this front-end connected again, so its catalogChanged went out "
+                "before this front-end subscribed (front-ends connected then got it)")
+        elif result is not None and result["filesImported"] > 0:
             # The host broadcasts before it answers; the event is normally handled by now.
             try:
                 await asyncio.wait_for(changed_here.wait(), 5)
