@@ -237,6 +237,9 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
             if let options = configuration.webSocket, key == nil, !options.allowsUnkeyedConnections {
                 throw BridgeError(.notAllowed, "WebSocket connections need a connection key: give the host one, or allow unkeyed connections for development")
             }
+            if let options = configuration.webSocket, options.idleTimeout <= .zero || options.maxPendingConnections < 1 {
+                throw BridgeError(.notAllowed, "WebSocketOptions: idleTimeout must be above zero and maxPendingConnections at least 1 (got \(options.idleTimeout), \(options.maxPendingConnections)): with less, every connection would be closed before it could upgrade")
+            }
             // An abstract socket has no file, so no permissions: unlike a path socket, it keeps no local user out.
             if configuration.curve == nil, key == nil, Self.isAbstractIPC(endpoint) {
                 configuration.logger.warning("listening on an abstract ipc socket (ipc://@) without a key or CURVE: any local user can connect; use an ipc:// path, a connection file (key) or CURVE",

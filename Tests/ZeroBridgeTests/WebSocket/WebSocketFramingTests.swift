@@ -112,6 +112,19 @@ struct WebSocketFramesCase: Sendable, CustomTestStringConvertible {
         }
     }
 
+    @Test(arguments: [(Duration.zero, 256), (.seconds(10), 0)])
+    func optionsThatWouldCloseEveryConnectionAreRefused(_ idleTimeout: Duration, _ maxPending: Int) throws {
+        var options = WebSocketOptions()
+        options.idleTimeout = idleTimeout
+        options.maxPendingConnections = maxPending
+        var configuration = BridgeHost.Configuration(endpoint: "inproc://ws-options-\(UUID().uuidString.prefix(8))", name: "ws")
+        configuration.webSocket = options
+        configuration.signing = .key(.generate())
+        let host = BridgeHost(configuration: configuration)
+        let error = #expect(throws: BridgeError.self) { try host.start() }
+        #expect(error?.message.contains("maxPendingConnections at least 1") == true)
+    }
+
     @Test func theInjectionCannotEndItsScript() {
         let scripts = PageInjection.scripts(endpoint: "ws://127.0.0.1:1/zerobridge", key: "ab",
                                             info: ["name": "</script><script>alert(1)</script>\u{2028}"])
