@@ -29,6 +29,8 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.7.3"),
+        // Tests only: the reference the hand-written traceparent reader (Protocol/TraceHeaders.swift) is checked against.
+        .package(url: "https://github.com/swift-otel/swift-w3c-trace-context", from: "1.0.0"),
     ],
     targets: [
         .systemLibrary(
@@ -145,6 +147,7 @@ let package = Package(
             "ZeroBridge", "ZeroBridgeJobs", "ZeroBridgeSupervision", "ZeroBridgeConformance", "ZeroMQ", "TestSupport", .product(name: "Crypto", package: "swift-crypto"),
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "Metrics", package: "swift-metrics"),
             .product(name: "Tracing", package: "swift-distributed-tracing"),
+            .product(name: "W3CTraceContext", package: "swift-w3c-trace-context"),
         ]),
         .testTarget(name: "zerobridgeTests", dependencies: ["zerobridge", "ZeroBridgeConformance", "ZeroBridgeFixtures", "ZeroBridgePrometheus", "TestSupport"]),
         .testTarget(name: "ZeroBridgeFixturesTests", dependencies: ["ZeroBridgeFixtures", "ZeroBridgeConformance", "ZeroBridge", "ZeroMQ", "TestSupport"]),

@@ -4,7 +4,8 @@
 /// The rules are checked here, without a dependency, because the decoder (and so the fuzzers that compile
 /// `Protocol/` alone) needs them; swift-w3c-trace-context's tracestate parser is not public and lets through
 /// what W3C refuses (33 members, duplicate keys, 265-character keys). `protocol/fixtures/messages/trace-context.json`
-/// pins the rules in every language, and the Python peer's copy is checked against OpenTelemetry's.
+/// pins the rules in every language; this reader is checked against swift-w3c-trace-context's decoder on version 00
+/// (TraceHeadersDifferentialTests), and the Python peer's copy against OpenTelemetry's.
 struct TraceHeaders: Sendable, Equatable {
     /// Version `00`, 55 characters: a higher version received is kept as the version-00 reading of it.
     var traceparent: String
