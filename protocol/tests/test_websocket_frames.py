@@ -38,6 +38,39 @@ def encode(frames: list[bytes]) -> bytes:
     return b"".join(struct.pack(">I", len(frame)) + frame for frame in frames)
 
 
+BATCH = "zerobridge.1.batch"
+MAX_BATCH_MESSAGES = 1000
+
+
+def decode_batch(payload: bytes) -> list[list[bytes] | Refused]:
+    """A batch's messages (since 1.9): its own lengths are checked first, then each entry alone."""
+    entries, at = [], 0
+    while at < len(payload):
+        if len(entries) == MAX_BATCH_MESSAGES:
+            raise Refused("more than 1,000 messages")
+        if len(payload) - at < 4:
+            raise Refused("an entry's length cut short")
+        (length,) = struct.unpack_from(">I", payload, at)
+        at += 4
+        if length > len(payload) - at:
+            raise Refused("an entry's length runs past the end")
+        entries.append(payload[at:at + length])
+        at += length
+    if not entries:
+        raise Refused("an empty batch")
+    messages: list[list[bytes] | Refused] = []
+    for entry in entries:
+        try:
+            messages.append(decode(entry))
+        except Refused as refusal:
+            messages.append(refusal)
+    return messages
+
+
+def encode_batch(messages: list[list[bytes]]) -> bytes:
+    return encode([encode(frames) for frames in messages])
+
+
 def test_the_file_is_a_valid_fixture() -> None:
     schema = json.loads((FIXTURES / "fixture.schema.json").read_text())
     errors = list(Draft202012Validator(schema).iter_errors(CASES))
@@ -48,11 +81,29 @@ def test_names_are_unique_and_both_kinds_are_there() -> None:
     names = [case["name"] for case in CASES]
     assert len(names) == len(set(names))
     assert sum("frames" in case for case in CASES) >= 5 and sum("error" in case for case in CASES) >= 5
+    batches = [case for case in CASES if case.get("subprotocol") == BATCH]
+    assert sum("messages" in case for case in batches) >= 4 and sum("error" in case for case in batches) >= 3
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda case: case["name"])
 def test_case(case: dict) -> None:
     payload = bytes.fromhex(case["hex"])
+    if case.get("subprotocol") == BATCH:
+        if "error" in case:
+            with pytest.raises(Refused):
+                decode_batch(payload)
+            return
+        expected = [entry if isinstance(entry, dict) else [bytes.fromhex(frame) for frame in entry] for entry in case["messages"]]
+        got = decode_batch(payload)
+        assert len(got) == len(expected), case["why"]
+        for message, want in zip(got, expected):
+            if isinstance(want, dict):
+                assert isinstance(message, Refused), case["why"]
+            else:
+                assert message == want, case["why"]
+        if not any(isinstance(want, dict) for want in expected):
+            assert encode_batch(expected) == payload, case["why"]
+        return
     if "frames" in case:
         frames = [bytes.fromhex(frame) for frame in case["frames"]]
         assert decode(payload) == frames, case["why"]
