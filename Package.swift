@@ -135,6 +135,11 @@ let package = Package(
                 // Tracing's cost (make bench): a host with swift-distributed-tracing's in-memory tracer bootstrapped.
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
+                // The page's floor (make bench): a WebSocket echo on the host's own WebSocket stack.
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
             ]
         ),
         // Protocol fixtures: loading, running conversations against a live host, recording them, JUnit reports.

@@ -79,6 +79,70 @@ PAGE_ECHO = """async ({ window, seconds, warmup }) => {
     }
 }"""
 
+# The floor: the same page sending a message of a request's size over a bare WebSocket to `zerobridge-bench
+# ws-raw-server` (an echo on the host's own swift-nio stack, no bridge), with the same windows.
+PAGE_RAW_ECHO = """async ({ window, seconds, warmup, url }) => {
+    const socket = new WebSocket(url, 'zerobridge.1');
+    socket.binaryType = 'arraybuffer';
+    await new Promise((resolve, reject) => { socket.onopen = resolve; socket.onerror = () => reject(new Error(`no WebSocket at ${url}`)); });
+    const message = new Uint8Array(260).fill(120);  // frame 0 (a signature) and the echo request's body, about
+    let waiting = null;
+    let inFlight = 0;
+    socket.onmessage = () => { inFlight -= 1; const next = waiting; waiting = null; next?.(); };
+    const roundTrip = () => new Promise((resolve) => { waiting = resolve; inFlight += 1; socket.send(message); });
+    try {
+        for (let i = 0; i < warmup; i += 1) await roundTrip();
+        const start = performance.now();
+        const end = start + seconds * 1000;
+        const latencies = [];
+        let completed = 0;
+        if (window === 1) {
+            while (performance.now() < end) {
+                const before = performance.now();
+                await roundTrip();
+                latencies.push(performance.now() - before);
+            }
+            completed = latencies.length;
+        } else {
+            await new Promise((resolve) => {
+                socket.onmessage = () => {
+                    completed += 1;
+                    if (performance.now() < end) socket.send(message);
+                    else if (--inFlight === 0) resolve();
+                };
+                inFlight = window;
+                for (let i = 0; i < window; i += 1) socket.send(message);
+            });
+        }
+        const elapsed = (performance.now() - start) / 1000;
+        latencies.sort((a, b) => a - b);
+        const result = { window, requests: completed, seconds: elapsed, per_second: completed / elapsed, warmup };
+        const at = (fraction) => Math.round(latencies[Math.min(latencies.length - 1, Math.floor(fraction * latencies.length))] * 10000) / 10;
+        if (latencies.length > 0) Object.assign(result, { p50_us: at(0.5), p99_us: at(0.99), p999_us: at(0.999) });
+        return result;
+    } finally {
+        socket.close();
+    }
+}"""
+
+
+class RawWebSocketServer:
+    """`zerobridge-bench ws-raw-server`: a bare WebSocket echo on loopback, for the page's floor."""
+
+    def __init__(self, binary: Path) -> None:
+        self.process = subprocess.Popen([str(binary / "zerobridge-bench"), "ws-raw-server", "--endpoint", "127.0.0.1:0"],
+                                        stdout=subprocess.PIPE, text=True)
+        assert self.process.stdout is not None
+        ready, _, _ = select.select([self.process.stdout], [], [], 30)
+        line = self.process.stdout.readline() if ready else ""
+        if not line.startswith("ready "):
+            stop_process(self.process)
+            raise RuntimeError(f"zerobridge-bench ws-raw-server did not start: {line!r}")
+        self.url = f"ws://127.0.0.1:{line.split()[1]}/"
+
+    def stop(self) -> None:
+        stop_process(self.process)
+
 
 class Host:
     """`zerobridge serve --conformance` on tcp and WebSocket, keyed, serving the browser tests' site."""
@@ -203,6 +267,16 @@ def page_echo(browser: DevTools, host: Host, window: int, seconds: float) -> dic
     return result
 
 
+def page_raw_echo(browser: DevTools, host: Host, server: RawWebSocketServer, window: int, seconds: float) -> dict[str, Any]:
+    browser.open(host.page.rstrip("/") + "/index.html")
+    arguments = json.dumps({"window": window, "seconds": seconds, "warmup": 500, "url": server.url})
+    try:
+        result: dict[str, Any] = browser.evaluate(f"({PAGE_RAW_ECHO})({arguments})")
+    except Exception as error:
+        return {"error": str(error).splitlines()[0][:300]}
+    return result
+
+
 def best(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """The best of a few runs: other work on a shared machine only ever slows a run down."""
     good = [run for run in runs if "error" not in run]
@@ -223,23 +297,30 @@ def measure(binary: Path, seconds: float = 1.0, repeat: int = 2) -> dict[str, An
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="zerobridge-bench-browser-") as folder:
         host = Host(binary, Path(folder))
+        raw = RawWebSocketServer(binary)
         try:
             browser = DevTools(Path(folder) / "chromium-profile")
             try:
                 for window in WINDOWS:
-                    # Alternated, so that a machine getting busier or quieter drifts both alike.
-                    node_runs, page_runs = [], []
+                    # Alternated, so that a machine getting busier or quieter drifts all alike.
+                    node_runs, page_runs, floor_runs = [], [], []
                     for _ in range(repeat):
                         node_runs.append(node_echo(host, window, seconds))
                         page_runs.append(page_echo(browser, host, window, seconds))
+                        floor_runs.append(page_raw_echo(browser, host, raw, window, seconds))
                     results[f"node_w{window}"] = best(node_runs)
                     results[f"browser_w{window}"] = best(page_runs)
+                    results[f"browser_floor_w{window}"] = best(floor_runs)
             finally:
                 browser.stop()
         finally:
+            raw.stop()
             host.stop()
     results["ratios"] = {f"browser_over_node_w{window}": ratio(results[f"browser_w{window}"], results[f"node_w{window}"])
                          for window in WINDOWS}
+    # What no bridge could pass here: a page echoing through a server that does nothing, over the Node peer.
+    results["floor_ratios"] = {f"floor_over_node_w{window}": ratio(results[f"browser_floor_w{window}"], results[f"node_w{window}"])
+                               for window in WINDOWS}
     return results
 
 

@@ -711,8 +711,15 @@ def table(results: dict[str, Any]) -> str:
         lines.append("")
         lines.append("--- one keyed host: Node peer over tcp, Chromium page peer over WebSocket " + "-" * 40)
         for label, key, latency in (("Node peer, sequential", "node_w1", True), ("Chromium page peer, sequential", "browser_w1", True),
-                                    ("Node peer, 64 in flight", "node_w64", False), ("Chromium page peer, 64 in flight", "browser_w64", False)):
-            lines.append(f"{label:<44} {describe(page.get(key), latency)}")
+                                    ("  floor: page, bare WebSocket echo", "browser_floor_w1", True),
+                                    ("Node peer, 64 in flight", "node_w64", False), ("Chromium page peer, 64 in flight", "browser_w64", False),
+                                    ("  floor: page, bare WebSocket echo", "browser_floor_w64", False)):
+            if key in page:
+                lines.append(f"{label:<44} {describe(page.get(key), latency)}")
+        floors = page.get("floor_ratios", {})
+        if floors:
+            lines.append("  (floor: the same page through zerobridge-bench ws-raw-server, an echo on the host's WebSocket stack that "
+                         "does no bridge work; floor / Node peer: " + ", ".join(f"{k.removeprefix('floor_over_node_')} {v}" for k, v in floors.items()) + ")")
     lines += telemetry_table(results)
     names = [("ZeroBridge/limit", "zerobridge_over_limit"), ("ZeroBridge/pyzmq", "zerobridge_over_pyzmq_baseline")]
     if results["ratios"]:

@@ -3,6 +3,7 @@
 //
 //   zerobridge-bench raw-server   --endpoint E                        a ROUTER echoing whole messages (no JSON)
 //   zerobridge-bench raw-client   --endpoint E --window W [limits]    DEALER -> raw-server; W 1 = sequential
+//   zerobridge-bench ws-raw-server --endpoint HOST:PORT               a WebSocket echo (a page's floor, no bridge)
 //   zerobridge-bench peer         --endpoint E --window W [limits]    BridgePeer call("echo") -> a ZeroBridge host
 //   zerobridge-bench progress     --endpoint E --events N             BridgePeer stream("count") from the host
 //   zerobridge-bench codec        --seconds S                         the host's codec share, no sockets
@@ -380,6 +381,7 @@ do {
     switch options.command {
     case "raw-server": try rawServer(options)
     case "raw-client": try rawClient(options)
+    case "ws-raw-server": try rawWebSocketServer(options)
     case "peer": try await peerBench(options)
     case "progress": try await progressBench(options)
     case "codec": codecBench(options)
