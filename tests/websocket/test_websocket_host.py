@@ -16,7 +16,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 from websockets.sync.client import connect
 
 from conftest import WebSocketHost, start_host
-from wsclient import SUBPROTOCOL, Client, body, encode
+from wsclient import BATCH, SUBPROTOCOL, Client, body, encode, encode_batch
 
 
 def get(host: WebSocketHost, path: str, headers: dict[str, str] | None = None) -> http.client.HTTPResponse:
@@ -143,6 +143,88 @@ def test_own_and_allowed_origins_and_no_origin_are_let_in(host: WebSocketHost) -
 def test_an_upgrade_without_the_subprotocol_is_refused_400(host: WebSocketHost) -> None:
     assert refused_status(host) == 400
     assert refused_status(host, subprotocols=["zerobridge.2"]) == 400
+    # The batched subprotocol is offered beside zerobridge.1, never alone (SPEC 2.2, since 1.9).
+    assert refused_status(host, subprotocols=[BATCH]) == 400
+
+
+# --- batches (SPEC 3.2, since 1.9) -------------------------------------------------------------------------------
+
+def test_a_client_offering_only_zerobridge_1_gets_one_message_per_websocket_message(host: WebSocketHost) -> None:
+    client = Client(host.websocket, host.key)
+    assert client.ws.subprotocol == SUBPROTOCOL and not client.batched
+    client.hello("plain")
+    for index in range(20):
+        client.send(type="request", id=f"p{index}", action="echo", payload={"i": index})
+    assert [client.next_of("response", id=f"p{index}")["result"] for index in range(20)] == [{"i": i} for i in range(20)]
+    assert set(client.batches_received) == {1}
+    client.close()
+
+
+def test_a_batched_connection_reads_every_message_of_a_batch_in_order(host: WebSocketHost) -> None:
+    client = Client(host.websocket, host.key, batched=True)
+    assert client.ws.subprotocol == BATCH
+    client.send_batch([[body(type="hello", peer="batched")]])
+    assert client.next_of("welcome")["type"] == "welcome"
+    client.send_batch([[body(type="request", id=f"b{index}", action="echo", payload={"i": index})] for index in range(200)])
+    results = {}
+    while len(results) < 200:
+        message = client.next_of("response")
+        results[message["id"]] = message["result"]
+    assert results == {f"b{index}": {"i": index} for index in range(200)}
+    # Every WebSocket message the host sent was a batch within SPEC 3.2's bounds (wsclient.decode_batch checks).
+    assert sum(client.batches_received) >= 201
+    client.close()
+
+
+def test_the_host_starts_a_new_batch_before_64_kib(host: WebSocketHost) -> None:
+    client = Client(host.websocket, host.key, batched=True)
+    client.hello("large-batches")
+    text = "x" * 20_000  # eight of them in one batch stay under the WebSocket bound (64 KiB + 128 KiB)
+    client.send_batch([[body(type="request", id=f"l{index}", action="echo", payload={"text": text})] for index in range(8)])
+    for index in range(8):
+        assert client.next_of("response", id=f"l{index}")["result"] == {"text": text}
+    # Eight answers of ~20 KB each: no batch may hold four (decode_batch asserts the 64 KiB bound on every one).
+    assert sum(client.batches_received) >= 8 and max(client.batches_received) <= 3
+    client.close()
+
+
+@pytest.mark.parametrize("tail", [
+    pytest.param(b"\x00\x00", id="length-cut-short"),
+    pytest.param(struct.pack(">I", 999) + b"{}", id="length-past-the-end"),
+])
+def test_a_batch_with_broken_lengths_is_one_bad_message_and_none_of_it_is_read(host: WebSocketHost, tail: bytes) -> None:
+    client = Client(host.websocket, host.key, batched=True)
+    client.hello(f"broken-batch-{len(tail)}")
+    request = client.payload([body(type="request", id="never", action="echo", payload={})])
+    client.ws.send(encode_batch([request]) + tail)
+    refusal = client.next_of("response")
+    assert refusal["id"] is None and refusal["error"]["code"] == "bad_message" and "batch" in refusal["error"]["message"]
+    # The request before the break was not read, and the connection is kept: the next call is answered first.
+    client.send(type="request", id="after", action="echo", payload={"ok": True})
+    assert client.next_of("response")["id"] == "after"
+    client.close()
+
+
+def test_more_than_1000_messages_in_a_batch_are_refused_whole(host: WebSocketHost) -> None:
+    client = Client(host.websocket, host.key, batched=True)
+    client.hello("huge-batch")
+    pings = [client.payload([body(type="event", action="noop", payload={})]) for _ in range(1001)]
+    client.ws.send(encode_batch(pings))
+    refusal = client.next_of("response")
+    assert refusal["id"] is None and refusal["error"]["code"] == "bad_message" and "1000" in refusal["error"]["message"]
+    client.close()
+
+
+def test_a_bad_message_in_a_batch_costs_only_itself(host: WebSocketHost) -> None:
+    client = Client(host.websocket, host.key, batched=True)
+    client.hello("one-bad-entry")
+    first = client.payload([body(type="request", id="first", action="echo", payload={"n": 1})])
+    last = client.payload([body(type="request", id="last", action="echo", payload={"n": 2})])
+    client.ws.send(encode_batch([first, encode([b"only-one-frame"]), last]))
+    seen = {message["id"]: message for message in (client.next_of("response") for _ in range(3))}
+    assert seen["first"]["result"] == {"n": 1} and seen["last"]["result"] == {"n": 2}
+    assert seen[None]["error"]["code"] == "bad_message"
+    client.close()
 
 
 def test_a_foreign_host_header_is_refused_421(host: WebSocketHost) -> None:
@@ -268,11 +350,7 @@ def test_a_stalled_reader_has_its_progress_coalesced_and_others_are_served(host:
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connecting: the window stays small
     sock.connect(("127.0.0.1", host.port))
-    stalled = Client.__new__(Client)
-    stalled.ws = connect(host.websocket, sock=sock, subprotocols=[SUBPROTOCOL], open_timeout=10, max_size=2**26,
-                         ping_interval=None)
-    from zerobridge import signing
-    stalled.channel = signing.PeerChannel(bytes.fromhex(host.key or ""))
+    stalled = Client(host.websocket, host.key, sock=sock)
     stalled.hello("stalled", heartbeat_ms=120_000)  # flow control under test here, not heartbeats
     n = 100_000
     stalled.send(type="request", id="flood", action="count", payload={"n": n}, progress=True)

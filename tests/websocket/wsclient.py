@@ -4,7 +4,9 @@ comes back, so tests can also send what a peer never would."""
 
 from __future__ import annotations
 
+import collections
 import json
+import socket
 import struct
 import time
 from typing import Any
@@ -14,6 +16,7 @@ from websockets.sync.client import ClientConnection, connect
 from zerobridge import signing
 
 SUBPROTOCOL = "zerobridge.1"
+BATCH = "zerobridge.1.batch"  # SPEC 3.2, since 1.9
 
 
 def encode(frames: list[bytes]) -> bytes:
@@ -29,6 +32,19 @@ def decode(payload: bytes) -> list[bytes]:
     return frames
 
 
+def encode_batch(payloads: list[bytes]) -> bytes:
+    """A batch (SPEC 3.2, since 1.9): each message's payload behind one more 4-byte length."""
+    return encode(payloads)
+
+
+def decode_batch(payload: bytes) -> list[bytes]:
+    """The payloads of a batch the host sent, checked against SPEC 3.2's bounds for a sender."""
+    entries = decode(payload)
+    assert 1 <= len(entries) <= 1000, len(entries)
+    assert len(entries) == 1 or len(payload) <= 65536, f"a batch of {len(entries)} messages in {len(payload)} bytes"
+    return entries
+
+
 def body(**fields: Any) -> bytes:
     return json.dumps({"v": 1, **fields}, separators=(",", ":")).encode()
 
@@ -36,12 +52,28 @@ def body(**fields: Any) -> bytes:
 class Client:
     """One WebSocket connection; keyed when given the key (hex)."""
 
-    def __init__(self, endpoint: str, key: str | None, *, origin: str | None = None, max_size: int | None = 2**26) -> None:
+    def __init__(self, endpoint: str, key: str | None, *, origin: str | None = None, max_size: int | None = 2**26,
+                 batched: bool = False, sock: socket.socket | None = None) -> None:
         headers = {"Origin": origin} if origin else None
-        self.ws: ClientConnection = connect(endpoint, subprotocols=[SUBPROTOCOL], origin=None,
-                                            additional_headers=headers, max_size=max_size, open_timeout=10,
+        self.ws: ClientConnection = connect(endpoint, subprotocols=[BATCH, SUBPROTOCOL] if batched else [SUBPROTOCOL],
+                                            origin=None, additional_headers=headers, max_size=max_size, sock=sock,
+                                            open_timeout=10,
                                             ping_interval=None)  # tests read when they choose (a stalled reader too)
+        self.batched = self.ws.subprotocol == BATCH
         self.channel = signing.PeerChannel(bytes.fromhex(key)) if key else None
+        self.inbox: collections.deque[bytes] = collections.deque()  # messages of a batch not yet read
+        self.batches_received: list[int] = []  # how many messages each WebSocket message held
+
+    def payload(self, frames: list[bytes]) -> bytes:
+        """One message's payload (SPEC 3.2): frames 1..n, with frame 0 signed for the channel (empty without a key)."""
+        frame0 = self.channel.sign(frames, int(time.time() * 1000)) if self.channel else b""
+        assert frame0 is not None, "a keyed connection opens with hello"
+        return encode([frame0, *frames])
+
+    def send_batch(self, messages: list[list[bytes]]) -> None:
+        """Messages (each its frames 1..n) in one WebSocket message: a batched connection's."""
+        assert self.batched
+        self.ws.send(encode_batch([self.payload(frames) for frames in messages]))
 
     def close(self) -> None:
         """Closes with a close frame: to the host, the peer is leaving (SPEC 2.2)."""
@@ -53,18 +85,21 @@ class Client:
 
     def send_frames(self, frames: list[bytes]) -> None:
         """Frames 1..n, signed for the channel (or with an empty frame 0 without a key)."""
-        frame0 = self.channel.sign(frames, int(time.time() * 1000)) if self.channel else b""
-        assert frame0 is not None, "a keyed connection opens with hello"
-        self.ws.send(encode([frame0, *frames]))
+        payload = self.payload(frames)
+        self.ws.send(encode_batch([payload]) if self.batched else payload)
 
     def send(self, **fields: Any) -> None:
         self.send_frames([body(**fields)])
 
     def receive(self, timeout: float = 10) -> tuple[bytes, dict[str, Any], list[bytes]]:
         """The next message: frame 0, the body, the attachments. A signed one is checked against the channel."""
-        payload = self.ws.recv(timeout=timeout)
-        assert isinstance(payload, bytes), "the host sends binary messages"
-        frames = decode(payload)
+        if not self.inbox:
+            received = self.ws.recv(timeout=timeout)
+            assert isinstance(received, bytes), "the host sends binary messages"
+            entries = decode_batch(received) if self.batched else [received]
+            self.batches_received.append(len(entries))
+            self.inbox.extend(entries)
+        frames = decode(self.inbox.popleft())
         if self.channel and frames[0]:
             refusal = self.channel.refusal(frames[0], frames[1:])
             assert refusal is None, refusal

@@ -9,6 +9,10 @@ struct WebSocketFramesCase: Sendable, CustomTestStringConvertible {
     var payload: [UInt8]
     /// nil: refused (bad_message).
     var frames: [[UInt8]]?
+    /// A batch (`"subprotocol": "zerobridge.1.batch"`, since 1.9): its messages, nil for one refused alone; the
+    /// whole case nil when the batch is refused.
+    var batch: [[[UInt8]]?]?
+    var isBatch: Bool
     var why: String
 
     var testDescription: String { name }
@@ -25,7 +29,9 @@ struct WebSocketFramesCase: Sendable, CustomTestStringConvertible {
             guard let name = item["name"]?.stringValue, let hex = item["hex"]?.stringValue,
                   let why = item["why"]?.stringValue, let payload = bytes(hex) else { return nil }
             let frames = item["frames"]?.arrayValue?.compactMap { $0.stringValue.flatMap(bytes) }
-            return WebSocketFramesCase(name: name, payload: payload, frames: frames, why: why)
+            let messages = item["messages"]?.arrayValue?.map { entry in entry.arrayValue?.compactMap { $0.stringValue.flatMap(bytes) } }
+            return WebSocketFramesCase(name: name, payload: payload, frames: frames, batch: messages,
+                                       isBatch: item["subprotocol"]?.stringValue == WebSocketListener.batchSubprotocol, why: why)
         }
     }()
 
@@ -39,10 +45,58 @@ struct WebSocketFramesCase: Sendable, CustomTestStringConvertible {
 @Suite struct WebSocketFramingTests {
     @Test func theFixtureFileLoads() {
         #expect(WebSocketFramesCase.all.count >= 10, "\(WebSocketFramesCase.file.path)")
+        #expect(WebSocketFramesCase.all.filter(\.isBatch).count >= 8)
         #expect(WebSocketFramesCase.all.contains { $0.frames == nil } && WebSocketFramesCase.all.contains { $0.frames != nil })
     }
 
-    @Test(arguments: WebSocketFramesCase.all)
+    @Test(arguments: WebSocketFramesCase.all.filter(\.isBatch))
+    func batchFixtureCase(_ testCase: WebSocketFramesCase) {
+        let decoded = WebSocketFraming.decodeBatch(ByteBuffer(bytes: testCase.payload))
+        guard let expected = testCase.batch else {
+            if case .success = decoded { Issue.record("decoded, but: \(testCase.why)") }
+            return
+        }
+        guard case .success(let messages) = decoded else {
+            Issue.record("refused whole, but: \(testCase.why)")
+            return
+        }
+        #expect(messages.count == expected.count, "\(testCase.why)")
+        for (message, want) in zip(messages, expected) {
+            switch (message, want) {
+            case (.success(let got), let want?): #expect(got.map(\.bytes) == want, "\(testCase.why)")
+            case (.failure, nil): break
+            default: Issue.record("entry \(message) where \(String(describing: want)) was meant: \(testCase.why)")
+            }
+        }
+        guard expected.allSatisfy({ $0 != nil }) else { return }
+        var encoded = ByteBuffer()
+        for case let frames? in expected {
+            var entry = WebSocketFraming.encode(signature: frames[0], frames: Array(frames.dropFirst()), asBatchEntry: true,
+                                                allocator: ByteBufferAllocator())
+            encoded.writeBuffer(&entry)
+        }
+        #expect(Array(encoded.readableBytesView) == testCase.payload, "\(testCase.why)")
+    }
+
+    @Test func aBatchHoldsAtMostAThousandMessages() {
+        let ping = WebSocketFraming.encode(signature: [], frames: [Array(#"{"v":1,"type":"ping"}"#.utf8)], asBatchEntry: true,
+                                           allocator: ByteBufferAllocator())
+        var most = ByteBuffer()
+        for _ in 0..<WebSocketFraming.maxBatchMessages { most.writeImmutableBuffer(ping) }
+        guard case .success(let messages) = WebSocketFraming.decodeBatch(most) else {
+            Issue.record("1,000 messages were refused")
+            return
+        }
+        #expect(messages.count == WebSocketFraming.maxBatchMessages)
+        most.writeImmutableBuffer(ping)
+        guard case .failure(let refusal) = WebSocketFraming.decodeBatch(most) else {
+            Issue.record("1,001 messages were decoded")
+            return
+        }
+        #expect(refusal.reason.contains("at most 1000"))
+    }
+
+    @Test(arguments: WebSocketFramesCase.all.filter { !$0.isBatch })
     func fixtureCase(_ testCase: WebSocketFramesCase) {
         let decoded = WebSocketFraming.decode(ByteBuffer(bytes: testCase.payload))
         guard let frames = testCase.frames else {

@@ -24,10 +24,14 @@ final class WebSocketConnection: AttachedConnection, @unchecked Sendable {
     /// Messages for the event loop, taken all at once by one scheduled write (one hop per batch, not per message).
     private let outgoing = Mutex<(buffers: [ByteBuffer], scheduled: Bool)>(([], false))
 
-    init(channel: Channel) {
+    /// The connection negotiated `zerobridge.1.batch` (SPEC 3.2, since 1.9): every WebSocket message is a batch.
+    let isBatched: Bool
+
+    init(channel: Channel, batched: Bool) {
         var generator = SystemRandomNumberGenerator()
         routingID = [0, UInt8(ascii: "w"), UInt8(ascii: "s")] + (0..<16).map { _ in generator.next() }
         self.channel = channel
+        isBatched = batched
     }
 
     /// Whether the connection has closed; nothing more is taken for it.
@@ -36,7 +40,8 @@ final class WebSocketConnection: AttachedConnection, @unchecked Sendable {
     func transmit(signature: [UInt8], frames: [[UInt8]]) -> SocketThread.Transmission {
         if ended.load(ordering: .relaxed) { return .unreachable }
         if unwritten.load(ordering: .relaxed) > Self.maxUnwrittenBytes { return .refused }
-        let payload = WebSocketFraming.encode(signature: signature, frames: frames, allocator: channel.allocator)
+        let payload = WebSocketFraming.encode(signature: signature, frames: frames, asBatchEntry: isBatched,
+                                              allocator: channel.allocator)
         unwritten.add(payload.readableBytes, ordering: .relaxed)
         let schedule = outgoing.withLock { state in
             state.buffers.append(payload)
@@ -47,20 +52,45 @@ final class WebSocketConnection: AttachedConnection, @unchecked Sendable {
         return .sent
     }
 
-    /// On the event loop: writes what the socket thread handed over, then flushes once.
+    /// On the event loop: writes what the socket thread handed over, then flushes once. On a batched connection the
+    /// messages go out as few batches as SPEC 3.2's bounds allow.
     private func writeOutgoing() {
         let buffers = outgoing.withLock { state in
             state.scheduled = false
             defer { state.buffers.removeAll(keepingCapacity: true) }
             return state.buffers
         }
-        for payload in buffers {
-            let size = payload.readableBytes
-            let promise = channel.eventLoop.makePromise(of: Void.self)
-            promise.futureResult.whenComplete { [self] _ in unwritten.subtract(size, ordering: .relaxed) }
-            channel.write(WebSocketFrame(fin: true, opcode: .binary, data: payload), promise: promise)
+        guard isBatched, buffers.count > 1 else {
+            for payload in buffers { write(payload) }
+            channel.flush()
+            return
+        }
+        var start = 0
+        while start < buffers.count {
+            var end = start + 1
+            var size = buffers[start].readableBytes
+            while end < buffers.count, end - start < WebSocketFraming.maxBatchMessages,
+                  size + buffers[end].readableBytes <= WebSocketFraming.batchBytes {
+                size += buffers[end].readableBytes
+                end += 1
+            }
+            if end - start == 1 {
+                write(buffers[start])
+            } else {
+                var batch = channel.allocator.buffer(capacity: size)
+                for entry in buffers[start..<end] { batch.writeImmutableBuffer(entry) }
+                write(batch)
+            }
+            start = end
         }
         channel.flush()
+    }
+
+    private func write(_ payload: ByteBuffer) {
+        let size = payload.readableBytes
+        let promise = channel.eventLoop.makePromise(of: Void.self)
+        promise.futureResult.whenComplete { [self] _ in unwritten.subtract(size, ordering: .relaxed) }
+        channel.write(WebSocketFrame(fin: true, opcode: .binary, data: payload), promise: promise)
     }
 
     /// A message was read and handed to the socket thread; returns whether reading should pause.
@@ -120,12 +150,15 @@ final class WebSocketPeerHandler: ChannelDuplexHandler {
     /// one wake-up at most, per burst rather than per message).
     private var arrived: [[Frame]] = []
 
-    init(seam: WebSocketSeam) {
+    private let batched: Bool
+
+    init(seam: WebSocketSeam, batched: Bool) {
         self.seam = seam
+        self.batched = batched
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
-        let connection = WebSocketConnection(channel: context.channel)
+        let connection = WebSocketConnection(channel: context.channel, batched: batched)
         self.connection = connection
         let seam = seam
         seam.thread.perform { seam.thread.attach(connection, as: connection.routingID) }
@@ -135,17 +168,13 @@ final class WebSocketPeerHandler: ChannelDuplexHandler {
         let frame = unwrapInboundIn(data)
         guard let connection else { return }
         switch frame.opcode {
-        case .binary:
-            let routingID = connection.routingID
-            let seam = seam
-            switch WebSocketFraming.decode(frame.unmaskedData) {
-            case .success(let frames):
-                _ = connection.handedOver()
-                arrived.append([Frame(routingID)] + frames)
-            case .failure(let refusal):
-                handOver()
-                seam.thread.perform { seam.refused(routingID, refusal.reason) }
+        case .binary where batched:
+            switch WebSocketFraming.decodeBatch(frame.unmaskedData) {
+            case .success(let messages): for message in messages { take(message, on: connection) }
+            case .failure(let refusal): take(.failure(refusal), on: connection)
             }
+        case .binary:
+            take(WebSocketFraming.decode(frame.unmaskedData), on: connection)
         case .text:
             let routingID = connection.routingID
             let seam = seam
@@ -169,6 +198,20 @@ final class WebSocketPeerHandler: ChannelDuplexHandler {
             }
         default:
             break
+        }
+    }
+
+    /// One message read: kept for the burst's hand-over, or (not a message) answered in order after those before it.
+    private func take(_ decoded: Result<[Frame], WebSocketFraming.Refusal>, on connection: WebSocketConnection) {
+        switch decoded {
+        case .success(let frames):
+            _ = connection.handedOver()
+            arrived.append([Frame(connection.routingID)] + frames)
+        case .failure(let refusal):
+            handOver()
+            let routingID = connection.routingID
+            let seam = seam
+            seam.thread.perform { seam.refused(routingID, refusal.reason) }
         }
     }
 

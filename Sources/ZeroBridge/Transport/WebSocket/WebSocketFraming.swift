@@ -43,10 +43,39 @@ enum WebSocketFraming {
         }
     }
 
-    /// The payload for frame 0 (`signature`) and frames 1..n, written into one buffer.
-    static func encode(signature: [UInt8], frames: [[UInt8]], allocator: ByteBufferAllocator) -> ByteBuffer {
+    /// Messages one batch may hold (SPEC 3.2, since 1.9): the most a connection may have read and not yet taken.
+    static let maxBatchMessages = 1000
+    /// Bytes a sender puts in one batch before it starts another (SPEC 3.2); a larger message goes alone.
+    static let batchBytes = 65_536
+
+    /// The messages of a batch (SPEC 3.2, since 1.9), each decoded alone (an entry may be refused while the others
+    /// are read), or why the whole batch is refused. The batch's own lengths are checked before any entry is read.
+    static func decodeBatch(_ payload: ByteBuffer) -> Result<[Result<[Frame], Refusal>], Refusal> {
+        var entries: [ByteBuffer] = []
+        var rest = payload
+        while rest.readableBytes > 0 {
+            guard entries.count < maxBatchMessages else {
+                return .failure(Refusal(reason: "a batch holds at most \(maxBatchMessages) messages (SPEC 3.2)"))
+            }
+            guard let length = rest.readInteger(as: UInt32.self) else {
+                return .failure(Refusal(reason: "the batch ends inside a message's 4-byte length (SPEC 3.2)"))
+            }
+            guard let entry = rest.readSlice(length: Int(length)) else {
+                return .failure(Refusal(reason: "batch message \(entries.count) says \(length) bytes; \(rest.readableBytes) follow (SPEC 3.2)"))
+            }
+            entries.append(entry)
+        }
+        guard !entries.isEmpty else { return .failure(Refusal(reason: "an empty batch holds no message (SPEC 3.2)")) }
+        return .success(entries.map(decode))
+    }
+
+    /// The payload for frame 0 (`signature`) and frames 1..n, written into one buffer; as a batch entry (behind its
+    /// own length, SPEC 3.2 since 1.9) when `asBatchEntry`.
+    static func encode(signature: [UInt8], frames: [[UInt8]], asBatchEntry: Bool = false,
+                       allocator: ByteBufferAllocator) -> ByteBuffer {
         let size = frames.reduce(signature.count + lengthBytes * (frames.count + 1)) { $0 + $1.count }
-        var buffer = allocator.buffer(capacity: size)
+        var buffer = allocator.buffer(capacity: size + (asBatchEntry ? lengthBytes : 0))
+        if asBatchEntry { buffer.writeInteger(UInt32(size)) }
         buffer.writeInteger(UInt32(signature.count))
         buffer.writeBytes(signature)
         for frame in frames {

@@ -12,6 +12,13 @@ import Synchronization
 final class WebSocketListener: Sendable {
     /// The subprotocol a client must offer (SPEC 2.2).
     static let subprotocol = "zerobridge.1"
+    /// The subprotocol a client may offer beside it, selected when offered: batches of messages (SPEC 3.2, since 1.9).
+    static let batchSubprotocol = "zerobridge.1.batch"
+
+    /// Whether `head` offers the batched subprotocol (besides `zerobridge.1`, which ``Policy/refusal(_:)`` requires).
+    static func offersBatches(_ head: HTTPRequestHead) -> Bool {
+        head.headers[canonicalForm: "Sec-WebSocket-Protocol"].contains { $0.trimmingCharacters(in: .whitespaces) == batchSubprotocol }
+    }
     /// The bridge's path.
     static let bridgePath = "/zerobridge"
     /// Where the browser peer's own modules are served from.
@@ -134,14 +141,15 @@ final class WebSocketListener: Sendable {
                 guard head.uri.split(separator: "?").first == Substring(bridgePath), policy.refusal(head) == nil else {
                     return channel.eventLoop.makeSucceededFuture(nil)  // the HTTP handler answers why
                 }
-                return channel.eventLoop.makeSucceededFuture(["Sec-WebSocket-Protocol": subprotocol])
+                let selected = offersBatches(head) ? batchSubprotocol : subprotocol
+                return channel.eventLoop.makeSucceededFuture(["Sec-WebSocket-Protocol": selected])
             },
-            upgradePipelineHandler: { channel, _ in
+            upgradePipelineHandler: { channel, head in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandlers(
                         NIOWebSocketFrameAggregator(minNonFinalFragmentSize: 1, maxAccumulatedFrameCount: 65_536,
                                                     maxAccumulatedFrameSize: limit),
-                        WebSocketPeerHandler(seam: seam))
+                        WebSocketPeerHandler(seam: seam, batched: offersBatches(head)))
                 }
             })
         try channel.pipeline.syncOperations.configureHTTPServerPipeline(
