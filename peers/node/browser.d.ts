@@ -27,8 +27,9 @@ export declare const WEBCRYPTO_HMAC: {
 export declare function sha256Hex(text: string): Promise<string>;
 
 /**
- * The WebSocket under a browser peer: one protocol message per binary WebSocket message (SPEC 3.2), redialled with
- * backoff after a loss. The session drives it; an app has no need to.
+ * The WebSocket under a browser peer: one protocol message per binary WebSocket message (SPEC 3.2), or batches of
+ * them when the host selects `zerobridge.1.batch` (since 1.9), redialled with backoff after a loss. The session
+ * drives it; an app has no need to.
  */
 export declare class WebSocketTransport {
   constructor(endpoint: string, options?: {
@@ -36,6 +37,8 @@ export declare class WebSocketTransport {
   });
   readonly endpoint: string;
   readonly queuedBytes: number;
+  /** The subprotocol the host selected for the current connection (`zerobridge.1` or `zerobridge.1.batch`), or null. */
+  readonly subprotocol: string | null;
   on(event: 'connect' | 'disconnect' | 'message' | 'drain' | 'error' | 'unreachable', listener: (...args: any[]) => void): this;
   connect(): void;
   /** Sends one message (frame 0 may be a promise of a signature); queued while not connected, up to `sendQueueLimit`. */
@@ -44,8 +47,10 @@ export declare class WebSocketTransport {
   close(lingerMs?: number): Promise<void>;
 }
 
-/** The subprotocol a bridge connection offers (`zerobridge.1`). */
+/** The subprotocol every bridge connection offers (`zerobridge.1`). */
 export declare const SUBPROTOCOL: string;
+/** The subprotocol of batches (`zerobridge.1.batch`, SPEC 2.2 since 1.9), offered before SUBPROTOCOL. */
+export declare const BATCH_SUBPROTOCOL: string;
 
 /** What the host that served this page injected: `{endpoint, key, info}` (and `peer`, the WebKit layer's), or null. */
 export declare function injectedConfiguration(): { endpoint: string; key: string | null; info: Record<string, unknown> | null } | null;

@@ -12,14 +12,18 @@ import { PeerChannel, parseKey } from './channel.js';
 import { BridgeError } from './errors.js';
 import { isName, isObject } from './wire.js';
 import { concatBytes, randomBytes, toHex, utf8Bytes } from './bytes.js';
-import { decodeWebSocketMessage, encodeWebSocketMessage } from './websocket-frames.js';
+import {
+  BATCH_BYTES, BATCH_SUBPROTOCOL, MAX_BATCH_MESSAGES, SUBPROTOCOL, batchEntryLength, decodeWebSocketBatch, decodeWebSocketMessage,
+  encodeWebSocketBatch, encodeWebSocketMessage,
+} from './websocket-frames.js';
 
 export { BridgeError } from './errors.js';
 export { version } from './version.js';
 export { withTrace, currentTrace } from './trace.js';
+export { BATCH_SUBPROTOCOL, SUBPROTOCOL } from './websocket-frames.js';
 
-/** The subprotocol a bridge connection offers (SPEC 2.2); a host that does not select it is not a ZeroBridge host. */
-export const SUBPROTOCOL = 'zerobridge.1';
+// What a connection offers, the batches first (SPEC 2.2): a 1.8 host selects zerobridge.1.
+const OFFERED = [BATCH_SUBPROTOCOL, SUBPROTOCOL];
 // What may wait to be written before calls wait for room (SPEC 7.13): the socket's bufferedAmount, the queue before
 // the connection is up, and messages still being signed.
 const SEND_BUFFER_BYTES = 1024 * 1024;
@@ -81,7 +85,9 @@ class TransportError extends Error {
  * `connect()`, `send(frames)`, `reconnect(delay)`, `close(lingerMs)`, `connected`, `queuedBytes`, `sendBufferBytes`,
  * `sendQueueLimit`, and the events connect, disconnect, message, drain, error, unreachable. It redials by itself
  * after a loss, with backoff. A frame 0 given as a promise (a WebCrypto signature) is awaited; messages go out in
- * the order they were sent either way.
+ * the order they were sent either way. Under zerobridge.1.batch (SPEC 3.2, since 1.9) the messages ready together
+ * go out in one WebSocket message: those sent in one task at its end (a microtask), signed ones once no message
+ * sent with them is still being signed; never later, and never on a timer.
  */
 export class WebSocketTransport {
   #listeners = new Map();
@@ -96,6 +102,15 @@ export class WebSocketTransport {
   // send order, each as soon as it and every one before it is signed. Entries: { frames, signature, state, socket }.
   #signing = [];
   #writingBytes = 0;
+  // Under batches: the messages ready to go out in the next batch, their bytes in it, and what they weigh.
+  #batch = [];
+  #batchBytes = 0;
+  #batchWeight = 0;
+  // Which task a message was sent in (a number that moves on at each task's first send), and whether the microtask
+  // that ends the current one is queued: messages of one task are ready together.
+  #task = 0;
+  #taskEnding = false;
+  #subprotocol = null;
   #drainPoll = null;
   #whenClosed = null;
   // Sockets a redial replaced, still open: their close frame would end the session we mean to resume (SPEC 2.2).
@@ -132,8 +147,13 @@ export class WebSocketTransport {
     }
   }
 
+  /** The subprotocol the host selected for the current connection (SUBPROTOCOL or BATCH_SUBPROTOCOL), or null. */
+  get subprotocol() {
+    return this.#subprotocol;
+  }
+
   get queuedBytes() {
-    return (this.#socket?.bufferedAmount ?? 0) + this.#pendingBytes + this.#writingBytes;
+    return (this.#socket?.bufferedAmount ?? 0) + this.#pendingBytes + this.#writingBytes + this.#batchWeight;
   }
 
   connect() {
@@ -146,7 +166,7 @@ export class WebSocketTransport {
     this.#attempts += 1;
     let socket;
     try {
-      socket = new WebSocket(this.endpoint, SUBPROTOCOL);
+      socket = new WebSocket(this.endpoint, OFFERED);
     } catch (error) { // a malformed URL: nothing will ever connect
       this.#emit('unreachable', Object.assign(new Error(`cannot open a WebSocket to ${this.endpoint}: ${error.message}`), { code: 'EINVAL' }));
       return;
@@ -160,11 +180,12 @@ export class WebSocketTransport {
 
   #opened(socket) {
     if (socket !== this.#socket) return;
-    if (socket.protocol !== SUBPROTOCOL) {
+    if (!OFFERED.includes(socket.protocol)) {
       socket.close(1002, 'subprotocol');
       this.#emit('error', new TransportError(`the server at ${this.endpoint} did not select the subprotocol ${SUBPROTOCOL}: not a ZeroBridge host`, 'EPROTO'));
       return;
     }
+    this.#subprotocol = socket.protocol;
     this.connected = true;
     this.#everOpened = true;
     this.#attempts = 0;
@@ -183,23 +204,43 @@ export class WebSocketTransport {
       this.#emit('message', []);
       return;
     }
-    let frames;
-    try {
-      frames = decodeWebSocketMessage(new Uint8Array(data));
-    } catch (error) {
-      this.log('warn', `the host sent a WebSocket message that is not frames (${error.message}); answered as a message without frames`);
-      frames = [];
+    if (this.#subprotocol !== BATCH_SUBPROTOCOL) {
+      let frames;
+      try {
+        frames = decodeWebSocketMessage(data);
+      } catch (error) {
+        frames = this.#notFrames(error);
+      }
+      this.#emit('message', frames);
+      return;
     }
-    this.#emit('message', frames);
+    let messages;
+    try {
+      messages = decodeWebSocketBatch(data);
+    } catch (error) { // refused whole: answered bad_message once (SPEC 3.2, Batches)
+      this.log('warn', `the host sent a batch refused whole (${error.message}); none of it is read, answered as one message without frames`);
+      this.#emit('message', []);
+      return;
+    }
+    for (const message of messages) {
+      if (socket !== this.#socket) return; // a listener replaced the connection: the rest of this one's batch goes with it
+      this.#emit('message', message instanceof BridgeError ? this.#notFrames(message) : message);
+    }
+  }
+
+  /** No frames, for a payload the decoder refused: the session answers it bad_message (SPEC 3.2). */
+  #notFrames(error) {
+    this.log('warn', `the host sent a WebSocket message that is not frames (${error.message}); answered as a message without frames`);
+    return [];
   }
 
   #ended(socket, event) {
     if (socket !== this.#socket) return;
     this.#socket = null;
-    this.#signing = [];
-    this.#writingBytes = 0;
+    this.#dropUnwritten();
     const wasConnected = this.connected;
     this.connected = false;
+    this.#subprotocol = null;
     if (this.#closed) {
       this.#whenClosed?.();
       return;
@@ -230,13 +271,22 @@ export class WebSocketTransport {
 
   #write(frames) {
     const socket = this.#socket;
+    if (this.#subprotocol === BATCH_SUBPROTOCOL && !this.#taskEnding) { // this task's first message: it ends at a microtask
+      this.#task += 1;
+      this.#taskEnding = true;
+      queueMicrotask(() => {
+        this.#taskEnding = false;
+        this.#sendBatch();
+      });
+    }
     if (this.#signing.length === 0 && typeof frames[0]?.then !== 'function') {
-      socket.send(encodeWebSocketMessage(frames));
+      if (this.#subprotocol === BATCH_SUBPROTOCOL) this.#collect(frames);
+      else socket.send(encodeWebSocketMessage(frames));
       this.#watchRoom();
       return;
     }
     // A signature still being computed: this message, and every one after it until it is out, wait their turn.
-    const entry = { frames, signature: null, state: 'signing', socket, bytes: weight(frames) };
+    const entry = { frames, signature: null, state: 'signing', socket, bytes: weight(frames), task: this.#task };
     this.#writingBytes += entry.bytes;
     this.#signing.push(entry);
     const signed = (state, value) => {
@@ -248,22 +298,61 @@ export class WebSocketTransport {
     else signed('signed', frames[0]);
   }
 
-  /** Writes the signed messages at the head of the queue, in order, up to the first still being signed. */
+  /**
+   * Writes the signed messages at the head of the queue, in order, up to the first still being signed. Under batches
+   * they join the batch, which goes out unless a message sent in the same task as the last of them is still being
+   * signed (SPEC 3.2, Batches: a message waits at most for those sent before or with it).
+   */
   #writeSigned() {
+    let lastTask = null;
     while (this.#signing.length > 0 && this.#signing[0].state !== 'signing') {
-      const { frames, signature, state, socket, bytes } = this.#signing.shift();
+      const { frames, signature, state, socket, bytes, task } = this.#signing.shift();
       if (socket !== this.#socket) continue; // the connection it was signed for is gone, and the message with it
       this.#writingBytes -= bytes;
       if (state === 'failed') {
         this.log('warn', `could not sign a message: ${signature?.message ?? signature}; closing the connection (the channel cannot go on without it)`);
-        this.#signing = [];
-        this.#writingBytes = 0;
+        this.#sendBatch(); // what was signed before it goes out, as it would have one by one
+        this.#dropUnwritten();
         socket.close(4000, 'signing failed');
         return;
       }
-      socket.send(encodeWebSocketMessage([signature, ...frames.slice(1)]));
+      const signed = [signature, ...frames.slice(1)];
+      if (this.#subprotocol !== BATCH_SUBPROTOCOL) socket.send(encodeWebSocketMessage(signed));
+      else {
+        this.#collect(signed);
+        lastTask = task;
+      }
     }
+    if (lastTask !== null && this.#signing[0]?.task !== lastTask) this.#sendBatch();
     this.#watchRoom();
+  }
+
+  /** Adds a ready message to the batch, sending the batch first if the message would take it past its bounds. */
+  #collect(frames) {
+    const bytes = batchEntryLength(frames);
+    if (this.#batch.length === MAX_BATCH_MESSAGES || (this.#batch.length > 0 && this.#batchBytes + bytes > BATCH_BYTES)) this.#sendBatch();
+    this.#batch.push(frames);
+    this.#batchBytes += bytes;
+    this.#batchWeight += weight(frames);
+  }
+
+  /** Sends the collected messages as one batch (SPEC 3.2), if there are any. */
+  #sendBatch() {
+    if (this.#batch.length === 0) return;
+    const messages = this.#batch;
+    this.#batch = [];
+    this.#batchBytes = 0;
+    this.#batchWeight = 0;
+    this.#socket?.send(encodeWebSocketBatch(messages)); // none once close() gave up on it: its messages go with it
+  }
+
+  /** Forgets what this connection has not written yet: its connection is gone, or its channel cannot go on. */
+  #dropUnwritten() {
+    this.#signing = [];
+    this.#writingBytes = 0;
+    this.#batch = [];
+    this.#batchBytes = 0;
+    this.#batchWeight = 0;
   }
 
   /** After a write that filled the buffer: polls until there is room again, then emits drain (SPEC 7.13). */
@@ -283,10 +372,10 @@ export class WebSocketTransport {
     const socket = this.#socket;
     this.#socket = null;
     this.connected = false;
+    this.#subprotocol = null;
     this.#pending = [];
     this.#pendingBytes = 0;
-    this.#signing = [];
-    this.#writingBytes = 0;
+    this.#dropUnwritten();
     // Not closed yet: a close frame is a leaving to the host, which would end the session before the new connection
     // resumes it (SPEC 2.2, decision 50). It is closed once the host has welcomed us again (welcomed()).
     if (socket) {
@@ -313,14 +402,16 @@ export class WebSocketTransport {
     const socket = this.#socket;
     if (socket === null) return;
     const deadline = Date.now() + lingerMs;
+    this.#sendBatch(); // a bye sent just before is in it
     // Messages still being signed, then the socket's own buffer: out before the close frame, within the linger.
-    while ((this.#signing.length > 0 || socket.bufferedAmount > 0) && Date.now() < deadline) await new Promise((resolve) => { setTimeout(resolve, DRAIN_POLL_MS); });
+    while ((this.#signing.length > 0 || this.#batch.length > 0 || socket.bufferedAmount > 0) && Date.now() < deadline) await new Promise((resolve) => { setTimeout(resolve, DRAIN_POLL_MS); });
     await new Promise((resolve) => {
       this.#whenClosed = resolve;
       socket.close(1000, 'bye');
       setTimeout(resolve, Math.max(0, deadline - Date.now()) + 100); // a host that never completes the close handshake
     });
     this.#socket = null;
+    this.#dropUnwritten();
     this.connected = false;
   }
 }
