@@ -143,7 +143,8 @@ extension BridgeHandling {
         try handlers.add(action, replacing: replacing, describedAs: description, body)
     }
 
-    /// Serves an untyped action with a synchronous closure that runs on the socket thread as the request is read: no
+    /// Serves an untyped action with a synchronous closure that runs on the socket thread as the request is read (for
+    /// a WebSocket peer's request, on the event loop that read it when the socket thread is idle, in its place): no
     /// task and no hand-off between threads, so a quick answer (an echo, a lookup in memory) costs the least. While it
     /// runs this side reads and sends nothing else, so it must not block, wait or compute for long: use
     /// ``handle(_:describedAs:replacing:_:)`` for that. Events to `action` run it too, without a reply.

@@ -7,6 +7,11 @@ import ZeroMQ
 /// Everything that touches the socket, or state confined to this thread (links, sessions), runs here, so that
 /// state needs no locks. Other threads hand work over with ``perform(_:)``; each hand-off wakes the thread once,
 /// however many jobs arrive before it wakes.
+///
+/// "Confined to the thread" means run by whoever holds ``ownership``: the thread itself, except while it waits in
+/// poll. Then a WebSocket event loop may run its job in the thread's place (``performHere(_:)``), which saves the two
+/// hand-offs (to the thread and back to the event loop) that cost a WebSocket request most of its latency. Such a
+/// visitor never touches the socket: what it sends through the socket waits for the thread, which it wakes.
 final class SocketThread: @unchecked Sendable {
     /// What the owner of the socket does on this thread.
     struct Owner {
@@ -28,8 +33,18 @@ final class SocketThread: @unchecked Sendable {
     let timers = Timers()
     private let wake: WakeSignal
     private let jobs = Mutex(JobQueue())
+    /// Held by the thread except while it waits in poll, and by a visitor while it runs a job (``performHere(_:)``).
+    private let ownership = Mutex(())
     private var owner: Owner?
-    // Confined to the thread:
+    // Confined to the thread (to whoever holds `ownership`):
+    /// Whether a visitor may run jobs now: the thread's loop is running (between its start and its owner's `stopped`).
+    private var takesVisitors = false
+    /// A visitor is running a job on another thread: sends through the socket wait in their outboxes for the thread.
+    private var visited = false
+    /// What the thread's poll waits until: a visitor that leaves work due sooner (a timer, a send) wakes it.
+    private var waitingUntil = ContinuousClock.now
+    /// A visitor queued a message for the thread to send.
+    private var leftToSend = false
     private var spareJobs: [@Sendable () -> Void] = []
     /// Outboxes with messages libzmq has not taken yet, in the order they first had one.
     private var waiting: [Outbox] = []
@@ -93,6 +108,26 @@ final class SocketThread: @unchecked Sendable {
         if drain { drainAfterEnd() }
     }
 
+    /// Runs `job` on the calling thread, now, if the thread waits in poll with no job handed over before still to
+    /// run; otherwise hands it over as ``perform(_:)`` does. Either way it runs after the jobs handed over before it,
+    /// and never at once with another. For WebSocket event loops: a message read there is handled there, and what its
+    /// handler answers is written there, without a wake-up of the thread (SPEC 2.2 changes nothing: only who runs it).
+    func performHere(_ job: @escaping @Sendable () -> Void) {
+        let ran = ownership.withLockIfAvailable { _ -> Bool in
+            guard takesVisitors, jobs.withLock({ $0.jobs.isEmpty }) else { return false }
+            visited = true
+            job()
+            visited = false
+            // Work the visit left for the thread sooner than its poll would end: sends through the socket, a timer.
+            if leftToSend || timers.nextDeadline.map({ $0 < waitingUntil }) == true || nextTick < waitingUntil {
+                leftToSend = false
+                wake.signal()
+            }
+            return true
+        } ?? false
+        if !ran { perform(job) }
+    }
+
     /// Runs the jobs handed over after the thread ended, and those they hand over in turn, until none is left.
     private func drainAfterEnd() {
         while true {
@@ -117,7 +152,8 @@ final class SocketThread: @unchecked Sendable {
     /// join them. Only on the thread.
     func send(_ frames: [[UInt8]], after envelope: [[UInt8]], via outbox: Outbox) {
         let message = OutboundMessage(envelope: envelope, frames: frames)
-        if outbox.messages.isEmpty && outbox.retryAt == nil {
+        // A visitor sends to attached connections only; the socket is the thread's (its flush sends the rest).
+        if outbox.messages.isEmpty && outbox.retryAt == nil && (!visited || attachedConnection(message) != nil) {
             switch transmitting(message) {
             case .sent: return
             case .refused: break
@@ -132,6 +168,7 @@ final class SocketThread: @unchecked Sendable {
             outbox.isListed = true
             waiting.append(outbox)
         }
+        if visited { leftToSend = true }
     }
 
     /// From now on, messages sent to `routingID` go to `connection` instead of the socket. Only on the thread.
@@ -201,39 +238,54 @@ final class SocketThread: @unchecked Sendable {
             monitorIndex = owner.monitored.map { poller.add($0.monitor.eventSocket, for: .readable) }
         }
         buildPoller()
+        var polled = false
+        var timeout = 0
         while true {
-            let jobsLeft = runJobs()
-            if stopping { break }
-            let now = ContinuousClock.now
-            timers.fire(until: now)
-            if now >= nextTick { nextTick = owner.tick(now) }
-            let retryAt = flush(now: now)
+            // Everything but the poll itself holds `ownership`: while the thread waits, a visitor may run a job.
+            let stop = ownership.withLock { _ -> Bool in
+                takesVisitors = true
+                if polled {
+                    if poller.events(at: wakeIndex).contains(.readable) { wake.drain() }
+                    if let monitorIndex, let (monitor, event) = owner.monitored,
+                       poller.events(at: monitorIndex).contains(.readable) {
+                        while let next = try? monitor.nextAvailable() { event(next) }
+                    }
+                    receiveAvailable(owner)
+                }
+                let jobsLeft = runJobs()
+                if stopping { return true }
+                let now = ContinuousClock.now
+                timers.fire(until: now)
+                if now >= nextTick { nextTick = owner.tick(now) }
+                let retryAt = flush(now: now)
 
-            var wakeAt = nextTick
-            if let deadline = timers.nextDeadline, deadline < wakeAt { wakeAt = deadline }
-            if let retryAt, retryAt < wakeAt { wakeAt = retryAt }
-            let timeout = jobsLeft ? 0 : max(0, Int(((wakeAt - ContinuousClock.now) / .milliseconds(1)).rounded(.up)))
-            if socketReplaced {  // by a job, a timer or the tick above: poll the new socket, not the closed one
-                socketReplaced = false
-                buildPoller()
+                var wakeAt = nextTick
+                if let deadline = timers.nextDeadline, deadline < wakeAt { wakeAt = deadline }
+                if let retryAt, retryAt < wakeAt { wakeAt = retryAt }
+                waitingUntil = jobsLeft ? now : wakeAt
+                timeout = jobsLeft ? 0 : max(0, Int(((wakeAt - ContinuousClock.now) / .milliseconds(1)).rounded(.up)))
+                if socketReplaced {  // by a job, a timer or the tick above: poll the new socket, not the closed one
+                    socketReplaced = false
+                    buildPoller()
+                }
+                return false
             }
+            if stop { break }
             do {
                 try poller.poll(timeoutMilliseconds: timeout)
             } catch {
                 break  // the context was terminated under us: nothing more can be sent or received
             }
-            if poller.events(at: wakeIndex).contains(.readable) { wake.drain() }
-            if let monitorIndex, let (monitor, event) = owner.monitored,
-               poller.events(at: monitorIndex).contains(.readable) {
-                while let next = try? monitor.nextAvailable() { event(next) }
-            }
-            receiveAvailable(owner)
+            polled = true
         }
-        owner.stopped()
-        _ = flush(now: .now)
-        owner.closing()
-        self.owner = nil  // the monitor stops watching here, on the socket's own thread
-        socket.close()
+        ownership.withLock { _ in
+            takesVisitors = false
+            owner.stopped()
+            _ = flush(now: .now)
+            owner.closing()
+            self.owner = nil  // the monitor stops watching here, on the socket's own thread
+            socket.close()
+        }
     }
 
     /// Runs the jobs handed over, and those they hand over in turn, for up to about 5 ms; returns whether jobs are
@@ -333,8 +385,14 @@ final class SocketThread: @unchecked Sendable {
     /// Sends the parts of one message without waiting. libzmq queues the parts of a message all or none, so only
     /// the first can be refused: EAGAIN when the connection's high-water mark is reached, EHOSTUNREACH (a ROUTER
     /// with ROUTER_MANDATORY) when the peer has gone.
+    /// The attached connection (a WebSocket) `message` goes to, if it goes to one rather than to the socket.
+    private func attachedConnection(_ message: OutboundMessage) -> (any AttachedConnection)? {
+        guard !attached.isEmpty, message.envelope.count == 2 else { return nil }
+        return attached[message.envelope[0]]
+    }
+
     private func transmitting(_ message: OutboundMessage) -> Transmission {
-        if !attached.isEmpty, message.envelope.count == 2, let connection = attached[message.envelope[0]] {
+        if let connection = attachedConnection(message) {
             return connection.transmit(signature: message.envelope[1], frames: message.frames)
         }
         let last = message.envelope.count + message.frames.count - 1

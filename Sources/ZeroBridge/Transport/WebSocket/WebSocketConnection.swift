@@ -161,7 +161,7 @@ final class WebSocketPeerHandler: ChannelDuplexHandler {
         let connection = WebSocketConnection(channel: context.channel, batched: batched)
         self.connection = connection
         let seam = seam
-        seam.thread.perform { seam.thread.attach(connection, as: connection.routingID) }
+        seam.thread.performHere { seam.thread.attach(connection, as: connection.routingID) }
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -179,7 +179,7 @@ final class WebSocketPeerHandler: ChannelDuplexHandler {
             let routingID = connection.routingID
             let seam = seam
             handOver()
-            seam.thread.perform { seam.refused(routingID, "a text WebSocket message: send each message as one binary message (SPEC 3.2)") }
+            seam.thread.performHere { seam.refused(routingID, "a text WebSocket message: send each message as one binary message (SPEC 3.2)") }
         case .ping:
             context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .pong, data: frame.unmaskedData)), promise: nil)
         case .connectionClose:
@@ -191,7 +191,7 @@ final class WebSocketPeerHandler: ChannelDuplexHandler {
                 let routingID = connection.routingID
                 let seam = seam
                 let given = code.getInteger(at: code.readerIndex, as: UInt16.self).map(Int.init)
-                seam.thread.perform { seam.left(routingID, given) }
+                seam.thread.performHere { seam.left(routingID, given) }
             }
             context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .connectionClose, data: code))).whenComplete { _ in
                 context.close(promise: nil)
@@ -211,7 +211,7 @@ final class WebSocketPeerHandler: ChannelDuplexHandler {
             handOver()
             let routingID = connection.routingID
             let seam = seam
-            seam.thread.perform { seam.refused(routingID, refusal.reason) }
+            seam.thread.performHere { seam.refused(routingID, refusal.reason) }
         }
     }
 
@@ -226,7 +226,7 @@ final class WebSocketPeerHandler: ChannelDuplexHandler {
         let messages = arrived
         arrived.removeAll(keepingCapacity: true)
         let seam = seam
-        seam.thread.perform {
+        seam.thread.performHere {
             for message in messages {
                 connection.taken()
                 guard !connection.isEnded else { continue }
@@ -259,7 +259,7 @@ final class WebSocketPeerHandler: ChannelDuplexHandler {
         if let connection {
             connection.markEnded()
             let seam = seam
-            seam.thread.perform {
+            seam.thread.performHere {
                 seam.thread.detach(connection.routingID)
                 seam.closed(connection.routingID)
             }
