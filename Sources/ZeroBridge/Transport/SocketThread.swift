@@ -253,7 +253,10 @@ final class SocketThread: @unchecked Sendable {
                     receiveAvailable(owner)
                 }
                 let jobsLeft = runJobs()
-                if stopping { return true }
+                if stopping {
+                    takesVisitors = false  // what is handed over from now on runs after the owner stopped, as before
+                    return true
+                }
                 let now = ContinuousClock.now
                 timers.fire(until: now)
                 if now >= nextTick { nextTick = owner.tick(now) }
@@ -279,7 +282,7 @@ final class SocketThread: @unchecked Sendable {
             polled = true
         }
         ownership.withLock { _ in
-            takesVisitors = false
+            takesVisitors = false  // also when the poll failed
             owner.stopped()
             _ = flush(now: .now)
             owner.closing()

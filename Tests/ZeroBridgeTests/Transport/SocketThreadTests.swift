@@ -1,0 +1,100 @@
+import Foundation
+import Synchronization
+import Testing
+import ZeroMQ
+@testable import ZeroBridge
+
+/// A started thread on a ROUTER, whose tick asks for nothing sooner than an hour, and a DEALER connected to it.
+final class VisitedThreadRig: @unchecked Sendable {
+    let context: Context
+    let thread: SocketThread
+    let dealer: Socket
+    let outbox = Outbox()
+
+    init() throws {
+        context = try Context()
+        let router = try Socket(.router, context: context)
+        try router.set(.linger(milliseconds: 0), .routerMandatory(true))
+        let endpoint = "inproc://socket-thread-\(UUID().uuidString)"
+        try router.bind(endpoint)
+        dealer = try Socket(.dealer, context: context)
+        try dealer.set(.linger(milliseconds: 0), .routingID(Array("dealer".utf8)), .receiveTimeout(milliseconds: 20_000))
+        try dealer.connect(endpoint)
+        thread = try SocketThread(socket: router)
+        thread.start(name: "socket-thread-test", owner: .init(
+            received: { _ in },
+            tick: { now in now + .seconds(3600) },
+            stopped: {}))
+    }
+
+    /// Runs `job` as a visitor: offers it until it runs on the calling thread (the thread was waiting), however
+    /// many offers that takes; an offer the thread took instead runs nothing.
+    func visit(_ job: @escaping @Sendable () -> Void) {
+        while true {
+            let caller = pthread_self()
+            let ranHere = Atomic<Bool>(false)
+            thread.performHere {
+                guard pthread_equal(caller, pthread_self()) != 0 else { return }
+                ranHere.store(true, ordering: .relaxed)
+                job()
+            }
+            if ranHere.load(ordering: .relaxed) { return }
+            usleep(1_000)
+        }
+    }
+
+    func stop() async {
+        await thread.stop()
+        dealer.close()
+    }
+}
+
+/// `SocketThread.performHere`: a job from another thread (a WebSocket event loop) runs there, in the socket thread's
+/// place, while the thread waits in poll; what it leaves for the thread (a send through the socket, a timer due
+/// sooner) still happens though the thread's poll would wait an hour; and jobs keep their order either way.
+@Suite("SocketThread visitors", .timeLimit(.minutes(3)))
+struct SocketThreadTests {
+    @Test("a visitor's send through the socket goes out, though the thread's poll would wait an hour")
+    func visitorSendsThroughTheThread() async throws {
+        let rig = try VisitedThreadRig()
+        let outbox = rig.outbox
+        rig.visit { [thread = rig.thread] in
+            thread.send([Array("from a visitor".utf8)], after: [Array("dealer".utf8)], via: outbox)
+        }
+        let frames = try rig.dealer.receiveBytes()  // the receive timeout (20 s) bounds the wait
+        #expect(frames == [Array("from a visitor".utf8)])
+        await rig.stop()
+    }
+
+    @Test("a timer a visitor schedules fires on time, though the thread's poll would wait an hour")
+    func visitorTimerWakesTheThread() async throws {
+        let rig = try VisitedThreadRig()
+        let fired = AsyncStream<Void>.makeStream()
+        rig.visit { [thread = rig.thread] in
+            _ = thread.timers.schedule(at: .now + .milliseconds(20)) { fired.continuation.yield() }
+        }
+        var iterator = fired.stream.makeAsyncIterator()
+        let started = ContinuousClock.now
+        _ = await iterator.next()
+        #expect(ContinuousClock.now - started < .seconds(30))
+        await rig.stop()
+    }
+
+    @Test("jobs run in the order they were handed over, whether the thread or a visitor runs them")
+    func order() async throws {
+        let rig = try VisitedThreadRig()
+        let ran = Mutex<[Int]>([])
+        let done = AsyncStream<Void>.makeStream()
+        for round in 0..<200 {
+            rig.thread.perform { ran.withLock { $0.append(2 * round) } }
+            rig.thread.performHere {
+                ran.withLock { $0.append(2 * round + 1) }
+                if round == 199 { done.continuation.yield() }
+            }
+        }
+        var iterator = done.stream.makeAsyncIterator()
+        _ = await iterator.next()
+        #expect(ran.withLock { $0 } == Array(0..<400))
+        await rig.stop()
+    }
+}
