@@ -152,6 +152,7 @@ let package = Package(
             "ZeroBridge", "ZeroBridgeJobs", "ZeroBridgeSupervision", "ZeroBridgeConformance", "ZeroMQ", "TestSupport", .product(name: "Crypto", package: "swift-crypto"),
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "Metrics", package: "swift-metrics"),
             .product(name: "Tracing", package: "swift-distributed-tracing"),
+            .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
             .product(name: "W3CTraceContext", package: "swift-w3c-trace-context"),
         ]),
         .testTarget(name: "zerobridgeTests", dependencies: ["zerobridge", "ZeroBridgeConformance", "ZeroBridgeFixtures", "ZeroBridgePrometheus", "TestSupport"]),

@@ -749,13 +749,15 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
         }
         session.topics = Set(hello.topics)
         session.link.thread.tick(by: .now + session.heartbeat / 4)
+        // Listed before it is welcomed, so a peer that has its welcome is in `peers` (what it is sent next, a call
+        // from a watcher included, is handed over after this job and so follows the welcome).
+        if !wasNamed { announce(.joined(session.remote)) }
         session.link.send(.welcome(.init(
             host: configuration.name, session: session.id, resumeToken: session.resumeToken, actions: handlers.actionNames,
             heartbeatMs: Int(session.heartbeat / .milliseconds(1)),
             maxMessageBytes: configuration.maxMessageBytes, maxInFlight: configuration.maxInFlight,
             catalogue: handlers.catalogue.hash, info: configuration.info.map(JSONValue.object),
             libraryVersion: zeroBridgeVersion)))
-        if !wasNamed { announce(.joined(session.remote)) }
     }
 
     /// The session is over for the host's tables: its connection (and that connection's channel), its id and its

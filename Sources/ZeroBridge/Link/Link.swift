@@ -300,14 +300,19 @@ final class Link: @unchecked Sendable {
         context.tracestate = request.trace?.tracestate
         let payload = request.payload
         if let inline {
-            // On the thread as read: no task, no hand-off (handleInline).
-            logStarted(request, session: remote?.sessionID, to: logger)
-            let outcome: Result<JSONValue, BridgeError>
-            do {
-                outcome = .success(try inline(payload, context))
-            } catch {
-                outcome = .failure(failure(error, of: request, peer: remote?.name, session: remote?.sessionID,
-                                           reveals: revealsErrorDescriptions, loggingTo: logger))
+            // On the thread as read: no task, no hand-off (handleInline); in its span all the same.
+            let outcome = withInlineHandlerSpan(request.action, ofKind: .server, received: request.trace, tracer: tracer,
+                                                logger: logger) { logger, span -> Result<JSONValue, BridgeError> in
+                logStarted(request, session: remote?.sessionID, to: logger)
+                let outcome: Result<JSONValue, BridgeError>
+                do {
+                    outcome = .success(try inline(payload, context))
+                } catch {
+                    outcome = .failure(failure(error, of: request, peer: remote?.name, session: remote?.sessionID,
+                                               reveals: revealsErrorDescriptions, loggingTo: logger))
+                }
+                if case .failure(let error) = outcome { span.recordFailure(error) }
+                return outcome
             }
             return finish(request.id, token: token, body: Self.responseBody(request.id, outcome), failure: Self.code(of: outcome))
         }
@@ -479,9 +484,12 @@ final class Link: @unchecked Sendable {
         context.traceparent = event.trace?.traceparent
         context.tracestate = event.trace?.tracestate
         let logger = logger
-        if let inline {  // on the thread as read (handleInline)
-            do { _ = try inline(event.payload, context) } catch {
-                logger.warning("event handler failed", metadata: ["action": "\(event.action)", "error": "\(error)"])
+        if let inline {  // on the thread as read (handleInline), in its span
+            withInlineHandlerSpan(event.action, ofKind: .consumer, received: event.trace, tracer: tracer, logger: logger) { logger, span in
+                do { _ = try inline(event.payload, context) } catch {
+                    logger.warning("event handler failed", metadata: ["action": "\(event.action)", "error": "\(error)"])
+                    span.recordError(error)
+                }
             }
             return
         }

@@ -67,35 +67,75 @@ func withHandlerSpan<T>(_ action: String, ofKind kind: SpanKind, received: Trace
     guard let tracer else {
         // No tracer bootstrapped (the default): no span is started, and only a received trace costs anything, the
         // one task-local value that lets what the handler sends carry it.
-        let span = NoOpTracer.NoOpSpan(context: .topLevel)
-        guard let received else { return await body(logger, span) }
-        var context = ServiceContext.topLevel
-        context.receivedTrace = received
-        var logger = logger
-        logger[metadataKey: "trace_id"] = .stringConvertible(LoggedTraceID.received(received))
-        return await ServiceContext.withValue(context) { await body(logger, span) }
+        guard let received else { return await body(logger, NoOpTracer.NoOpSpan(context: .topLevel)) }
+        return await ServiceContext.withValue(receivedContext(received)) {
+            await body(receivedLogger(logger, received), NoOpTracer.NoOpSpan(context: .topLevel))
+        }
     }
     return await inSpan(of: tracer, action, ofKind: kind, received: received, logger: logger, body)
+}
+
+/// withHandlerSpan for a synchronous handler (`handleInline`), run where it is read: the same span, context and log
+/// metadata, without a task.
+func withInlineHandlerSpan<T>(_ action: String, ofKind kind: SpanKind, received: TraceHeaders?, tracer: (any Tracer)?,
+                              logger: Logger, _ body: (Logger, any Span) -> T) -> T {
+    guard let tracer else {
+        guard let received else { return body(logger, NoOpTracer.NoOpSpan(context: .topLevel)) }
+        return ServiceContext.withValue(receivedContext(received)) {
+            body(receivedLogger(logger, received), NoOpTracer.NoOpSpan(context: .topLevel))
+        }
+    }
+    return inInlineSpan(of: tracer, action, ofKind: kind, received: received, logger: logger, body)
 }
 
 /// withHandlerSpan with a tracer, its type opened.
 private func inSpan<Traced: Tracer, T>(of tracer: Traced, _ action: String, ofKind kind: SpanKind, received: TraceHeaders?,
                                        logger: Logger, _ body: (Logger, any Span) async -> T) async -> T {
+    await tracer.withSpan(action, context: parentContext(of: tracer, received: received), ofKind: kind) { span in
+        await body(spanLogger(logger, span, action: action, received: received), span)
+    }
+}
+
+/// withInlineHandlerSpan with a tracer, its type opened.
+private func inInlineSpan<Traced: Tracer, T>(of tracer: Traced, _ action: String, ofKind kind: SpanKind,
+                                             received: TraceHeaders?, logger: Logger, _ body: (Logger, any Span) -> T) -> T {
+    tracer.withSpan(action, context: parentContext(of: tracer, received: received), ofKind: kind) { span in
+        body(spanLogger(logger, span, action: action, received: received), span)
+    }
+}
+
+/// The context a request that arrived with `received` is handled in without a tracer: the trace, carried through.
+private func receivedContext(_ received: TraceHeaders) -> ServiceContext {
     var context = ServiceContext.topLevel
-    if let received {
-        context.receivedTrace = received
-        tracer.extract(received, into: &context, using: TraceHeadersExtractor())
+    context.receivedTrace = received
+    return context
+}
+
+/// The handler's logger without a tracer: the received trace's id in its metadata.
+private func receivedLogger(_ logger: Logger, _ received: TraceHeaders) -> Logger {
+    var logger = logger
+    logger[metadataKey: "trace_id"] = .stringConvertible(LoggedTraceID.received(received))
+    return logger
+}
+
+/// What a handler's span is started in: the received trace, as the tracer reads it, as its parent.
+private func parentContext<Traced: Tracer>(of tracer: Traced, received: TraceHeaders?) -> ServiceContext {
+    guard let received else { return .topLevel }
+    var context = receivedContext(received)
+    tracer.extract(received, into: &context, using: TraceHeadersExtractor())
+    return context
+}
+
+/// Inside a handler's span (its context current): the span's attributes, and the logger with the trace's id.
+private func spanLogger(_ logger: Logger, _ span: any Span, action: String, received: TraceHeaders?) -> Logger {
+    guard received != nil || span.isRecording else { return logger }
+    var logger = logger
+    if let current = ServiceContext.current { logger[metadataKey: "trace_id"] = .stringConvertible(LoggedTraceID.span(current)) }
+    if span.isRecording {
+        span.attributes["rpc.system"] = "zerobridge"
+        span.attributes["rpc.method"] = action
     }
-    return await tracer.withSpan(action, context: context, ofKind: kind) { span in
-        guard received != nil || span.isRecording else { return await body(logger, span) }
-        var logger = logger
-        if let current = ServiceContext.current { logger[metadataKey: "trace_id"] = .stringConvertible(LoggedTraceID.span(current)) }
-        if span.isRecording {
-            span.attributes["rpc.system"] = "zerobridge"
-            span.attributes["rpc.method"] = action
-        }
-        return await body(logger, span)
-    }
+    return logger
 }
 
 /// The `trace_id` of a request's log lines, written out only when a line is (most requests log nothing): the trace id

@@ -1,3 +1,5 @@
+import InMemoryTracing
+import Logging
 import Synchronization
 import Testing
 import Tracing
@@ -78,6 +80,57 @@ struct TraceContextTests {
 }
 
 /// What each handler saw: its traceparent and tracestate, or nil for none.
+/// Inline handlers (`handleInline`) run where the request is read, without a task: the same trace context, log
+/// metadata and span as an async handler's.
+@Suite("Trace context of inline handlers", .timeLimit(.minutes(3)))
+struct InlineTraceContextTests {
+    static let received = TraceHeaders(traceparent: TraceContextTests.traceparent, tracestate: "rojo=1")
+
+    @Test("an inline handler of a real host runs in the trace its request came in: what it posts carries it")
+    func inlineHandlerInTheReceivedTrace() async throws {
+        let host = try startConformanceHost()
+        let current = Mutex<[TraceHeaders?]>([])
+        try host.handleInline("inlineTraced") { _, _ in
+            current.withLock { $0.append(TraceHeaders.current) }
+            return "seen"
+        }
+        let peer = try await connectPeer(host, name: "inline-traced-peer") { _ in }
+        var context = ServiceContext.topLevel
+        context.receivedTrace = Self.received
+        #expect(try await ServiceContext.withValue(context) { try await peer.call("inlineTraced", nil) } == "seen")
+        #expect(try await peer.call("inlineTraced", nil) == "seen")  // outside any trace
+        #expect(current.withLock { $0 } == [Self.received, nil])
+        await peer.close()
+        await host.shutdown()
+    }
+
+    @Test("without a tracer, the received trace is current and its id is in the handler's log metadata")
+    func noTracer() {
+        let (current, traceID) = withInlineHandlerSpan("echo", ofKind: .server, received: Self.received, tracer: nil,
+                                                       logger: Logger(label: "test")) { logger, _ in
+            (TraceHeaders.current, logger[metadataKey: "trace_id"].map { "\($0)" })
+        }
+        #expect(current == Self.received)
+        #expect(traceID == "4bf92f3577b34da6a3ce929d0e0e4736")
+    }
+
+    @Test("with a tracer, an inline handler runs in a span named after its action, its failure marked")
+    func withTracer() {
+        let tracer = InMemoryTracer()
+        let spanWasCurrent = withInlineHandlerSpan("fail", ofKind: .server, received: nil, tracer: tracer,
+                                                   logger: Logger(label: "test")) { _, span in
+            span.recordFailure(BridgeError(.handlerError, "no"))
+            return ServiceContext.current != nil
+        }
+        #expect(spanWasCurrent)
+        let spans = tracer.finishedSpans
+        #expect(spans.map(\.operationName) == ["fail"])
+        #expect(spans.first?.kind == .server)
+        #expect(spans.first?.attributes["rpc.method"]?.toSpanAttribute() == "fail")
+        #expect(spans.first?.status?.code == .error)
+    }
+}
+
 private final class SeenTraces: Sendable {
     private let seen = Mutex<[String: [String?]]>([:])
 
