@@ -277,6 +277,39 @@ def page_raw_echo(browser: DevTools, host: Host, server: RawWebSocketServer, win
     return result
 
 
+def python_round_trip_p50(url: str, key: str | None, rounds: int = 3000) -> float:
+    """A Python websockets client's sequential echo, p50 in us: against the bare echo (`key` None, no session) or the
+    host (keyed: hello, then signed requests for `echo`). What the host adds to a WebSocket round trip, without
+    Chromium in the way."""
+    from zerobridge import signing
+
+    def encode(frames: list[bytes]) -> bytes:
+        return b"".join(len(frame).to_bytes(4, "big") + frame for frame in frames)
+
+    body = json.dumps({"v": 1, "type": "request", "id": "1", "action": "echo",
+                       "payload": {"name": "bench", "seq": 42, "text": "x" * 65}}, separators=(",", ":")).encode()
+    channel = signing.PeerChannel(bytes.fromhex(key)) if key else None
+
+    def payload(frames: list[bytes]) -> bytes:
+        return encode([channel.sign(frames, int(time.time() * 1000)) or b"" if channel else b"", *frames])
+
+    with connect_websocket(url, subprotocols=["zerobridge.1"], origin=None, ping_interval=None) as socket:  # type: ignore[list-item]
+        if channel:
+            socket.send(payload([json.dumps({"v": 1, "type": "hello", "peer": f"bench-python-{time.monotonic_ns()}"},
+                                            separators=(",", ":")).encode()]))
+            while b'"welcome"' not in socket.recv(timeout=10):
+                pass
+        latencies = []
+        for index in range(rounds + 200):
+            started = time.perf_counter()
+            socket.send(payload([body]))
+            socket.recv(timeout=10)
+            if index >= 200:  # warm-up
+                latencies.append(time.perf_counter() - started)
+    latencies.sort()
+    return round(latencies[len(latencies) // 2] * 1e6, 1)
+
+
 def best(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """The best of a few runs: other work on a shared machine only ever slows a run down."""
     good = [run for run in runs if "error" not in run]
@@ -311,6 +344,12 @@ def measure(binary: Path, seconds: float = 1.0, repeat: int = 2) -> dict[str, An
                     results[f"node_w{window}"] = best(node_runs)
                     results[f"browser_w{window}"] = best(page_runs)
                     results[f"browser_floor_w{window}"] = best(floor_runs)
+                key = json.loads(host.connection_file.read_text()).get("key")
+                bridge_url = host.page.replace("http://", "ws://", 1).rstrip("/") + "/zerobridge"
+                results["python_client_p50_us"] = {
+                    "bare_echo": min(python_round_trip_p50(raw.url, None) for _ in range(repeat)),
+                    "host_keyed": min(python_round_trip_p50(bridge_url, key) for _ in range(repeat)),
+                }
             finally:
                 browser.stop()
         finally:

@@ -716,6 +716,10 @@ def table(results: dict[str, Any]) -> str:
                                     ("  floor: page, bare WebSocket echo", "browser_floor_w64", False)):
             if key in page:
                 lines.append(f"{label:<44} {describe(page.get(key), latency)}")
+        python = page.get("python_client_p50_us")
+        if python:
+            lines.append(f"{'  a Python client, sequential p50':<44} bare echo {python['bare_echo']} us, the keyed host "
+                         f"{python['host_keyed']} us: what the host's WebSocket path adds without Chromium")
         floors = page.get("floor_ratios", {})
         if floors:
             lines.append("  (floor: the same page through zerobridge-bench ws-raw-server, an echo on the host's WebSocket stack that "
