@@ -18,17 +18,25 @@ class Refused(Exception):
     """The payload is bad_message with "id": null (SPEC 3.2)."""
 
 
-def decode(payload: bytes) -> list[bytes]:
-    frames, at = [], 0
+def split(payload: bytes, most: int | None = None) -> list[bytes]:
+    """What a payload holds: each part a 4-byte big-endian length and that many bytes, back to back (SPEC 3.2)."""
+    parts, at = [], 0
     while at < len(payload):
+        if most is not None and len(parts) == most:
+            raise Refused(f"more than {most:,} parts")
         if len(payload) - at < 4:
             raise Refused("a length cut short")
         (length,) = struct.unpack_from(">I", payload, at)
         at += 4
         if length > len(payload) - at:
             raise Refused("a length runs past the end")
-        frames.append(payload[at:at + length])
+        parts.append(payload[at:at + length])
         at += length
+    return parts
+
+
+def decode(payload: bytes) -> list[bytes]:
+    frames = split(payload)
     if len(frames) < 2:
         raise Refused("fewer than 2 frames")
     return frames
@@ -44,18 +52,7 @@ MAX_BATCH_MESSAGES = 1000
 
 def decode_batch(payload: bytes) -> list[list[bytes] | Refused]:
     """A batch's messages (since 1.9): its own lengths are checked first, then each entry alone."""
-    entries, at = [], 0
-    while at < len(payload):
-        if len(entries) == MAX_BATCH_MESSAGES:
-            raise Refused("more than 1,000 messages")
-        if len(payload) - at < 4:
-            raise Refused("an entry's length cut short")
-        (length,) = struct.unpack_from(">I", payload, at)
-        at += 4
-        if length > len(payload) - at:
-            raise Refused("an entry's length runs past the end")
-        entries.append(payload[at:at + length])
-        at += length
+    entries = split(payload, MAX_BATCH_MESSAGES)
     if not entries:
         raise Refused("an empty batch")
     messages: list[list[bytes] | Refused] = []
