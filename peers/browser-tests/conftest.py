@@ -53,9 +53,10 @@ class Host:
         self.running.stop()
 
 
-def start_host(tmp: pathlib.Path, *, keyed: bool = True) -> Host:
-    """The host's WebSocket tests' host (tests/websocket), serving site/; keyed through tmp/host.json unless `keyed` is false."""
-    running = WEBSOCKET.start_host(tmp, "--web-root", str(SITE), keyed=keyed)
+def start_host(tmp: pathlib.Path, *extra: str, keyed: bool = True) -> Host:
+    """The host's WebSocket tests' host (tests/websocket), serving site/, with `extra` arguments; keyed through
+    tmp/host.json unless `keyed` is false."""
+    running = WEBSOCKET.start_host(tmp, "--web-root", str(SITE), *extra, keyed=keyed)
     return Host(running, tmp / "host.json" if keyed else None)
 
 

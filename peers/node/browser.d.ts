@@ -1,4 +1,4 @@
-// The browser peer (src/browser.js, SPEC 2.2): the Node peer's API over a WebSocket, signed with WebCrypto.
+// The browser peer (src/browser.js, SPEC 2.2): the Node peer's API over a WebSocket, signed synchronously (src/sha256.js).
 // `import { connect } from 'zerobridge/browser'` in a bundled app, or '/_zerobridge/browser.js' in a page the host serves.
 import { Peer as NodePeer } from './index.js';
 import type { PeerOptions } from './index.js';
@@ -17,14 +17,20 @@ export declare class Peer extends NodePeer {
   constructor(endpoint: string | undefined, options?: BrowserPeerOptions);
 }
 
-/** HMAC-SHA256 from WebCrypto, as the channel signs and verifies with it (SPEC 3.1): promises. */
-export declare const WEBCRYPTO_HMAC: {
-  mac(key: Uint8Array, parts: Uint8Array[]): Promise<Uint8Array>;
-  verify(key: Uint8Array, parts: Uint8Array[], mac: Uint8Array): Promise<boolean>;
+/**
+ * The channel of one keyed connection (SPEC 3.1) as the page signs it: HMAC-SHA256 from src/sha256.js, at once (no
+ * promise, no WebCrypto, so a page that is not a secure context signs too). The session makes one per connection.
+ */
+export declare function pageChannel(connectionKey: Uint8Array, nonce?: string): {
+  readonly nonce: string;
+  /** Frame 0 for the next message, `frames` its frames 1..n. */
+  sign(frames: Uint8Array[], now?: number): Uint8Array;
+  /** Why a message from the host is refused, or null when it is accepted. */
+  refusal(frame0: Uint8Array, frames: Uint8Array[]): string | null;
 };
 
-/** Lowercase hex SHA-256 of the UTF-8 bytes of `text` (a catalogue's hash, SPEC 7.8), from WebCrypto. */
-export declare function sha256Hex(text: string): Promise<string>;
+/** Lowercase hex SHA-256 of the UTF-8 bytes of `text` (a catalogue's hash, SPEC 7.8), from src/sha256.js. */
+export declare function sha256Hex(text: string): string;
 
 /**
  * The WebSocket under a browser peer: one protocol message per binary WebSocket message (SPEC 3.2), or batches of

@@ -1,5 +1,6 @@
-// The browser peer (SPEC 2.2, 3.2; since 1.7): the session of src/core.js over a WebSocket, signing with WebCrypto's
-// HMAC-SHA256. The same API as the Node peer:
+// The browser peer (SPEC 2.2, 3.2; since 1.7): the session of src/core.js over a WebSocket, signing with the
+// synchronous HMAC-SHA256 of src/sha256.js (WebCrypto's promises cost a page more than the hashing: issue 24). The
+// same API as the Node peer:
 //
 //   import { connect } from '/_zerobridge/browser.js';
 //   const peer = await connect();                       // a page the host serves: globalThis.__zerobridge says where
@@ -11,7 +12,8 @@ import { PeerCore } from './core.js';
 import { PeerChannel, parseKey } from './channel.js';
 import { BridgeError } from './errors.js';
 import { isName, isObject } from './wire.js';
-import { concatBytes, randomBytes, toHex, utf8Bytes } from './bytes.js';
+import { randomBytes, toHex, utf8Bytes } from './bytes.js';
+import { hmacSha256, macsEqual, prepareHmacKey, sha256 } from './sha256.js';
 import {
   BATCH_BYTES, BATCH_SUBPROTOCOL, MAX_BATCH_MESSAGES, SUBPROTOCOL, batchEntryLength, decodeWebSocketBatch, decodeWebSocketMessage,
   encodeWebSocketBatch, encodeWebSocketMessage,
@@ -25,7 +27,7 @@ export { BATCH_SUBPROTOCOL, SUBPROTOCOL } from './websocket-frames.js';
 // What a connection offers, the batches first (SPEC 2.2): a 1.8 host selects zerobridge.1.
 const OFFERED = [BATCH_SUBPROTOCOL, SUBPROTOCOL];
 // What may wait to be written before calls wait for room (SPEC 7.13): the socket's bufferedAmount, the queue before
-// the connection is up, and messages still being signed.
+// the connection is up, and the batch being collected.
 const SEND_BUFFER_BYTES = 1024 * 1024;
 // How often a full socket is looked at again: a WebSocket has no drain event.
 const DRAIN_POLL_MS = 5;
@@ -39,35 +41,22 @@ function defaultLog(level, message) {
   else console.debug(`zerobridge: ${message}`);
 }
 
-// --- WebCrypto ------------------------------------------------------------------------------------------------------
+// --- signing --------------------------------------------------------------------------------------------------------
 
-const subtle = () => {
-  if (!globalThis.crypto?.subtle) {
-    throw new BridgeError('unauthorized', 'this page has no WebCrypto (crypto.subtle exists only in secure contexts: http://127.0.0.1, '
-      + 'http://localhost or https), so it cannot sign for a keyed host');
-  }
-  return globalThis.crypto.subtle;
+/**
+ * HMAC-SHA256 for src/channel.js, synchronous (src/sha256.js): the channel's key is the connection key prepared once
+ * (pageChannel()), and a received MAC is compared in constant time.
+ */
+const PAGE_HMAC = {
+  mac: hmacSha256,
+  verify: (preparedKey, parts, received) => macsEqual(received, hmacSha256(preparedKey, parts)),
 };
 
-// One CryptoKey per connection key: importing is asynchronous, and every message is signed with the same key.
-const cryptoKeys = new WeakMap();
-function hmacKey(key) {
-  let imported = cryptoKeys.get(key);
-  if (imported === undefined) {
-    imported = subtle().importKey('raw', key, { name: 'HMAC', hash: 'SHA-256' }, false, ['sign', 'verify']);
-    cryptoKeys.set(key, imported);
-  }
-  return imported;
-}
+/** The peer's channel for one connection under `connectionKey` (bytes), as the browser peer signs it. */
+export const pageChannel = (connectionKey, nonce) => new PeerChannel(prepareHmacKey(connectionKey), PAGE_HMAC, nonce);
 
-/** HMAC-SHA256 for src/channel.js, from WebCrypto: promises; verify() is WebCrypto's own comparison. */
-export const WEBCRYPTO_HMAC = {
-  mac: async (key, parts) => new Uint8Array(await subtle().sign('HMAC', await hmacKey(key), concatBytes(parts))),
-  verify: async (key, parts, mac) => subtle().verify('HMAC', await hmacKey(key), mac, concatBytes(parts)),
-};
-
-/** Lowercase hex SHA-256 of the UTF-8 bytes of `text` (a catalogue's hash, SPEC 7.8), from WebCrypto: a promise. */
-export const sha256Hex = async (text) => toHex(new Uint8Array(await subtle().digest('SHA-256', utf8Bytes(text))));
+/** Lowercase hex SHA-256 of the UTF-8 bytes of `text` (a catalogue's hash, SPEC 7.8). */
+export const sha256Hex = (text) => toHex(sha256(utf8Bytes(text)));
 
 // --- the transport --------------------------------------------------------------------------------------------------
 
@@ -84,10 +73,9 @@ class TransportError extends Error {
  * A WebSocket to a host's `/zerobridge` with the interface the session expects of a transport (src/zmtp.js ZmtpDealer's):
  * `connect()`, `send(frames)`, `reconnect(delay)`, `close(lingerMs)`, `connected`, `queuedBytes`, `sendBufferBytes`,
  * `sendQueueLimit`, and the events connect, disconnect, message, drain, error, unreachable. It redials by itself
- * after a loss, with backoff. A frame 0 given as a promise (a WebCrypto signature) is awaited; messages go out in
- * the order they were sent either way. Under zerobridge.1.batch (SPEC 3.2, since 1.9) the messages ready together
- * go out in one WebSocket message: those sent in one task at its end (a microtask), signed ones once no message
- * sent with them is still being signed; never later, and never on a timer.
+ * after a loss, with backoff. Messages go out in the order they were sent, each already signed. Under
+ * zerobridge.1.batch (SPEC 3.2, since 1.9) the messages sent in one task go out together in one WebSocket message at
+ * its end (a microtask): never later, and never on a timer.
  */
 export class WebSocketTransport {
   #listeners = new Map();
@@ -98,17 +86,11 @@ export class WebSocketTransport {
   #redial = null;
   #pending = []; // sent before the connection was up (unkeyed: a keyed session keeps its own, unsigned)
   #pendingBytes = 0;
-  // Messages whose frame 0 (a WebCrypto signature) is still being computed, with any sent after them: they go out in
-  // send order, each as soon as it and every one before it is signed. Entries: { frames, signature, state, socket }.
-  #signing = [];
-  #writingBytes = 0;
   // Under batches: the messages ready to go out in the next batch, their bytes in it, and what they weigh.
   #batch = [];
   #batchBytes = 0;
   #batchWeight = 0;
-  // Which task a message was sent in (a number that moves on at each task's first send), and whether the microtask
-  // that ends the current one is queued: messages of one task are ready together.
-  #task = 0;
+  // Whether the microtask that ends the current task is queued: the messages sent in one task go out together.
   #taskEnding = false;
   #subprotocol = null;
   #drainPoll = null;
@@ -153,7 +135,7 @@ export class WebSocketTransport {
   }
 
   get queuedBytes() {
-    return (this.#socket?.bufferedAmount ?? 0) + this.#pendingBytes + this.#writingBytes + this.#batchWeight;
+    return (this.#socket?.bufferedAmount ?? 0) + this.#pendingBytes + this.#batchWeight;
   }
 
   connect() {
@@ -270,60 +252,17 @@ export class WebSocketTransport {
   }
 
   #write(frames) {
-    const socket = this.#socket;
-    if (this.#subprotocol === BATCH_SUBPROTOCOL && !this.#taskEnding) { // this task's first message: it ends at a microtask
-      this.#task += 1;
-      this.#taskEnding = true;
-      queueMicrotask(() => {
-        this.#taskEnding = false;
-        this.#sendBatch();
-      });
-    }
-    if (this.#signing.length === 0 && typeof frames[0]?.then !== 'function') {
-      if (this.#subprotocol === BATCH_SUBPROTOCOL) this.#collect(frames);
-      else socket.send(encodeWebSocketMessage(frames));
-      this.#watchRoom();
-      return;
-    }
-    // A signature still being computed: this message, and every one after it until it is out, wait their turn.
-    const entry = { frames, signature: null, state: 'signing', socket, bytes: weight(frames), task: this.#task };
-    this.#writingBytes += entry.bytes;
-    this.#signing.push(entry);
-    const signed = (state, value) => {
-      entry.state = state;
-      entry.signature = value;
-      this.#writeSigned();
-    };
-    if (typeof frames[0]?.then === 'function') frames[0].then((signature) => signed('signed', signature), (error) => signed('failed', error));
-    else signed('signed', frames[0]);
-  }
-
-  /**
-   * Writes the signed messages at the head of the queue, in order, up to the first still being signed. Under batches
-   * they join the batch, which goes out unless a message sent in the same task as the last of them is still being
-   * signed (SPEC 3.2, Batches: a message waits at most for those sent before or with it).
-   */
-  #writeSigned() {
-    let lastTask = null;
-    while (this.#signing.length > 0 && this.#signing[0].state !== 'signing') {
-      const { frames, signature, state, socket, bytes, task } = this.#signing.shift();
-      if (socket !== this.#socket) continue; // the connection it was signed for is gone, and the message with it
-      this.#writingBytes -= bytes;
-      if (state === 'failed') {
-        this.log('warn', `could not sign a message: ${signature?.message ?? signature}; closing the connection (the channel cannot go on without it)`);
-        this.#sendBatch(); // what was signed before it goes out, as it would have one by one
-        this.#dropUnwritten();
-        socket.close(4000, 'signing failed');
-        return;
+    if (this.#subprotocol !== BATCH_SUBPROTOCOL) this.#socket.send(encodeWebSocketMessage(frames));
+    else {
+      if (!this.#taskEnding) { // this task's first message: the batch goes out at the microtask that ends the task
+        this.#taskEnding = true;
+        queueMicrotask(() => {
+          this.#taskEnding = false;
+          this.#sendBatch();
+        });
       }
-      const signed = [signature, ...frames.slice(1)];
-      if (this.#subprotocol !== BATCH_SUBPROTOCOL) socket.send(encodeWebSocketMessage(signed));
-      else {
-        this.#collect(signed);
-        lastTask = task;
-      }
+      this.#collect(frames);
     }
-    if (lastTask !== null && this.#signing[0]?.task !== lastTask) this.#sendBatch();
     this.#watchRoom();
   }
 
@@ -346,10 +285,8 @@ export class WebSocketTransport {
     this.#socket?.send(encodeWebSocketBatch(messages)); // none once close() gave up on it: its messages go with it
   }
 
-  /** Forgets what this connection has not written yet: its connection is gone, or its channel cannot go on. */
+  /** Forgets what this connection has not written yet: its connection is gone. */
   #dropUnwritten() {
-    this.#signing = [];
-    this.#writingBytes = 0;
     this.#batch = [];
     this.#batchBytes = 0;
     this.#batchWeight = 0;
@@ -403,8 +340,8 @@ export class WebSocketTransport {
     if (socket === null) return;
     const deadline = Date.now() + lingerMs;
     this.#sendBatch(); // a bye sent just before is in it
-    // Messages still being signed, then the socket's own buffer: out before the close frame, within the linger.
-    while ((this.#signing.length > 0 || this.#batch.length > 0 || socket.bufferedAmount > 0) && Date.now() < deadline) await new Promise((resolve) => { setTimeout(resolve, DRAIN_POLL_MS); });
+    // The socket's own buffer: out before the close frame, within the linger.
+    while (socket.bufferedAmount > 0 && Date.now() < deadline) await new Promise((resolve) => { setTimeout(resolve, DRAIN_POLL_MS); });
     await new Promise((resolve) => {
       this.#whenClosed = resolve;
       socket.close(1000, 'bye');
@@ -465,7 +402,7 @@ export class Peer extends PeerCore {
         reconnectIvlMax: options.reconnectIvlMax,
         log: (level, message) => peer.log(level, message),
       }),
-      channel: (connectionKey) => new PeerChannel(connectionKey, WEBCRYPTO_HMAC),
+      channel: (connectionKey) => pageChannel(connectionKey),
       sha256Hex,
       log: defaultLog,
     });

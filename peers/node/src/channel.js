@@ -1,14 +1,11 @@
 // Keyed connections (SPEC 3.1), the platform-neutral part: frame 0 as `h.<nonce>.<ms>.<mac>` (the opening hello of a
 // connection's channel) or `m.<counter>.<mac>` (everything after it), the MAC an HMAC-SHA256 with the connection key.
-// The HMAC itself is the platform's (`primitives`): node:crypto's answers at once (src/signing.js), the browser's
-// WebCrypto with promises (src/browser.js); the channel's bookkeeping is the same for both.
+// The HMAC itself is the platform's (`primitives`), synchronous: node:crypto's in Node (src/signing.js), src/sha256.js
+// in a page (src/browser.js); the channel's bookkeeping is the same for both.
 
 import { fromHex, randomBytes, toHex, utf8Bytes } from './bytes.js';
 
 const MAX_COUNTER = 2n ** 63n - 1n;
-
-/** `fn(value)`, or a promise of it when `value` is a promise: one code path for sync and async primitives. */
-const after = (value, fn) => (typeof value?.then === 'function' ? value.then(fn) : fn(value));
 
 /** The connection key from its hex form (an even, non-zero number of digits, either case); throws a TypeError otherwise. */
 export function parseKey(hex) {
@@ -152,9 +149,9 @@ function bodyOf(frame) {
  * increasing counters: before the first welcome only the answers to the hello, the welcome or a `response` with
  * `"id": null` (a `name_taken`: SPEC 3.1 has it signed for the channel like anything else).
  *
- * `primitives` are the platform's HMAC-SHA256 over macParts(): `mac(key, parts)` gives the 32 bytes and
- * `verify(key, parts, mac)` whether a received MAC is right (in time that does not depend on where it differs). With
- * asynchronous primitives, sign() and refusal() answer with promises; the caller keeps them in message order.
+ * `primitives` are the platform's HMAC-SHA256 over macParts(), synchronous: `mac(key, parts)` gives the 32 bytes and
+ * `verify(key, parts, mac)` whether a received MAC is right (in time that does not depend on where it differs).
+ * `key` is whatever they take: the connection key's bytes, or a form of it prepared once (src/sha256.js).
  */
 export class PeerChannel {
   constructor(key, primitives, nonce = newNonce()) {
@@ -171,42 +168,25 @@ export class PeerChannel {
   sign(frames, now = Date.now()) {
     if (!this.opened) {
       this.opened = true;
-      const parts = macParts('hello', this.nonce, now, frames);
-      return after(this.primitives.mac(this.key, parts), (mac) => openingSignature(this.nonce, now, mac));
+      return openingSignature(this.nonce, now, this.primitives.mac(this.key, macParts('hello', this.nonce, now, frames)));
     }
     this.sent += 1n;
-    const counter = this.sent;
-    return after(this.primitives.mac(this.key, macParts('p2h', this.nonce, counter, frames)), (mac) => messageSignature(counter, mac));
+    return messageSignature(this.sent, this.primitives.mac(this.key, macParts('p2h', this.nonce, this.sent, frames)));
   }
 
   /** Why a message from the host is refused, or null when it is accepted (and its counter recorded). */
   refusal(frame0, frames) {
-    return after(this.check(frame0, frames), (checked) => this.accept(checked, frames));
-  }
-
-  /**
-   * What a message shows on its own, in any order (so an asynchronous MAC of each can run while earlier ones are
-   * checked): `{why}` when it is refused, else `{counter}`; a promise of it with an asynchronous HMAC.
-   */
-  check(frame0, frames) {
     const parsed = parseSignature(frame0);
-    if (parsed === null) return { why: frame0.length === 0 ? 'no signature' : 'not a signature' };
-    if (parsed.counter === undefined) return { why: 'an opening signature (only a peer opens a channel)' };
-    if (parsed.counter <= this.received) return { why: `counter ${parsed.counter} replayed or out of order (last accepted ${this.received})` };
-    const parts = macParts('h2p', this.nonce, parsed.counter, frames);
-    return after(this.primitives.verify(this.key, parts, parsed.mac), (right) => (right ? { counter: parsed.counter } : { why: 'wrong signature' }));
-  }
-
-  /** The verdict on a checked message, given in the order the messages arrived: null records its counter. */
-  accept(checked, frames) {
-    if (checked.why !== undefined) return checked.why;
-    if (checked.counter <= this.received) return `counter ${checked.counter} replayed or out of order (last accepted ${this.received})`;
+    if (parsed === null) return frame0.length === 0 ? 'no signature' : 'not a signature';
+    if (parsed.counter === undefined) return 'an opening signature (only a peer opens a channel)';
+    if (parsed.counter <= this.received) return `counter ${parsed.counter} replayed or out of order (last accepted ${this.received})`;
+    if (!this.primitives.verify(this.key, macParts('h2p', this.nonce, parsed.counter, frames), parsed.mac)) return 'wrong signature';
     if (!this.welcomed) {
       const body = bodyOf(frames[0]);
       if (body?.type === 'welcome') this.welcomed = true;
       else if (!(body?.type === 'response' && body.id === null)) return 'a message before the channel\'s first welcome';
     }
-    this.received = checked.counter;
+    this.received = parsed.counter;
     return null;
   }
 }

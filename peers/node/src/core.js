@@ -58,9 +58,6 @@ export class PeerCore extends EventTarget {
   // like the token: the key is a secret.
   #key = null;
   #channel = null;
-  // With an asynchronous HMAC (WebCrypto), the host's messages whose MAC is being checked, in arrival order: each is
-  // taken (or refused) once it and every one before it is checked. Entries: { checked, settle, ready }.
-  #inbound = [];
   #platform;
   #unsent = [];
   #unsentBytes = 0;
@@ -493,10 +490,7 @@ export class PeerCore extends EventTarget {
     const resume = this.state === READY || last?.token ? last : null;
     if (this.state !== READY) this.state = GREETING;
     const hello = bodies.hello(this.name, [...this.handlers.keys()], features, this.requestedHeartbeatMs, resume?.session, resume?.token, this.topics);
-    // SPEC 5, 7.8: recomputed whenever the handlers change. A platform whose SHA-256 answers later (WebCrypto) says it
-    // in `$describe` only: the hello cannot wait for it (it opens the channel, and `catalogue` is optional in it).
-    const own = this.#ownCatalogue();
-    if (typeof own.then !== 'function') hello.catalogue = own.catalogue;
+    hello.catalogue = this.#ownCatalogue().catalogue; // SPEC 5, 7.8: recomputed whenever the handlers change
     this.link.trySend(hello);
   }
 
@@ -597,46 +591,14 @@ export class PeerCore extends EventTarget {
       return;
     }
     const rest = frames.slice(1);
-    let checked;
+    let why;
     try {
-      checked = channel.check(frames[0], rest); // with WebCrypto, each message's MAC starts now, beside the others'
+      why = channel.refusal(frames[0], rest);
     } catch (error) {
-      checked = { why: `cannot check its signature: ${error?.message ?? error}` };
+      why = `cannot check its signature: ${error?.message ?? error}`;
     }
-    const settle = (result) => {
-      if (this.state === CLOSED || channel !== this.#channel) return; // the connection it came on is gone
-      const why = channel.accept(result, rest);
-      if (why === null) this.link.receive(frames);
-      else this.#refuse(frames, why);
-    };
-    if (this.#inbound.length === 0 && typeof checked?.then !== 'function') {
-      settle(checked);
-      return;
-    }
-    // SPEC 3.1: a message is processed when it is signed by the host for this connection's channel, after what was
-    // accepted before and (at first) being its welcome: accepted in arrival order, whenever each MAC is ready.
-    const entry = { checked, settle, ready: false };
-    this.#inbound.push(entry);
-    const ready = (result) => {
-      entry.checked = result;
-      entry.ready = true;
-      this.#settleChecked();
-    };
-    if (typeof checked?.then === 'function') {
-      checked.then(ready, (error) => ready({ why: `cannot check its signature: ${error?.message ?? error}` }));
-    } else ready(checked);
-  }
-
-  /** Takes the checked messages at the head of the queue, in arrival order, up to the first still being checked. */
-  #settleChecked() {
-    while (this.#inbound.length > 0 && this.#inbound[0].ready) {
-      const { checked, settle } = this.#inbound.shift();
-      try {
-        settle(checked);
-      } catch (error) {
-        this.log('warn', `a message from the host failed: ${error?.message ?? error}`);
-      }
-    }
+    if (why === null) this.link.receive(frames);
+    else this.#refuse(frames, why);
   }
 
   /**

@@ -1,6 +1,6 @@
 // SPEC 7.8 `$describe`: the descriptions of the actions this peer serves, its catalogue, and the catalogue's hash,
 // the SHA-256 of its RFC 8785 (JSON Canonicalization Scheme) form. The SHA-256 is the platform's, passed in as
-// `sha256Hex(text)`: node:crypto's answers at once, the browser's WebCrypto with a promise.
+// `sha256Hex(text)`: node:crypto's in Node, src/sha256.js in a page.
 import { serialize } from './values.js';
 
 /**
@@ -31,7 +31,7 @@ export function canonicalJson(value) {
   }
 }
 
-/** Lowercase hex SHA-256 of the UTF-8 bytes of `value`'s RFC 8785 form (or a promise of it, as `sha256Hex` gives). */
+/** Lowercase hex SHA-256 of the UTF-8 bytes of `value`'s RFC 8785 form. */
 export const canonicalHash = (value, sha256Hex) => sha256Hex(canonicalJson(value));
 
 /**
@@ -79,14 +79,10 @@ export function describeAction(action, options) {
   return description;
 }
 
-/**
- * The catalogue of these descriptions (reserved `$` names left out): `{catalogue: hash, actions}`, sorted by name;
- * a promise of it when `sha256Hex` answers with one.
- */
+/** The catalogue of these descriptions (reserved `$` names left out): `{catalogue: hash, actions}`, sorted by name. */
 export function buildCatalogue(descriptions, sha256Hex) {
   const actions = [...descriptions].filter((d) => !d.name.startsWith('$')).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
-  const hash = canonicalHash(actions, sha256Hex);
-  return typeof hash === 'string' ? { catalogue: hash, actions } : hash.then((catalogue) => ({ catalogue, actions }));
+  return { catalogue: canonicalHash(actions, sha256Hex), actions };
 }
 
 /** Whether a `$describe` result looks like a catalogue: `{catalogue, actions: [{name, payload, ...}, ...]}`. */

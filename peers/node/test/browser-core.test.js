@@ -1,6 +1,6 @@
 // The browser peer's half of "one core, two transports" (issue 24), checked in Node where it can be: what
-// src/browser.js imports uses nothing of Node's, and its WebCrypto signing (Node 20 has WebCrypto too) is byte for
-// byte the node:crypto signing of protocol/fixtures/signatures.json. The browser peer itself runs in Chromium:
+// src/browser.js imports uses nothing of Node's, and its signing (src/sha256.js, synchronous) is byte for byte the
+// node:crypto signing of protocol/fixtures/signatures.json. The browser peer itself runs in Chromium:
 // peers/browser-tests/.
 
 import { describe, test } from 'node:test';
@@ -9,8 +9,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { PeerChannel as NodeChannel, parseKey, sha256Hex as nodeSha256Hex } from '../src/signing.js';
-import { PeerChannel } from '../src/channel.js';
-import { WEBCRYPTO_HMAC, sha256Hex } from '../src/browser.js';
+import { pageChannel, sha256Hex } from '../src/browser.js';
 import { canonicalHash } from '../src/describe.js';
 import { repoRoot } from '../test-helpers/processes.js';
 
@@ -47,31 +46,30 @@ describe('the browser peer\'s modules', () => {
   });
 });
 
-describe('WebCrypto signing is node:crypto signing', () => {
+describe('the page\'s signing is node:crypto signing', () => {
   for (const f of fixtures) {
     const key = parseKey(f.key);
     for (const c of f.sign.filter((s) => s.kind !== 'h2p')) {
-      test(`signatures.json: sign: ${c.description}`, async () => {
+      test(`signatures.json: sign: ${c.description}`, () => {
         // A channel at the fixture's counter: opened, and c.counter - 1 messages signed after the opening.
-        const channel = new PeerChannel(key, WEBCRYPTO_HMAC, c.channel);
+        const channel = pageChannel(key, c.channel);
         if (c.kind !== 'hello') {
           channel.opened = true;
           channel.sent = BigInt(c.counter) - 1n;
         }
         const frame0 = channel.sign(c.frames.map(toFrame), c.ms);
-        assert.equal(typeof frame0.then, 'function', 'WebCrypto answers with a promise');
-        assert.equal(latin1(await frame0), c.frame0);
+        assert.equal(latin1(frame0), c.frame0, 'signed at once, not a promise');
       });
     }
     const peerCases = f.verify.filter((v) => v.side === 'peer');
     for (const c of peerCases) {
-      test(`signatures.json: verify: ${c.description}`, async () => {
-        const webcrypto = new PeerChannel(key, WEBCRYPTO_HMAC, c.channel);
+      test(`signatures.json: verify: ${c.description}`, () => {
+        const page = pageChannel(key, c.channel);
         const node = new NodeChannel(key, c.channel);
         for (const [i, m] of c.messages.entries()) {
           const frame0 = Buffer.from(m.frame0, 'latin1');
           const frames = m.frames.map(toFrame);
-          const why = await webcrypto.refusal(frame0, frames);
+          const why = page.refusal(frame0, frames);
           assert.equal(why === null, m.accept, `message ${i} (${m.note ?? m.frame0}): ${why ?? 'accepted'}`);
           assert.equal(why, node.refusal(frame0, frames), `message ${i}: the same verdict as node:crypto's`);
         }
@@ -79,8 +77,8 @@ describe('WebCrypto signing is node:crypto signing', () => {
     }
   }
 
-  test('the catalogue hash is the same from WebCrypto', async () => {
+  test('the catalogue hash is node:crypto\'s', () => {
     const value = { actions: [{ name: 'é', doc: 'x', payload: {}, result: { type: 'integer' } }] };
-    assert.equal(await canonicalHash(value, sha256Hex), canonicalHash(value, nodeSha256Hex));
+    assert.equal(canonicalHash(value, sha256Hex), canonicalHash(value, nodeSha256Hex));
   });
 });

@@ -54,13 +54,6 @@ const batchesOf = (socket) => socket.sent.map((payload) => bodiesOf(decodeWebSoc
 /** Lets every microtask run, and the tasks already queued. */
 const nextTask = () => new Promise((resolve) => { setImmediate(resolve); });
 
-function deferred() {
-  let resolve;
-  let reject;
-  const promise = new Promise((yes, no) => { resolve = yes; reject = no; });
-  return { promise, resolve, reject };
-}
-
 let transports = [];
 let logged = [];
 
@@ -161,56 +154,6 @@ describe('sending batches', () => {
     assert.equal(batches[0].length, MAX_BATCH_MESSAGES);
     assert.deepEqual(batches.slice(1), [['1000', 'y10000', 'y10000'], [`x${BATCH_BYTES}`], Array(6).fill('y10000'), ['y10000']]);
     assert.deepEqual(batches.flat().slice(0, MAX_BATCH_MESSAGES + 1), Array.from({ length: MAX_BATCH_MESSAGES + 1 }, (_, i) => String(i)));
-  });
-
-  test('signed messages sent together go out together once the last of them is signed, in send order', async () => {
-    const { transport, socket } = connected(BATCH_SUBPROTOCOL);
-    const signatures = [deferred(), deferred(), deferred()];
-    transport.send([signatures[0].promise, ...message('a').slice(1)]);
-    transport.send([signatures[1].promise, ...message('b').slice(1)]);
-    transport.send(message('unsigned-after')); // waits its turn behind them
-    transport.send([signatures[2].promise, ...message('c').slice(1)]);
-    assert.equal(transport.queuedBytes, 'a'.length + 'b'.length + 'unsigned-after'.length + 'c'.length);
-    signatures[1].resolve(new Uint8Array([2]));
-    signatures[0].resolve(new Uint8Array([1]));
-    await nextTask();
-    assert.equal(socket.sent.length, 0, 'c, sent with them, is still being signed');
-    signatures[2].resolve(new Uint8Array([3]));
-    await nextTask();
-    assert.equal(socket.sent.length, 1);
-    const [batch] = socket.sent.map(decodeWebSocketBatch);
-    assert.deepEqual(bodiesOf(batch), ['a', 'b', 'unsigned-after', 'c']);
-    assert.deepEqual(batch.map((frames) => [...frames[0]]), [[1], [2], [], [3]], 'each with its own signature');
-    assert.equal(transport.queuedBytes, 0);
-  });
-
-  test('a signed message does not wait for one sent in a later task', async () => {
-    const { transport, socket } = connected(BATCH_SUBPROTOCOL);
-    const first = deferred();
-    const second = deferred();
-    transport.send([first.promise, ...message('first').slice(1)]);
-    await nextTask();
-    transport.send([second.promise, ...message('second').slice(1)]);
-    first.resolve(new Uint8Array([1]));
-    await nextTask();
-    assert.deepEqual(batchesOf(socket), [['first']]);
-    second.resolve(new Uint8Array([2]));
-    await nextTask();
-    assert.deepEqual(batchesOf(socket), [['first'], ['second']]);
-  });
-
-  test('a signature that fails: what was signed before it goes out, then the connection closes', async () => {
-    const { transport, socket } = connected(BATCH_SUBPROTOCOL);
-    const good = deferred();
-    const bad = deferred();
-    transport.send([good.promise, ...message('good').slice(1)]);
-    transport.send([bad.promise, ...message('bad').slice(1)]);
-    good.resolve(new Uint8Array([1]));
-    bad.reject(new Error('no key'));
-    await nextTask();
-    assert.deepEqual(batchesOf(socket), [['good']]);
-    assert.deepEqual(socket.closed, { code: 4000, reason: 'signing failed' });
-    assert.equal(transport.queuedBytes, 0);
   });
 
   test('a redial drops what the old connection had collected, and the new one negotiates again', async () => {
