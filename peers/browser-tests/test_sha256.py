@@ -1,17 +1,17 @@
 """The browser peer's synchronous SHA-256 and HMAC-SHA256 (peers/node/src/sha256.js, issue 24) in the real browser:
 pinned to the page's own WebCrypto over seeded random keys and messages, and a page that has no WebCrypto at all
-(plain http from an address other than loopback: not a secure context) signs for a keyed host."""
+(plain http from a name other than loopback's, which the test's Chromium resolves to 127.0.0.1: not a secure
+context) signs for a keyed host."""
 
 from __future__ import annotations
 
-import ipaddress
 import socket
 from collections.abc import Iterator
 
 import pytest
-from playwright.sync_api import Page
+from playwright.sync_api import Browser, Page
 
-from conftest import Host, start_host
+from conftest import CHROMIUM, Host, start_host
 
 # Seeded cases (mulberry32, the generator of peers/node/test/sha256.test.js): keys of 0-200 bytes (past the 64-byte
 # block they are hashed first), messages of 0-20 KiB (every length 0-130 first), each split into random parts.
@@ -57,26 +57,39 @@ def test_sha256_and_hmac_are_webcryptos_in_the_page(keyed_host: Host, page: Page
     assert page.problems == []  # type: ignore[attr-defined]
 
 
-def non_loopback_address() -> str | None:
-    """This machine's IPv4 address on the route out (a UDP socket's connect sends nothing), or None when it has none."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        try:
-            probe.connect(("192.0.2.1", 9))
-        except OSError:
-            return None
-        address = str(probe.getsockname()[0])
-    return None if ipaddress.ip_address(address).is_loopback or address == "0.0.0.0" else address
+# A name that is not loopback's, which the test's own Chromium resolves to 127.0.0.1 (--host-resolver-rules): a page
+# from it is not a secure context, yet nothing leaves loopback.
+INSECURE_NAME = "zerobridge-insecure.test"
 
 
 @pytest.fixture(scope="module")
-def host_off_loopback(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Host]:
-    """The keyed host with its WebSocket and pages on this machine's non-loopback address (an ephemeral port)."""
-    address = non_loopback_address()
-    if address is None:
-        pytest.skip("this machine has no IPv4 address but loopback, and a page from loopback is a secure context")
-    running = start_host(tmp_path_factory.mktemp("off-loopback"), "--ws", f"{address}:0")
-    yield running
+def insecure_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Host, str]]:
+    """The keyed host on loopback, also answering to INSECURE_NAME (an allowed origin, so its Host header is let in),
+    and the page's address under that name."""
+    with socket.socket() as probe:  # a free port, for the origin to name before the host binds it
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    origin = f"http://{INSECURE_NAME}:{port}"
+    running = start_host(tmp_path_factory.mktemp("insecure"), "--ws", f"127.0.0.1:{port}", "--allow-origin", origin)
+    yield running, origin
     running.stop()
+
+
+@pytest.fixture()
+def insecure_page(browser: Browser) -> Iterator[Page]:
+    """A page in a Chromium of its own that resolves INSECURE_NAME to 127.0.0.1."""
+    resolving = browser.browser_type.launch(executable_path=CHROMIUM, headless=True,
+                                            args=[f"--host-resolver-rules=MAP {INSECURE_NAME} 127.0.0.1"])
+    try:
+        page = resolving.new_context().new_page()
+        problems: list[str] = []
+        page.on("console", lambda message: problems.append(message.text)
+                if message.type in ("warning", "error") and not message.location.get("url", "").endswith("/favicon.ico") else None)
+        page.on("pageerror", lambda error: problems.append(str(error)))
+        page.problems = problems  # type: ignore[attr-defined]
+        yield page
+    finally:
+        resolving.close()
 
 
 CONNECT_AND_CALL = """async () => {
@@ -89,9 +102,10 @@ CONNECT_AND_CALL = """async () => {
 }"""
 
 
-def test_a_page_without_a_secure_context_signs_for_a_keyed_host(host_off_loopback: Host, page: Page) -> None:
-    # Plain http from an address that is not loopback: no secure context, so no crypto.subtle (it could not sign before).
-    page.goto(host_off_loopback.url("/index.html"))
-    outcome = page.evaluate(CONNECT_AND_CALL)
+def test_a_page_without_a_secure_context_signs_for_a_keyed_host(insecure_site: tuple[Host, str], insecure_page: Page) -> None:
+    # Plain http from a name that is not loopback's: no secure context, so no crypto.subtle (it could not sign before).
+    _, origin = insecure_site
+    insecure_page.goto(f"{origin}/index.html")
+    outcome = insecure_page.evaluate(CONNECT_AND_CALL)
     assert outcome == {"secure": False, "subtle": "undefined", "sum": 42}
-    assert page.problems == []  # type: ignore[attr-defined]
+    assert insecure_page.problems == []  # type: ignore[attr-defined]
