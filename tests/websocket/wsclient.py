@@ -55,10 +55,12 @@ class Client:
     def __init__(self, endpoint: str, key: str | None, *, origin: str | None = None, max_size: int | None = 2**26,
                  batched: bool = False, sock: socket.socket | None = None) -> None:
         headers = {"Origin": origin} if origin else None
+        # Entered by hand: a connection outlives the call that opens it (websockets warns when connect() is not
+        # used as a context manager, and says to enter it).
         self.ws: ClientConnection = connect(endpoint, subprotocols=[BATCH, SUBPROTOCOL] if batched else [SUBPROTOCOL],
                                             origin=None, additional_headers=headers, max_size=max_size, sock=sock,
                                             open_timeout=10,
-                                            ping_interval=None)  # tests read when they choose (a stalled reader too)
+                                            ping_interval=None).__enter__()  # tests read when they choose (a stalled reader too)
         self.batched = self.ws.subprotocol == BATCH
         self.channel = signing.PeerChannel(bytes.fromhex(key)) if key else None
         self.inbox: collections.deque[bytes] = collections.deque()  # messages of a batch not yet read
