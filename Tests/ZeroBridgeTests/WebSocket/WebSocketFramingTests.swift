@@ -96,6 +96,64 @@ struct WebSocketFramesCase: Sendable, CustomTestStringConvertible {
         #expect(refusal.reason.contains("at most 1000"))
     }
 
+    /// Seeded random batches, whole and then cut, bit-flipped or given a stray length, against a reference written
+    /// from SPEC 3.2 in a few lines: the same verdict for the batch, and for each of its messages, every time.
+    @Test func randomBatchesGetTheReferenceVerdicts() {
+        var generator = SplitMix64(seed: 51)
+        for _ in 0..<5_000 {
+            var payload: [UInt8] = []
+            for _ in 0..<Int.random(in: 0...6, using: &generator) {
+                let frames = (0..<Int.random(in: 0...4, using: &generator)).map { _ in
+                    (0..<Int.random(in: 0...40, using: &generator)).map { _ in UInt8.random(in: 0...255, using: &generator) }
+                }
+                let entry = Self.lengthPrefixed(frames)
+                payload += Self.lengthPrefixed([entry])
+            }
+            switch Int.random(in: 0...3, using: &generator) {
+            case 1 where !payload.isEmpty: payload.removeLast(Int.random(in: 1...payload.count, using: &generator))
+            case 2 where !payload.isEmpty: payload[Int.random(in: 0..<payload.count, using: &generator)] ^= 1 << UInt8.random(in: 0...7, using: &generator)
+            case 3: payload += (0..<Int.random(in: 1...6, using: &generator)).map { _ in UInt8.random(in: 0...255, using: &generator) }
+            default: break
+            }
+            let expected = Self.referenceBatch(payload)
+            switch WebSocketFraming.decodeBatch(ByteBuffer(bytes: payload)) {
+            case .failure:
+                #expect(expected == nil, "refused whole, but the reference reads it: \(payload)")
+            case .success(let messages):
+                guard let expected else {
+                    Issue.record("read, but the reference refuses it whole: \(payload)")
+                    continue
+                }
+                #expect(messages.map { try? $0.get().map(\.bytes) } == expected, "\(payload)")
+            }
+        }
+    }
+
+    private static func lengthPrefixed(_ parts: [[UInt8]]) -> [UInt8] {
+        parts.flatMap { part in withUnsafeBytes(of: UInt32(part.count).bigEndian, Array.init) + part }
+    }
+
+    /// SPEC 3.2 read plainly: a payload's length-prefixed parts, or nil when a length is cut short or runs past the end.
+    private static func referenceParts(_ payload: [UInt8]) -> [[UInt8]]? {
+        var parts: [[UInt8]] = []
+        var at = 0
+        while at < payload.count {
+            guard payload.count - at >= 4 else { return nil }
+            let length = payload[at..<at + 4].reduce(0) { $0 << 8 | Int($1) }
+            at += 4
+            guard length <= payload.count - at else { return nil }
+            parts.append(Array(payload[at..<at + length]))
+            at += length
+        }
+        return parts
+    }
+
+    /// A batch's messages (nil for one refused alone), or nil when the batch is refused whole.
+    private static func referenceBatch(_ payload: [UInt8]) -> [[[UInt8]]?]? {
+        guard let entries = referenceParts(payload), !entries.isEmpty, entries.count <= 1000 else { return nil }
+        return entries.map { entry in referenceParts(entry).flatMap { $0.count >= 2 ? $0 : nil } }
+    }
+
     @Test(arguments: WebSocketFramesCase.all.filter { !$0.isBatch })
     func fixtureCase(_ testCase: WebSocketFramesCase) {
         let decoded = WebSocketFraming.decode(ByteBuffer(bytes: testCase.payload))
