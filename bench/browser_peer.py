@@ -31,99 +31,79 @@ from typing import Any
 
 from websockets.sync.client import connect as connect_websocket
 
+from common import stop_process
+
 ROOT = Path(__file__).resolve().parent.parent
 SITE = ROOT / "peers" / "browser-tests" / "site"
 CHROMIUM = "/usr/bin/chromium"
 WINDOWS = (1, 64)
 
-# The page's driver: bench/node_peer.mjs's echo loop (the same payload, check, warm-up and measured phase).
-PAGE_ECHO = """async ({ window, seconds, warmup }) => {
+# The page's measuring loop, shared by the page peer and the floor: `roundTrip` (async) once per call, after the
+# warm-up; one at a time with latencies, or `window` callers at once. The same payload, check, warm-up and measured
+# phase as bench/node_peer.mjs's echo loop; microseconds to 0.1, as it reports them.
+PAGE_MEASURE = """async ({ window, seconds, warmup }, roundTrip) => {
+    for (let i = 0; i < warmup; i += 1) await roundTrip();
+    const start = performance.now();
+    const end = start + seconds * 1000;
+    let completed = 0;
+    const latencies = [];
+    if (window === 1) {
+        while (performance.now() < end) {
+            const before = performance.now();
+            await roundTrip();
+            latencies.push(performance.now() - before);
+        }
+        completed = latencies.length;
+    } else {
+        const caller = async () => {
+            let mine = 0;
+            while (performance.now() < end) { await roundTrip(); mine += 1; }
+            return mine;
+        };
+        completed = (await Promise.all(Array.from({ length: window }, caller))).reduce((a, b) => a + b, 0);
+    }
+    const elapsed = (performance.now() - start) / 1000;
+    latencies.sort((a, b) => a - b);
+    const result = { window, requests: completed, seconds: elapsed, per_second: completed / elapsed, warmup };
+    const at = (fraction) => Math.round(latencies[Math.min(latencies.length - 1, Math.floor(fraction * latencies.length))] * 10000) / 10;
+    if (latencies.length > 0) Object.assign(result, { p50_us: at(0.5), p99_us: at(0.99), p999_us: at(0.999) });
+    return result;
+}"""
+
+# The page peer's echo, checked.
+PAGE_ECHO = """async (options) => {
+    const measure = %s;
     const { connect } = await import('/_zerobridge/browser.js');
     const PAYLOAD = { name: 'bench', seq: 42, text: 'x'.repeat(65) };
     const PAYLOAD_JSON = JSON.stringify(PAYLOAD);
-    const peer = await connect({ name: `bench-page-${window}` });
-    const checkedEcho = async () => {
-        const answer = await peer.call('echo', PAYLOAD);
-        if (JSON.stringify(answer) !== PAYLOAD_JSON) throw new Error(`echo returned ${JSON.stringify(answer)}`);
-    };
+    const peer = await connect({ name: `bench-page-${options.window}` });
     try {
-        for (let i = 0; i < warmup; i += 1) await checkedEcho();
-        const start = performance.now();
-        const end = start + seconds * 1000;
-        let completed = 0;
-        const latencies = [];
-        if (window === 1) {
-            while (performance.now() < end) {
-                const before = performance.now();
-                await checkedEcho();
-                latencies.push(performance.now() - before);
-            }
-            completed = latencies.length;
-        } else {
-            const caller = async () => {
-                let mine = 0;
-                while (performance.now() < end) { await checkedEcho(); mine += 1; }
-                return mine;
-            };
-            completed = (await Promise.all(Array.from({ length: window }, caller))).reduce((a, b) => a + b, 0);
-        }
-        const elapsed = (performance.now() - start) / 1000;
-        latencies.sort((a, b) => a - b);
-        const result = { window, requests: completed, seconds: elapsed, per_second: completed / elapsed, warmup };
-        // Microseconds to 0.1, as bench/node_peer.mjs reports them.
-        const at = (fraction) => Math.round(latencies[Math.min(latencies.length - 1, Math.floor(fraction * latencies.length))] * 10000) / 10;
-        if (latencies.length > 0) Object.assign(result, { p50_us: at(0.5), p99_us: at(0.99), p999_us: at(0.999) });
-        return result;
+        return await measure(options, async () => {
+            const answer = await peer.call('echo', PAYLOAD);
+            if (JSON.stringify(answer) !== PAYLOAD_JSON) throw new Error(`echo returned ${JSON.stringify(answer)}`);
+        });
     } finally {
         await peer.close();
     }
-}"""
+}""" % PAGE_MEASURE
 
 # The floor: the same page sending a message of a request's size over a bare WebSocket to `zerobridge-bench
-# ws-raw-server` (an echo on the host's own swift-nio stack, no bridge), with the same windows.
-PAGE_RAW_ECHO = """async ({ window, seconds, warmup, url }) => {
-    const socket = new WebSocket(url, 'zerobridge.1');
+# ws-raw-server` (an echo on the host's own swift-nio stack, no bridge), with the same loop. The echo answers in
+# order, so each answer settles the oldest call waiting.
+PAGE_RAW_ECHO = """async (options) => {
+    const measure = %s;
+    const socket = new WebSocket(options.url, 'zerobridge.1');
     socket.binaryType = 'arraybuffer';
-    await new Promise((resolve, reject) => { socket.onopen = resolve; socket.onerror = () => reject(new Error(`no WebSocket at ${url}`)); });
+    await new Promise((resolve, reject) => { socket.onopen = resolve; socket.onerror = () => reject(new Error(`no WebSocket at ${options.url}`)); });
     const message = new Uint8Array(260).fill(120);  // frame 0 (a signature) and the echo request's body, about
-    let waiting = null;
-    let inFlight = 0;
-    socket.onmessage = () => { inFlight -= 1; const next = waiting; waiting = null; next?.(); };
-    const roundTrip = () => new Promise((resolve) => { waiting = resolve; inFlight += 1; socket.send(message); });
+    const waiting = [];
+    socket.onmessage = () => waiting.shift()?.();
     try {
-        for (let i = 0; i < warmup; i += 1) await roundTrip();
-        const start = performance.now();
-        const end = start + seconds * 1000;
-        const latencies = [];
-        let completed = 0;
-        if (window === 1) {
-            while (performance.now() < end) {
-                const before = performance.now();
-                await roundTrip();
-                latencies.push(performance.now() - before);
-            }
-            completed = latencies.length;
-        } else {
-            await new Promise((resolve) => {
-                socket.onmessage = () => {
-                    completed += 1;
-                    if (performance.now() < end) socket.send(message);
-                    else if (--inFlight === 0) resolve();
-                };
-                inFlight = window;
-                for (let i = 0; i < window; i += 1) socket.send(message);
-            });
-        }
-        const elapsed = (performance.now() - start) / 1000;
-        latencies.sort((a, b) => a - b);
-        const result = { window, requests: completed, seconds: elapsed, per_second: completed / elapsed, warmup };
-        const at = (fraction) => Math.round(latencies[Math.min(latencies.length - 1, Math.floor(fraction * latencies.length))] * 10000) / 10;
-        if (latencies.length > 0) Object.assign(result, { p50_us: at(0.5), p99_us: at(0.99), p999_us: at(0.999) });
-        return result;
+        return await measure(options, () => new Promise((resolve) => { waiting.push(resolve); socket.send(message); }));
     } finally {
         socket.close();
     }
-}"""
+}""" % PAGE_MEASURE
 
 
 class RawWebSocketServer:
@@ -168,17 +148,6 @@ class Host:
 
     def stop(self) -> None:
         stop_process(self.process)
-
-
-def stop_process(process: subprocess.Popen[Any]) -> None:
-    """SIGTERM, and SIGKILL if it is still there 20 s later."""
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 class DevTools:

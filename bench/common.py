@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import time
 from typing import Any
@@ -34,3 +35,14 @@ def measured(completed: int, started_ns: int, started_cpu: float, warmup: int) -
 def emit(result: dict[str, Any]) -> None:
     sys.stdout.write(json.dumps(result, sort_keys=True) + "\n")
     sys.stdout.flush()
+
+
+def stop_process(process: subprocess.Popen[Any], grace: float = 20) -> None:
+    """SIGTERM, and SIGKILL if it is still there `grace` seconds later; returns once it has exited."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(grace)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()

@@ -22,6 +22,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from common import stop_process
+
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
 MODES = {"journal": lambda folder: ["--journal", str(folder / "jobs.sqlite")], "no_journal": lambda folder: ["--no-jobs"]}
@@ -48,12 +50,7 @@ class ImportService:
 
     def stop(self) -> None:
         for process in reversed(self.processes):
-            process.terminate()
-            try:
-                process.wait(15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            stop_process(process, grace=15)
 
 
 async def import_once(connection_file: Path, data: Path) -> dict[str, Any]:

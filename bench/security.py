@@ -17,6 +17,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from common import stop_process
+
 ROOT = Path(__file__).resolve().parent.parent
 MODES = {
     "plain": ["--no-key"],
@@ -50,8 +52,7 @@ def measure(binary: Path, mode: str, options: list[str], seconds: float, folder:
                 figures["window64_per_second"] = result["per_second"]
         return figures
     finally:
-        host.terminate()
-        host.wait(15)
+        stop_process(host, grace=15)
 
 
 def main() -> None:

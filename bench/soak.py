@@ -45,6 +45,8 @@ from typing import Any, Callable
 
 import zmq
 
+from common import stop_process
+
 ROOT = Path(__file__).resolve().parent.parent
 TICKS = os.sysconf("SC_CLK_TCK")
 RSS_LIMIT_MB = 200.0
@@ -152,12 +154,7 @@ class Host:
 
     def stop(self) -> None:
         for process in (self.probe, self.process):
-            if process.poll() is None:
-                process.terminate()
-                try:
-                    process.wait(10)
-                except subprocess.TimeoutExpired:
-                    process.kill()
+            stop_process(process, grace=10)
         for name in os.listdir(self.folder):
             os.unlink(os.path.join(self.folder, name))
         os.rmdir(self.folder)
