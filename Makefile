@@ -145,6 +145,7 @@ bench:
 	swift build -c release --product zerobridge-bench && \
 	swift build -c release --product zerobridge && \
 	swift build -c release --product import-host && \
+	ln -sfn ../.. bench/otel/.zerobridge && swift build -c release --package-path bench/otel && \
 	$(PY) bench/run.py --started $$started
 
 # Hostile and unlucky clients against a release conformance host (bench/soak.py, about 5 minutes after the build):

@@ -14,7 +14,8 @@ CURVE + keyed, each with the Swift, Python and Node peers, and gives keyed/plain
 runs the host without a metrics backend and with Prometheus bootstrapped (`serve --metrics`), and times the metrics
 hooks of one request alone (no backend: swift-metrics' NOOP; Prometheus).
 The telemetry section gives what tracing costs the host (SPEC 7.18): off, a trace carried through without a
-tracer, and on (an in-memory tracer bootstrapped). The node-curve section times the Node peer's CURVE cryptography
+tracer, and on: swift-otel's tracer bootstrapped, exporting over OTLP/HTTP to a local receiver (bench/otlp_sink.py),
+recording every request, then sampling 1 in 100 (bench/otel: a package of its own, built by `make bench` alone). The node-curve section times the Node peer's CURVE cryptography
 (pure JavaScript) against Debian's node-tweetnacl on the same boxes (bench/node_curve.mjs, a few seconds).
 """
 
@@ -37,6 +38,7 @@ from typing import Any
 
 import browser_peer
 import import_service
+from otlp_sink import OtlpSink
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
@@ -44,9 +46,14 @@ PY = sys.executable
 SECTIONS = ("transports", "security", "node-curve", "memory", "codec", "metrics", "telemetry", "import", "browser")
 # The trace the Swift peer's calls belong to in the telemetry section (SPEC 7.18).
 TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
-# Tracing's modes: the echo host's flags, and the Swift peer's.
-TRACING_MODES = {"off": ([], []), "carried": ([], ["--traceparent", TRACEPARENT]),
-                 "on": (["--tracer", "memory"], ["--traceparent", TRACEPARENT])}
+# Tracing's modes: the echo host (zerobridge-bench's, or bench/otel's with swift-otel's tracer), its flags, and the
+# Swift peer's. "on": every call in a sampled trace, recorded and exported; "sampled": calls in no trace, each
+# starting one that the host's parent-based ratio sampler records 1 time in 100 (a common production setting).
+TRACING_MODES = {"off": ("bench", [], []), "carried": ("bench", [], ["--traceparent", TRACEPARENT]),
+                 "on": ("otel", ["--sampler", "always"], ["--traceparent", TRACEPARENT]),
+                 "sampled": ("otel", ["--sampler", "ratio:0.01"], [])}
+# Where `make bench` builds bench/otel's host.
+OTEL_BIN = ROOT / "bench" / "otel" / ".build" / "release" / "zerobridge-otel-host"
 # How `zerobridge serve` is started for each mode of the security section (it writes a connection file in each).
 SECURITY_MODES = {"plain": ["--no-key"], "keyed": [], "curve+keyed": ["--curve"]}
 SECURITY_SCENARIOS = ("w1", "w64", "progress")
@@ -155,6 +162,7 @@ class Bench:
         good = [r for r in runs if "error" not in r]
         out[key] = max(good, key=lambda r: r["per_second"]) if good else runs[-1]
         out[key]["runs_per_second"] = [round(r["per_second"]) for r in good]
+        out[key]["runs_requests"] = [r["requests"] + r.get("warmup", 0) for r in runs if "requests" in r]
         figure = out[key].get("per_second")
         print(f" {figure:,.0f}/s" if figure else f" {out[key].get('error', '')}", file=sys.stderr)
 
@@ -320,20 +328,38 @@ class Bench:
         return run_client(self.bench_tool("codec", "--seconds", str(self.seconds)))
 
     def telemetry(self) -> dict[str, Any]:
-        """Tracing (issue 27) over ipc: the Swift peer against zerobridge-bench's echo host, with tracing off (no tracer,
-        no trace), carried (no tracer; every call in a trace, which the host carries on) and on (InMemoryTracer
-        bootstrapped: each request in a span started, ended and recorded); and the span wrapper alone, no sockets."""
+        """Tracing (issue 27) over ipc: the Swift peer against an echo host, with tracing off (no tracer, no trace),
+        carried (no tracer; every call in a trace, which the host carries on), on (swift-otel's tracer: each request
+        in a span started, ended, batched and exported over OTLP/HTTP) and sampled (swift-otel sampling 1 trace in
+        100); and the span wrapper alone, no sockets."""
         tracing: dict[str, Any] = {}
-        for mode, (host_flags, peer_flags) in TRACING_MODES.items():
-            host = Server(f"echo host, tracing {mode}",
-                          self.bench_tool("traced-host", "--endpoint", self.endpoint("ipc", f"traced-{mode}"), *host_flags))
+        for mode, (kind, host_flags, peer_flags) in TRACING_MODES.items():
+            endpoint = self.endpoint("ipc", f"traced-{mode}")
+            if kind == "otel" and not OTEL_BIN.exists():
+                tracing[f"{mode}_w1"] = tracing[f"{mode}_w64"] = {"error": f"{OTEL_BIN} is missing: make bench builds it"}
+                continue
+            sink = OtlpSink() if kind == "otel" else None
+            command = ([str(OTEL_BIN), "--endpoint", endpoint, "--otlp", sink.url, *host_flags] if sink else
+                       self.bench_tool("traced-host", "--endpoint", endpoint, *host_flags))
             try:
-                for window in (1, 64):
-                    self.step(tracing, f"{mode}_w{window}", f"ipc tracing {mode:<7} <- Swift peer, window {window}",
-                              self.timed(*self.bench_tool("peer", "--endpoint", host.endpoint, "--window", str(window),
-                                                          *peer_flags)), host)
+                host = Server(f"echo host, tracing {mode}", command)
+                try:
+                    counted = 0
+                    for window in (1, 64):
+                        key = f"{mode}_w{window}"
+                        self.step(tracing, key, f"ipc tracing {mode:<7} <- Swift peer, window {window}",
+                                  self.timed(*self.bench_tool("peer", "--endpoint", host.endpoint, "--window",
+                                                              str(window), *peer_flags)), host)
+                        counted += sum(tracing[key].get("runs_requests", [])) or 0
+                finally:
+                    host.stop()  # the tracer's services flush what is left on SIGTERM
+                if sink:
+                    # Every request the host served is a span it ended; the receiver counts what reached it.
+                    tracing[f"{mode}_export"] = {"spans": sink.spans, "exports": sink.exports, "refused": sink.refused,
+                                                 "requests": counted}
             finally:
-                host.stop()
+                if sink:
+                    sink.close()
         for key, command, flags in (("span_wrapper", "span-wrapper", []),
                                     ("span_wrapper_traced", "span-wrapper", ["--traceparent", TRACEPARENT]),
                                     ("span_wrapper_tracer", "span-wrapper", ["--traceparent", TRACEPARENT, "--tracer", "memory"]),
@@ -393,13 +419,14 @@ def telemetry_ratios(telemetry: dict[str, Any]) -> dict[str, Any]:
 
     off = host_cpu("off")
     extra = {mode: (round(cpu / off - 1, 3) if cpu is not None and off else None)
-             for mode in ("carried", "on") for cpu in [host_cpu(mode)]}
+             for mode in ("carried", "on", "sampled") for cpu in [host_cpu(mode)]}
     wrapper = (tracing.get("span_wrapper") or {}).get("ns_per_request")
     # With the tracer: the wrapper's time less the tracer's own span is what ZeroBridge adds around it.
     with_tracer = (tracing.get("span_wrapper_tracer") or {}).get("ns_per_request")
     tracer_alone = (tracing.get("span_alone_tracer") or {}).get("ns_per_request")
     ours = with_tracer - tracer_alone if with_tracer and tracer_alone else None
     return {"host_cpu_extra_carried": extra["carried"], "host_cpu_extra_on": extra["on"],
+            "host_cpu_extra_sampled": extra["sampled"],
             "span_wrapper_share_no_tracer": round(wrapper / (off * 1000), 4) if wrapper and off else None,
             "span_wrapper_share_tracer_own": round(ours / (off * 1000), 4) if ours is not None and off else None,
             "tracer_span_share": round(tracer_alone / (off * 1000), 4) if tracer_alone and off else None}
@@ -535,8 +562,10 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
               share is not None and share < 0.005)
     if "telemetry_ratios" in results:
         ratios_ = results["telemetry_ratios"]
-        on = ratios_["host_cpu_extra_on"]
-        check("tracing on (in-memory tracer): extra host CPU per request", on, "< 0.05", on is not None and on < 0.05)
+        for mode, label in (("on", "every request recorded"), ("sampled", "1 trace in 100 recorded")):
+            extra = ratios_[f"host_cpu_extra_{mode}"]
+            check(f"tracing on (swift-otel, OTLP/HTTP export, {label}): extra host CPU per request", extra, "< 0.05",
+                  extra is not None and extra < 0.05)
         share = ratios_["span_wrapper_share_no_tracer"]
         check("tracing without a tracer: span wrapper / host CPU per request", share, "< 0.01",
               share is not None and share < 0.01)
@@ -611,7 +640,7 @@ def telemetry_table(results: dict[str, Any]) -> list[str]:
         return []
     lines = ["", "--- telemetry: tracing, ipc, Swift peer -> echo host; rate, latency, cpu us per request host / client " + "-" * 10]
     for mode, label in (("off", "no tracer, no trace"), ("carried", "no tracer, trace carried"),
-                        ("on", "in-memory tracer, trace continued")):
+                        ("on", "swift-otel, every request recorded"), ("sampled", "swift-otel, 1 in 100 recorded")):
         for window, latency in ((1, True), (64, False)):
             lines.append(f"{f'tracing {label}, ' + ('sequential' if window == 1 else '64 in flight'):<44} "
                          f"{describe(tracing.get(f'{mode}_w{window}'), latency)}")
@@ -621,9 +650,13 @@ def telemetry_table(results: dict[str, Any]) -> list[str]:
         result = tracing.get(key) or {}
         text = f"{result['ns_per_request']:>8.0f} ns per request" if "ns_per_request" in result else f"error: {result.get('error')}"
         lines.append(f"{label:<44} {text}")
+    for mode in ("on", "sampled"):
+        if export := tracing.get(f"{mode}_export"):
+            lines.append(f"{f'swift-otel {mode}: spans the OTLP receiver got':<44} {export['spans']:,} of "
+                         f"{export['requests']:,} requests, in {export['exports']:,} exports ({export['refused']} refused)")
     r = results.get("telemetry_ratios", {})
     lines.append(f"{'extra host CPU per request, 64 in flight':<44} carried {fraction(r.get('host_cpu_extra_carried'))}, "
-                 f"on {fraction(r.get('host_cpu_extra_on'))}")
+                 f"on {fraction(r.get('host_cpu_extra_on'))}, sampled {fraction(r.get('host_cpu_extra_sampled'))}")
     lines.append(f"{'of the host CPU per request, tracer on':<44} ZeroBridge's span code {fraction(r.get('span_wrapper_share_tracer_own'))}, "
                  f"the in-memory tracer's own span {fraction(r.get('tracer_span_share'))}")
     return lines

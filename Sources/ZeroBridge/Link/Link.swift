@@ -301,8 +301,8 @@ final class Link: @unchecked Sendable {
         let payload = request.payload
         if let inline {
             // On the thread as read: no task, no hand-off (handleInline); in its span all the same.
-            let outcome = withInlineHandlerSpan(request.action, ofKind: .server, received: request.trace, tracer: tracer,
-                                                logger: logger) { logger, span -> Result<JSONValue, BridgeError> in
+            let outcome = withInlineHandlerSpan(request.action, ofKind: .server, received: request.trace,
+                                                tracer: tracer) { span -> Result<JSONValue, BridgeError> in
                 logStarted(request, session: remote?.sessionID, to: logger)
                 let outcome: Result<JSONValue, BridgeError>
                 do {
@@ -322,7 +322,7 @@ final class Link: @unchecked Sendable {
         let reveals = revealsErrorDescriptions
         entry.task = Task { [self] in
             let outcome = await withHandlerSpan(request.action, ofKind: .server, received: request.trace,
-                                                tracer: tracer, logger: logger) { logger, span -> Result<JSONValue, BridgeError> in
+                                                tracer: tracer) { span -> Result<JSONValue, BridgeError> in
                 let outcome: Result<JSONValue, BridgeError>
                 do {
                     // A cancel read before the task began: the handler never starts (SPEC 7.3).
@@ -344,8 +344,8 @@ final class Link: @unchecked Sendable {
 
     /// The debug log names every request started, by session and id (what the partition tests read).
     private func logStarted(_ request: Message.Request, session: String?, to logger: Logger) {
-        logger.debug("request started", metadata: ["id": "\(request.id)", "action": "\(request.action)",
-                                                   "session": "\(session ?? "-")"])
+        logger.debug("request started", metadata: withTraceID(["id": "\(request.id)", "action": "\(request.action)",
+                                                               "session": "\(session ?? "-")"]))
     }
 
     /// What a handler's error answers. Not meant for the caller unless the app chose it: the log has it all, the
@@ -357,10 +357,10 @@ final class Link: @unchecked Sendable {
         case is CancellationError: return BridgeError(.cancelled, "the handler was cancelled")
         default:
             if !BridgeError.isAppChosen(error) {
-                logger.error("handler failed", metadata: [
+                logger.error("handler failed", metadata: withTraceID([
                     "action": "\(request.action)", "id": "\(request.id)", "peer": "\(peer ?? "-")",
                     "session": "\(session ?? "-")", "type": "\(BridgeError.errorTypeName(error))", "error": "\(error)",
-                ])
+                ]))
             }
             return BridgeError.answering(error, revealingDescription: reveals)
         }
@@ -485,9 +485,9 @@ final class Link: @unchecked Sendable {
         context.tracestate = event.trace?.tracestate
         let logger = logger
         if let inline {  // on the thread as read (handleInline), in its span
-            withInlineHandlerSpan(event.action, ofKind: .consumer, received: event.trace, tracer: tracer, logger: logger) { logger, span in
+            withInlineHandlerSpan(event.action, ofKind: .consumer, received: event.trace, tracer: tracer) { span in
                 do { _ = try inline(event.payload, context) } catch {
-                    logger.warning("event handler failed", metadata: ["action": "\(event.action)", "error": "\(error)"])
+                    logger.warning("event handler failed", metadata: withTraceID(["action": "\(event.action)", "error": "\(error)"]))
                     span.recordError(error)
                 }
             }
@@ -498,10 +498,10 @@ final class Link: @unchecked Sendable {
         limits.hostWide?.running += 1
         telemetry.eventStarted()
         events[token] = Task { [self] in
-            await withHandlerSpan(event.action, ofKind: .consumer, received: event.trace, tracer: tracer, logger: logger) { logger, span in
+            await withHandlerSpan(event.action, ofKind: .consumer, received: event.trace, tracer: tracer) { span in
                 do { _ = try await handler(event.payload, context) } catch is CancellationError {
                 } catch {
-                    logger.warning("event handler failed", metadata: ["action": "\(event.action)", "error": "\(error)"])
+                    logger.warning("event handler failed", metadata: withTraceID(["action": "\(event.action)", "error": "\(error)"]))
                     span.recordError(error)
                 }
             }

@@ -60,47 +60,45 @@ func bootstrappedTracer() -> (any Tracer)? {
 
 /// Runs a handler, and what the link does around it, in a span of `tracer` named after the action (found in the
 /// handler table, so a bounded name), whose parent is the received trace context. Inside, `ServiceContext.current`
-/// is the span's: the handler's own spans nest under it and its calls carry the trace. `body` gets `logger` with the
-/// request's `trace_id` in its metadata when there is a trace, so logs and traces join.
+/// is the span's: the handler's own spans nest under it, its calls carry the trace, and the link's log lines about it
+/// carry the trace's id (`withTraceID`).
 func withHandlerSpan<T>(_ action: String, ofKind kind: SpanKind, received: TraceHeaders?, tracer: (any Tracer)?,
-                        logger: Logger, _ body: (Logger, any Span) async -> T) async -> T {
+                        _ body: (any Span) async -> T) async -> T {
     guard let tracer else {
         // No tracer bootstrapped (the default): no span is started, and only a received trace costs anything, the
         // one task-local value that lets what the handler sends carry it.
-        guard let received else { return await body(logger, NoOpTracer.NoOpSpan(context: .topLevel)) }
-        return await ServiceContext.withValue(receivedContext(received)) {
-            await body(receivedLogger(logger, received), NoOpTracer.NoOpSpan(context: .topLevel))
-        }
+        guard let received else { return await body(NoOpTracer.NoOpSpan(context: .topLevel)) }
+        return await ServiceContext.withValue(receivedContext(received)) { await body(NoOpTracer.NoOpSpan(context: .topLevel)) }
     }
-    return await inSpan(of: tracer, action, ofKind: kind, received: received, logger: logger, body)
+    return await inSpan(of: tracer, action, ofKind: kind, received: received, body)
 }
 
-/// withHandlerSpan for a synchronous handler (`handleInline`), run where it is read: the same span, context and log
-/// metadata, without a task.
+/// withHandlerSpan for a synchronous handler (`handleInline`), run where it is read: the same span and context,
+/// without a task.
 func withInlineHandlerSpan<T>(_ action: String, ofKind kind: SpanKind, received: TraceHeaders?, tracer: (any Tracer)?,
-                              logger: Logger, _ body: (Logger, any Span) -> T) -> T {
+                              _ body: (any Span) -> T) -> T {
     guard let tracer else {
-        guard let received else { return body(logger, NoOpTracer.NoOpSpan(context: .topLevel)) }
-        return ServiceContext.withValue(receivedContext(received)) {
-            body(receivedLogger(logger, received), NoOpTracer.NoOpSpan(context: .topLevel))
-        }
+        guard let received else { return body(NoOpTracer.NoOpSpan(context: .topLevel)) }
+        return ServiceContext.withValue(receivedContext(received)) { body(NoOpTracer.NoOpSpan(context: .topLevel)) }
     }
-    return inInlineSpan(of: tracer, action, ofKind: kind, received: received, logger: logger, body)
+    return inInlineSpan(of: tracer, action, ofKind: kind, received: received, body)
 }
 
 /// withHandlerSpan with a tracer, its type opened.
 private func inSpan<Traced: Tracer, T>(of tracer: Traced, _ action: String, ofKind kind: SpanKind, received: TraceHeaders?,
-                                       logger: Logger, _ body: (Logger, any Span) async -> T) async -> T {
+                                       _ body: (any Span) async -> T) async -> T {
     await tracer.withSpan(action, context: parentContext(of: tracer, received: received), ofKind: kind) { span in
-        await body(spanLogger(logger, span, action: action, received: received), span)
+        describe(span, action: action)
+        return await body(span)
     }
 }
 
 /// withInlineHandlerSpan with a tracer, its type opened.
 private func inInlineSpan<Traced: Tracer, T>(of tracer: Traced, _ action: String, ofKind kind: SpanKind,
-                                             received: TraceHeaders?, logger: Logger, _ body: (Logger, any Span) -> T) -> T {
+                                             received: TraceHeaders?, _ body: (any Span) -> T) -> T {
     tracer.withSpan(action, context: parentContext(of: tracer, received: received), ofKind: kind) { span in
-        body(spanLogger(logger, span, action: action, received: received), span)
+        describe(span, action: action)
+        return body(span)
     }
 }
 
@@ -111,13 +109,6 @@ private func receivedContext(_ received: TraceHeaders) -> ServiceContext {
     return context
 }
 
-/// The handler's logger without a tracer: the received trace's id in its metadata.
-private func receivedLogger(_ logger: Logger, _ received: TraceHeaders) -> Logger {
-    var logger = logger
-    logger[metadataKey: "trace_id"] = .stringConvertible(LoggedTraceID.received(received))
-    return logger
-}
-
 /// What a handler's span is started in: the received trace, as the tracer reads it, as its parent.
 private func parentContext<Traced: Tracer>(of tracer: Traced, received: TraceHeaders?) -> ServiceContext {
     guard let received else { return .topLevel }
@@ -126,31 +117,23 @@ private func parentContext<Traced: Tracer>(of tracer: Traced, received: TraceHea
     return context
 }
 
-/// Inside a handler's span (its context current): the span's attributes, and the logger with the trace's id.
-private func spanLogger(_ logger: Logger, _ span: any Span, action: String, received: TraceHeaders?) -> Logger {
-    guard received != nil || span.isRecording else { return logger }
-    var logger = logger
-    if let current = ServiceContext.current { logger[metadataKey: "trace_id"] = .stringConvertible(LoggedTraceID.span(current)) }
-    if span.isRecording {
-        span.attributes["rpc.system"] = "zerobridge"
-        span.attributes["rpc.method"] = action
-    }
-    return logger
+/// A recording span's attributes (OpenTelemetry's RPC conventions).
+private func describe(_ span: any Span, action: String) {
+    guard span.isRecording else { return }
+    span.attributes["rpc.system"] = "zerobridge"
+    span.attributes["rpc.method"] = action
 }
 
-/// The `trace_id` of a request's log lines, written out only when a line is (most requests log nothing): the trace id
-/// of what the request arrived with, or of the span it runs in as the bootstrapped tracer writes it ("none" for a
-/// tracer that writes no W3C context and a request that arrived with none).
-enum LoggedTraceID: CustomStringConvertible, Sendable {
-    case received(TraceHeaders)
-    case span(ServiceContext)
-
-    var description: String {
-        switch self {
-        case .received(let trace): String(trace.traceID)
-        case .span(let context): ServiceContext.withValue(context) { TraceHeaders.current.map { String($0.traceID) } ?? "none" }
-        }
-    }
+/// `metadata` with the `trace_id` of the request or event being handled (SPEC 7.18), so logs and traces join: the
+/// trace of the current span as the bootstrapped tracer writes it, or the received one without a tracer. Read when a
+/// line is written (pass it as a log call's metadata, which is only evaluated for a line that is), never per
+/// request: a log handler may render metadata as it is set (swift-log's StreamLogHandler does), and setting it on
+/// every request's logger cost more than the rest of the span wrapper.
+func withTraceID(_ metadata: Logger.Metadata) -> Logger.Metadata {
+    guard let trace = TraceHeaders.current else { return metadata }
+    var metadata = metadata
+    metadata["trace_id"] = .string(String(trace.traceID))
+    return metadata
 }
 
 extension Span {
@@ -174,11 +157,10 @@ extension Span {
     /// Runs the wrapper `count` times, each as a request carrying `traceparent` (or none) would; returns a checksum.
     public static func handlerSpans(_ count: Int, traceparent: String?) async -> Int {
         let received = traceparent.flatMap(TraceHeaders.traceparent(reading:)).map { TraceHeaders(traceparent: $0) }
-        let logger = Logger(label: "bench")
         let tracer = bootstrappedTracer()
         var sum = 0
         for _ in 0..<count {
-            sum &+= await withHandlerSpan("echo", ofKind: .server, received: received, tracer: tracer, logger: logger) { _, _ in 1 }
+            sum &+= await withHandlerSpan("echo", ofKind: .server, received: received, tracer: tracer) { _ in 1 }
         }
         return sum
     }

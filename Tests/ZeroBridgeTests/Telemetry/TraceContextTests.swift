@@ -104,21 +104,20 @@ struct InlineTraceContextTests {
         await host.shutdown()
     }
 
-    @Test("without a tracer, the received trace is current and its id is in the handler's log metadata")
+    @Test("without a tracer, the received trace is current and its id is in the log metadata of lines about it")
     func noTracer() {
-        let (current, traceID) = withInlineHandlerSpan("echo", ofKind: .server, received: Self.received, tracer: nil,
-                                                       logger: Logger(label: "test")) { logger, _ in
-            (TraceHeaders.current, logger[metadataKey: "trace_id"].map { "\($0)" })
+        let (current, traceID) = withInlineHandlerSpan("echo", ofKind: .server, received: Self.received, tracer: nil) { _ in
+            (TraceHeaders.current, withTraceID(["id": "1"])["trace_id"].map { "\($0)" })
         }
         #expect(current == Self.received)
         #expect(traceID == "4bf92f3577b34da6a3ce929d0e0e4736")
+        #expect(withTraceID(["id": "1"]) == ["id": "1"])  // outside any trace: nothing added
     }
 
     @Test("with a tracer, an inline handler runs in a span named after its action, its failure marked")
     func withTracer() {
         let tracer = InMemoryTracer()
-        let spanWasCurrent = withInlineHandlerSpan("fail", ofKind: .server, received: nil, tracer: tracer,
-                                                   logger: Logger(label: "test")) { _, span in
+        let spanWasCurrent = withInlineHandlerSpan("fail", ofKind: .server, received: nil, tracer: tracer) { span in
             span.recordFailure(BridgeError(.handlerError, "no"))
             return ServiceContext.current != nil
         }
