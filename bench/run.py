@@ -640,24 +640,24 @@ def telemetry_table(results: dict[str, Any]) -> list[str]:
         return []
     lines = ["", "--- telemetry: tracing, ipc, Swift peer -> echo host; rate, latency, cpu us per request host / client " + "-" * 10]
     for mode, label in (("off", "no tracer, no trace"), ("carried", "no tracer, trace carried"),
-                        ("on", "swift-otel, every request recorded"), ("sampled", "swift-otel, 1 in 100 recorded")):
+                        ("on", "swift-otel, all recorded"), ("sampled", "swift-otel, 1 in 100")):
         for window, latency in ((1, True), (64, False)):
-            lines.append(f"{f'tracing {label}, ' + ('sequential' if window == 1 else '64 in flight'):<44} "
+            lines.append(f"{f'tracing {label}, ' + ('sequential' if window == 1 else '64 in flight'):<52} "
                          f"{describe(tracing.get(f'{mode}_w{window}'), latency)}")
     for key, label in (("span_wrapper", "span wrapper alone, no tracer"), ("span_wrapper_traced", "the same, trace carried"),
                        ("span_wrapper_tracer", "the same, in-memory tracer"),
                        ("span_alone_tracer", "in-memory tracer's span alone, no ZeroBridge")):
         result = tracing.get(key) or {}
         text = f"{result['ns_per_request']:>8.0f} ns per request" if "ns_per_request" in result else f"error: {result.get('error')}"
-        lines.append(f"{label:<44} {text}")
+        lines.append(f"{label:<52} {text}")
     for mode in ("on", "sampled"):
         if export := tracing.get(f"{mode}_export"):
-            lines.append(f"{f'swift-otel {mode}: spans the OTLP receiver got':<44} {export['spans']:,} of "
+            lines.append(f"{f'swift-otel {mode}: spans the OTLP receiver got':<52} {export['spans']:,} of "
                          f"{export['requests']:,} requests, in {export['exports']:,} exports ({export['refused']} refused)")
     r = results.get("telemetry_ratios", {})
-    lines.append(f"{'extra host CPU per request, 64 in flight':<44} carried {fraction(r.get('host_cpu_extra_carried'))}, "
+    lines.append(f"{'extra host CPU per request, 64 in flight':<52} carried {fraction(r.get('host_cpu_extra_carried'))}, "
                  f"on {fraction(r.get('host_cpu_extra_on'))}, sampled {fraction(r.get('host_cpu_extra_sampled'))}")
-    lines.append(f"{'of the host CPU per request, tracer on':<44} ZeroBridge's span code {fraction(r.get('span_wrapper_share_tracer_own'))}, "
+    lines.append(f"{'of the host CPU per request, in-memory tracer':<52} ZeroBridge's span code {fraction(r.get('span_wrapper_share_tracer_own'))}, "
                  f"the in-memory tracer's own span {fraction(r.get('tracer_span_share'))}")
     return lines
 

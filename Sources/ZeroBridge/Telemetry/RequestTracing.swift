@@ -120,8 +120,10 @@ private func parentContext<Traced: Tracer>(of tracer: Traced, received: TraceHea
 /// A recording span's attributes (OpenTelemetry's RPC conventions).
 private func describe(_ span: any Span, action: String) {
     guard span.isRecording else { return }
-    span.attributes["rpc.system"] = "zerobridge"
-    span.attributes["rpc.method"] = action
+    span.updateAttributes {  // one read and one write of the span's attributes (each may take a lock), not two of each
+        $0["rpc.system"] = "zerobridge"
+        $0["rpc.method"] = action
+    }
 }
 
 /// `metadata` with the `trace_id` of the request or event being handled (SPEC 7.18), so logs and traces join: the

@@ -62,5 +62,5 @@ let host = BridgeHost(configuration: hostConfiguration)
 try host.handle("echo") { payload, _ in payload }
 try host.start()
 FileHandle.standardOutput.write(Data("ready \(host.boundEndpoint ?? endpoint)\n".utf8))
-// On SIGTERM the host shuts down first, then the tracer's services flush what is left and stop.
-try await ServiceGroup(services: [host, backend.service], gracefulShutdownSignals: [.sigterm], logger: .init(label: "otel")).run()
+// On SIGTERM a ServiceGroup stops its services last to first: the host, then the tracer, which exports what is left.
+try await ServiceGroup(services: [backend.service, host], gracefulShutdownSignals: [.sigterm], logger: .init(label: "otel")).run()
