@@ -325,14 +325,19 @@ def _integer(text: str) -> int:
     return value
 
 
+# Built once: json.loads with any keyword builds a new decoder per call, which costs as much as a small body's parse.
+_PLAIN_JSON = json.JSONDecoder(parse_constant=_reject_constant)
+_CHECKED_JSON = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_double, parse_int=_integer)
+
+
 def _loads(text: str) -> Any:
     """The JSON value of ``text``, or ValueError (also for NaN/Infinity, a number past a double's range, and a \\u
     escape that leaves a surrogate unpaired)."""
-    if _POSITIVE_EXPONENT.search(text) is None and not _has_digit_run(text, 209):
-        body = json.loads(text, parse_constant=_reject_constant)
+    if _POSITIVE_EXPONENT.search(text) is None and (len(text) < 209 or not _has_digit_run(text, 209)):
+        body = _PLAIN_JSON.decode(text)
     else:
-        body = json.loads(text, parse_constant=_reject_constant, parse_float=_double, parse_int=_integer)
-    if _MAYBE_SURROGATE.search(text) is not None:
+        body = _CHECKED_JSON.decode(text)
+    if "\\u" in text and _MAYBE_SURROGATE.search(text) is not None:
         escapes = text.replace("\\\\", "__") if "\\\\" in text else text
         if _LONE_SURROGATE.search(escapes) is not None:
             raise ValueError("a \\u escape leaves a surrogate unpaired")
