@@ -65,7 +65,7 @@ def now_ms() -> int:
 
 
 def _size(frames: list[bytes]) -> int:
-    return sum(len(frame) for frame in frames[1:])
+    return len(frames[1]) if len(frames) == 2 else sum(map(len, frames[1:]))
 
 
 # What one turn of the loop queues before it is handed to the transport at once rather than at the turn's end.

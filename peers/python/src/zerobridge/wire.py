@@ -166,11 +166,20 @@ def encode(message: Message) -> list[bytes]:
     attachments: list[bytes] = []
     body = _body_of(message, attachments)
     try:
-        text = json.dumps(body, separators=(",", ":"), allow_nan=False)
+        text = compact_json(body)
     except (TypeError, ValueError) as error:
         raise TypeError(f"not JSON-serializable: {error}") from None
     frames = [text.encode("utf-8"), *attachments]
     return [b"", *frames]
+
+
+# Built once: json.dumps with any keyword builds a new encoder per call.
+_COMPACT_JSON = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
+
+
+def compact_json(value: Any) -> str:
+    """``json.dumps(value, separators=(",", ":"), allow_nan=False)``: the JSON text every message is written in."""
+    return _COMPACT_JSON.encode(value)
 
 
 def _body_of(message: Message, attachments: list[bytes]) -> dict[str, Any]:
@@ -280,11 +289,11 @@ def _reject_constant(name: str) -> Any:
 # What JSON can write but a side cannot carry (SPEC 4) is looked for on the text, not on the parsed value, so that a
 # member a later duplicate replaced is checked too (SPEC 4: the whole text counts), and only where it may be:
 # - A number rounds to infinity only with a positive exponent of three digits or more, or with a run of 209 digits or
-#   more (with neither, it is below 10^208 * 10^99). Only texts that have one parse their numbers through a check.
+#   more (with neither, it is below 10^208 * 10^99). Numbers with an exponent (or a fraction) are checked as they are
+#   parsed; integers only in texts with such a run.
 # - A lone surrogate needs a \u escape of one. A high one not followed by a low one, or a low one not preceded by a
 #   high one, is lone, once escaped backslashes are out of the way ("\\ud800" is an escaped backslash, then text):
 #   they are replaced by two characters that are not backslashes, so that what they separated stays apart.
-_POSITIVE_EXPONENT = re.compile(r"[eE]\+?[0-9]{3}")
 _DIGITS = "0123456789"
 _MAYBE_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
 _LONE_SURROGATE = re.compile(
@@ -326,17 +335,24 @@ def _integer(text: str) -> int:
 
 
 # Built once: json.loads with any keyword builds a new decoder per call, which costs as much as a small body's parse.
-_PLAIN_JSON = json.JSONDecoder(parse_constant=_reject_constant)
+# Every number with a fraction or exponent goes through _double (as cheap as a text search for exponents, and only
+# where there are such numbers); integers through _integer only in texts with a run of 209 digits.
+_PLAIN_JSON = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_double)
 _CHECKED_JSON = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_double, parse_int=_integer)
 
 
 def _loads(text: str) -> Any:
     """The JSON value of ``text``, or ValueError (also for NaN/Infinity, a number past a double's range, and a \\u
     escape that leaves a surrogate unpaired)."""
-    if _POSITIVE_EXPONENT.search(text) is None and (len(text) < 209 or not _has_digit_run(text, 209)):
-        body = _PLAIN_JSON.decode(text)
-    else:
-        body = _CHECKED_JSON.decode(text)
+    decoder = _PLAIN_JSON if len(text) < 209 or not _has_digit_run(text, 209) else _CHECKED_JSON
+    try:
+        body, end = decoder.scan_once(text, 0)  # what decode() does, without its whitespace searches
+    except StopIteration:
+        end = -1
+    if end != len(text):  # leading or trailing whitespace, extra data, not JSON: json.loads says which
+        if text.startswith("\ufeff"):
+            raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
+        body = decoder.decode(text)
     if "\\u" in text and _MAYBE_SURROGATE.search(text) is not None:
         escapes = text.replace("\\\\", "__") if "\\\\" in text else text
         if _LONE_SURROGATE.search(escapes) is not None:
