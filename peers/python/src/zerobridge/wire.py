@@ -393,24 +393,25 @@ def decode(frames: Sequence[bytes]) -> Message:
     raw_type = body.get("type")
     readable_type = raw_type if isinstance(raw_type, str) else None
 
-    def bad(reason: str, code: str = BAD_MESSAGE) -> WireError:
-        return WireError(code, reason, id=readable_id, type=readable_type)
 
     # Only bodies with that many brackets could nest that deep; the text is judged, not the value (a member a later
     # duplicate replaced counts too). The walk below only matters for bodies that could carry references.
     if text.count("[") + text.count("{") > MAX_NESTING and _deeper_than(text, MAX_NESTING):
-        raise bad(f"nesting deeper than {MAX_NESTING}")
+        raise _bad(f"nesting deeper than {MAX_NESTING}", readable_id, readable_type)
     version = body.get("v")
     if not _is_int(version):
-        raise bad('"v" must be the integer 1')
+        raise _bad('"v" must be the integer 1', readable_id, readable_type)
     if version != PROTOCOL_VERSION:
-        raise bad(f"protocol version {version} is not supported (this peer speaks 1)", UNSUPPORTED_VERSION)
+        raise _bad(
+            f"protocol version {version} is not supported (this peer speaks 1)", readable_id, readable_type,
+            UNSUPPORTED_VERSION,
+        )
 
     if "$attachment" in text or "\\u" in text:  # "\u0024attachment" is the same key
         try:
             body = _resolve_attachments(body, [bytes(f) for f in frames[2:]])
         except IndexError as error:
-            raise bad(str(error)) from None
+            raise _bad(str(error), readable_id, readable_type) from None
 
     try:
         match raw_type:
@@ -520,10 +521,15 @@ def decode(frames: Sequence[bytes]) -> Message:
             case _:
                 raise ValueError(f"unknown type {raw_type!r}")
     except ValueError as error:
-        raise bad(f"{readable_type or 'message'}: {error}") from None
+        raise _bad(f"{readable_type or 'message'}: {error}", readable_id, readable_type) from None
 
 
 _MISSING: Any = object()
+
+
+def _bad(reason: str, readable_id: str | None, readable_type: str | None, code: str = BAD_MESSAGE) -> WireError:
+    """The error a message is refused with, with what could be read of it."""
+    return WireError(code, reason, id=readable_id, type=readable_type)
 
 
 def _is_int(value: Any) -> TypeGuard[int]:
