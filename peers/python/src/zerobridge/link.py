@@ -352,14 +352,16 @@ class Link:
         self._queue.append(frames)
         self.queued_bytes += _size(frames)
         self.last_sent = self.loop.time()
-        # Handed over at the end of this turn of the loop with whatever else it queues: sends back to back wake
-        # libzmq's I/O thread about once a turn instead of once a message. A turn that queues much (a loop of posts
-        # that never yields) hands over at once, so the transport takes what it can as before, not only the bound.
-        if len(self._queue) >= _BATCH_MESSAGES or self.queued_bytes >= _BATCH_BYTES:
-            self._pump()
-        elif not self._pump_scheduled:
+        # The first message of a turn of the loop is handed over at once (a lone call waits no turn for it); the rest
+        # at the end of the turn, together: sends back to back wake libzmq's I/O thread about once a turn instead of
+        # once a message. A turn that queues much (a loop of posts that never yields) hands over at once, so the
+        # transport takes what it can as before, not only the bound.
+        if not self._pump_scheduled:
             self._pump_scheduled = True
             self.loop.call_soon(self._pump_turn)
+            self._pump()
+        elif len(self._queue) >= _BATCH_MESSAGES or self.queued_bytes >= _BATCH_BYTES:
+            self._pump()
 
     def _pump_turn(self) -> None:
         self._pump_scheduled = False
