@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard, Union
 
@@ -269,14 +269,25 @@ def _extract_attachments(value: Any, attachments: list[bytes]) -> Any:
         attachments.append(bytes(value))
         return {"$attachment": len(attachments) - 1}
     if isinstance(value, dict):
-        if any(isinstance(v, (dict, list, tuple, *_BINARY)) for v in value.values()):
+        if _any_nested(value.values()):
             return {k: _extract_attachments(v, attachments) for k, v in value.items()}
         return value
     if isinstance(value, (list, tuple)):
-        if any(isinstance(v, (dict, list, tuple, *_BINARY)) for v in value):
+        if _any_nested(value):
             return [_extract_attachments(v, attachments) for v in value]
         return value
     return value
+
+
+_NESTED = (dict, list, tuple, *_BINARY)
+
+
+def _any_nested(items: Iterable[Any]) -> bool:
+    """Whether a container holds a container or bytes (a loop: any() over a generator costs more on small ones)."""
+    for item in items:
+        if isinstance(item, _NESTED):
+            return True
+    return False
 
 
 # --- decoding ------------------------------------------------------------------------------
