@@ -1446,11 +1446,11 @@ class _SocketPump:
             self._drain()
 
     def _drain(self) -> None:
-        recv, more, receive = self._recv, self._get, self._receive
-        for _ in range(_DRAIN_BATCH):
+        recv, get, receive = self._recv, self._get, self._receive
+        for count in range(_DRAIN_BATCH):
             try:
                 frames = [recv(_NOBLOCK)]
-                while more(_RCVMORE):
+                while get(_RCVMORE):
                     frames.append(recv(_NOBLOCK))
             except zmq.Again:
                 return  # all read: the descriptor signals the next arrival
@@ -1460,6 +1460,10 @@ class _SocketPump:
                 return
             receive(frames)
             if self._closed:
+                return
+            if count == 0 and not get(_EVENTS) & _POLLIN:
+                # A lone message (a sequential call's answer) ends the wake-up without a receive that fails: raising
+                # zmq.Again costs several times a look at ZMQ_EVENTS. Longer runs are read until Again.
                 return
         self._schedule_check()  # more may wait: read on the next turn, after what else is ready
 
