@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from typing import Any
 
 import zmq
 
@@ -34,12 +35,12 @@ def main() -> None:
     socket.connect(args.endpoint)
     socket.send_multipart([b"", json.dumps({"v": 1, "type": "hello", "peer": "bench-raw-progress"}).encode()])
 
-    def receive() -> dict:
+    def receive() -> dict[str, Any]:
         try:
             frames = socket.recv_multipart()
         except zmq.Again:
             raise SystemExit(f"nothing from the host for {args.timeout} s") from None
-        message = json.loads(frames[1])
+        message: dict[str, Any] = json.loads(frames[1])
         if message.get("type") == "ping":
             socket.send_multipart([b"", PONG])
         return message
@@ -65,7 +66,8 @@ def main() -> None:
                 continue  # a ping, or anything else of the session's
             kind = message.get("type")
             if kind == "progress":
-                if message.get("payload", {}).get("i") != expected:
+                payload = message.get("payload")
+                if not isinstance(payload, dict) or payload.get("i") != expected:
                     out_of_order += 1
                 expected += 1
             elif kind == "response":

@@ -1393,11 +1393,12 @@ class _SocketPump:
         plain: zmq.Socket[Any] = zmq.Socket.shadow(socket.underlying)
         self._recv = plain.recv
         self._send = plain.send
-        self._get = plain.getsockopt
+        # Only integer options are read here (ZMQ_EVENTS, ZMQ_RCVMORE, ZMQ_FD).
+        self._get = cast("Callable[[int], int]", plain.getsockopt)
         self._receive = receive
         self._writable = writable
         self._loop = asyncio.get_running_loop()
-        self._fd: int = plain.getsockopt(zmq.FD)
+        self._fd = self._get(zmq.FD)
         self._wants_room = False
         self._check_scheduled = False
         self._closed = False

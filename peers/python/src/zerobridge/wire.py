@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard, Union
 
@@ -350,14 +350,21 @@ def _integer(text: str) -> int:
 # where there are such numbers); integers through _integer only in texts with a run of 209 digits.
 _PLAIN_JSON = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_double)
 _CHECKED_JSON = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_double, parse_int=_integer)
+# Their scanners: what decode() runs once it has skipped leading whitespace (an attribute typeshed does not declare).
+_Scan = Callable[[str, int], tuple[Any, int]]
+_PLAIN_SCAN: _Scan = _PLAIN_JSON.scan_once  # type: ignore[attr-defined]
+_CHECKED_SCAN: _Scan = _CHECKED_JSON.scan_once  # type: ignore[attr-defined]
 
 
 def _loads(text: str) -> Any:
     """The JSON value of ``text``, or ValueError (also for NaN/Infinity, a number past a double's range, and a \\u
     escape that leaves a surrogate unpaired)."""
-    decoder = _PLAIN_JSON if len(text) < 209 or not _has_digit_run(text, 209) else _CHECKED_JSON
+    if len(text) < 209 or not _has_digit_run(text, 209):
+        decoder, scan = _PLAIN_JSON, _PLAIN_SCAN
+    else:
+        decoder, scan = _CHECKED_JSON, _CHECKED_SCAN
     try:
-        body, end = decoder.scan_once(text, 0)  # what decode() does, without its whitespace searches
+        body, end = scan(text, 0)  # what decode() does, without its whitespace searches
     except StopIteration:
         end = -1
     if end != len(text):  # leading or trailing whitespace, extra data, not JSON: json.loads says which
