@@ -1229,6 +1229,10 @@ class Peer:
     async def _close_socket(self, *, linger_ms: int) -> None:
         if self._link is not None:
             self._link.flush()  # what was queued this turn (a bye) goes before the socket closes
+        if self._pump is not None:
+            # Reading stops before anything here waits, and before the socket (and its descriptor) is gone.
+            self._pump.close()
+            self._pump = None
         self._cancel_hello_retry()
         if self._key_check is not None:
             self._key_check.cancel()
@@ -1251,9 +1255,6 @@ class Peer:
         if self._monitor is not None:
             monitor, self._monitor = self._monitor, None
             monitor.close(linger=0)
-        if self._pump is not None:
-            self._pump.close()  # before the socket: its descriptor is gone with it
-            self._pump = None
         if self._socket is not None:
             socket, self._socket = self._socket, None
             socket.close(linger=linger_ms)
