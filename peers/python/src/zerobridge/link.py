@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import dataclasses
+import heapq
 import itertools
 import logging
 import math
@@ -65,7 +66,7 @@ def now_ms() -> int:
 
 
 def _size(frames: list[bytes]) -> int:
-    return sum(len(frame) for frame in frames[1:])
+    return len(frames[1]) if len(frames) == 2 else sum(map(len, frames[1:]))
 
 
 # What one turn of the loop queues before it is handed to the transport at once rather than at the turn's end.
@@ -84,6 +85,9 @@ class OutgoingCall:
     took (SPEC 7.16). Progress whose ``seq`` is not above ``after_seq`` or the latest arrived is dropped (SPEC 7.2).
     """
 
+    __slots__ = ("id", "action", "deadline", "future", "skipped", "sent", "last_seq", "_link", "_request",
+                 "_wants_progress", "_items", "_waiter", "_arrived_seq")
+
     def __init__(self, link: Link, request: wire.Request, deadline: float | None, *, after_seq: int = 0) -> None:
         self.id = request.id
         self.action = request.action
@@ -98,9 +102,8 @@ class OutgoingCall:
         self._items: collections.deque[tuple[int, Any]] = collections.deque()  # (seq, payload), not yet handed out
         self._waiter: asyncio.Future[None] | None = None
         self._arrived_seq = after_seq  # of the latest progress arrived
-        self._timer: asyncio.TimerHandle | None = None
         if deadline is not None:
-            self._timer = link.loop.call_at(deadline, self._expire)
+            link._watch_deadline(request.id, deadline)
         self.future.add_done_callback(self._on_done)
 
     def cancel(self, why: str = "was cancelled") -> None:
@@ -157,9 +160,18 @@ class OutgoingCall:
             self._link._forget(self, send_cancel=False)
             self.future.set_exception(BridgeTimeout(f"call {self.action!r} timed out"))
 
+    def _settle(self, result: Any, error: BridgeError | None) -> None:
+        """Settle the call with its answer, doing now what the future's callback would do on the loop's next turn
+        (one scheduled callback fewer per call)."""
+        future = self.future
+        future.remove_done_callback(self._on_done)
+        if error is None:
+            future.set_result(result)
+        else:
+            future.set_exception(error)
+        self._on_done(future)
+
     def _on_done(self, future: asyncio.Future[Any]) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
         if future.cancelled():  # asyncio cancellation of whoever awaited the call
             self._link._forget(self, send_cancel=True)
         self._wake()
@@ -296,6 +308,11 @@ class Link:
         self._blocked = False  # the transport refused; the owner calls writable() when it has room
         self._pump_scheduled = False  # a pump at the end of this turn of the loop
         self._waiting_calls: dict[str, OutgoingCall] = {}
+        # Our calls' deadlines: one timer for the earliest rather than one per call (asyncio's timer heap compares
+        # its handles in Python). A heap of (deadline, order, request id); an id no longer among the calls is skipped.
+        self._deadlines: list[tuple[float, int, str]] = []
+        self._deadline_order = itertools.count()
+        self._deadline_timer: asyncio.TimerHandle | None = None
         # Requests with unsent progress (their contexts hold it), and its size in all.
         self._progress_waiting: dict[str, RequestContext] = {}
         self.pending_progress_bytes = 0
@@ -352,14 +369,16 @@ class Link:
         self._queue.append(frames)
         self.queued_bytes += _size(frames)
         self.last_sent = self.loop.time()
-        # Handed over at the end of this turn of the loop with whatever else it queues: sends back to back wake
-        # libzmq's I/O thread about once a turn instead of once a message. A turn that queues much (a loop of posts
-        # that never yields) hands over at once, so the transport takes what it can as before, not only the bound.
-        if len(self._queue) >= _BATCH_MESSAGES or self.queued_bytes >= _BATCH_BYTES:
-            self._pump()
-        elif not self._pump_scheduled:
+        # The first message of a turn of the loop is handed over at once (a lone call waits no turn for it); the rest
+        # at the end of the turn, together: sends back to back wake libzmq's I/O thread about once a turn instead of
+        # once a message. A turn that queues much (a loop of posts that never yields) hands over at once, so the
+        # transport takes what it can as before, not only the bound.
+        if not self._pump_scheduled:
             self._pump_scheduled = True
             self.loop.call_soon(self._pump_turn)
+            self._pump()
+        elif len(self._queue) >= _BATCH_MESSAGES or self.queued_bytes >= _BATCH_BYTES:
+            self._pump()
 
     def _pump_turn(self) -> None:
         self._pump_scheduled = False
@@ -425,6 +444,32 @@ class Link:
             outgoing.sent = True
             self._enqueue(frames)
         return outgoing
+
+    def _watch_deadline(self, request_id: str, deadline: float) -> None:
+        """The call ``request_id`` expires at ``deadline`` (loop time) unless it ends before."""
+        heap = self._deadlines
+        # Mostly calls that ended: keep those still running. So it holds at most twice the most calls in flight, and 256.
+        if len(heap) > 2 * len(self._calls) + 256:
+            heap[:] = [entry for entry in heap if entry[2] in self._calls]
+            heapq.heapify(heap)
+        entry = (deadline, next(self._deadline_order), request_id)
+        heapq.heappush(heap, entry)
+        if heap[0] is entry:  # the earliest now
+            if self._deadline_timer is not None:
+                self._deadline_timer.cancel()
+            self._deadline_timer = self.loop.call_at(deadline, self._expire_calls, deadline)
+
+    def _expire_calls(self, due: float) -> None:
+        """The earliest deadline, ``due``, came: the calls whose deadline passed time out; the timer waits for the
+        next one. (The loop may run a timer up to its clock's resolution early: ``due`` itself counts as passed.)"""
+        self._deadline_timer = None
+        heap, calls, now = self._deadlines, self._calls, max(self.loop.time(), due)
+        while heap and (heap[0][0] <= now or heap[0][2] not in calls):
+            call = calls.get(heapq.heappop(heap)[2])
+            if call is not None:
+                call._expire()
+        if heap:
+            self._deadline_timer = self.loop.call_at(heap[0][0], self._expire_calls, heap[0][0])
 
     def _release_calls(self) -> None:
         """Queue the calls that waited for room, while the queue is under its bound."""
@@ -625,10 +670,10 @@ class Link:
             log.debug("dropped response for unknown or finished id %r", response.id)
             return
         if response.ok:
-            call.future.set_result(response.result)
+            call._settle(response.result, None)
         else:
             assert response.error is not None
-            call.future.set_exception(response.error)
+            call._settle(None, response.error)
 
     def _on_request(self, request: wire.Request) -> None:
         if request.id in self._served:
@@ -765,6 +810,10 @@ class Link:
         and drop everything queued for it."""
         calls, self._calls = self._calls, {}
         self._waiting_calls = {}
+        self._deadlines.clear()
+        if self._deadline_timer is not None:
+            self._deadline_timer.cancel()
+            self._deadline_timer = None
         for call in calls.values():
             if not call.future.done():
                 call.future.set_exception(errors.error_from_code(error.code, error.message, error.data))

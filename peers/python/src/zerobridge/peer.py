@@ -419,8 +419,7 @@ class Peer:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._socket_tasks: list[asyncio.Task[Any]] = []
         self._heartbeat_task: asyncio.Task[None] | None = None
-        self._room_task: asyncio.Task[None] | None = None
-        self._reader_check_scheduled = False  # a wake-up check of the reader after this turn's sends
+        self._pump: _SocketPump | None = None  # moves messages between the socket and the link
         self._connected = asyncio.Event()
         self._hello_scheduled = False
         # What a hello says (actions, topics) changed after the last hello was sent, while no session was in force:
@@ -1206,12 +1205,12 @@ class Peer:
         # A keyed connection's channel lives and dies with the socket (SPEC 3.1: a new one for every connection).
         channel = signing.PeerChannel(self.info.key) if self.info.key else None
 
-        # Sends and reads of messages go through plain calls on a shadow of the socket: pyzmq's awaitable send builds
-        # an asyncio Future per message, which cost more than the message's own encoding.
-        plain: zmq.Socket[Any] = zmq.Socket.shadow(socket.underlying)
-
         def send(frames: list[bytes]) -> bool:  # this link only ever sends on this socket
-            return self._send_frames(socket, plain, link, channel, frames)
+            return self._send_frames(socket, pump, channel, frames)
+
+        def receive(frames: list[bytes]) -> None:
+            if channel is None or self._accepts(channel, link, frames):
+                link.receive(frames)
 
         link = Link(
             send=send,
@@ -1221,16 +1220,19 @@ class Peer:
             max_in_flight=self.max_in_flight,
         )
         self._link = link
+        pump = _SocketPump(socket, receive=receive, writable=link.writable)
+        self._pump = pump
         self._heartbeat_task = None
-        self._socket_tasks = [
-            self._spawn(self._read(socket, plain, link, channel)),
-            self._spawn(self._watch_transport(monitor, link, keyed=channel is not None)),
-        ]
+        self._socket_tasks = [self._spawn(self._watch_transport(monitor, link, keyed=channel is not None))]
         self._send_hello(resume=False)
 
     async def _close_socket(self, *, linger_ms: int) -> None:
         if self._link is not None:
             self._link.flush()  # what was queued this turn (a bye) goes before the socket closes
+        if self._pump is not None:
+            # Reading stops before anything here waits, and before the socket (and its descriptor) is gone.
+            self._pump.close()
+            self._pump = None
         self._cancel_hello_retry()
         if self._key_check is not None:
             self._key_check.cancel()
@@ -1239,9 +1241,6 @@ class Peer:
         if self._heartbeat_task is not None:
             tasks = [*tasks, self._heartbeat_task]
             self._heartbeat_task = None
-        if self._room_task is not None:
-            tasks = [*tasks, self._room_task]
-            self._room_task = None
         self._socket_tasks = []
         current = asyncio.current_task()
         for task in tasks:
@@ -1261,15 +1260,10 @@ class Peer:
             socket.close(linger=linger_ms)
 
     def _send_frames(
-        self,
-        socket: zmq.asyncio.Socket,
-        plain: zmq.Socket[Any],
-        link: Link,
-        channel: signing.PeerChannel | None,
-        frames: list[bytes],
+        self, socket: zmq.asyncio.Socket, pump: _SocketPump, channel: signing.PeerChannel | None, frames: list[bytes]
     ) -> bool:
         """Hand ``frames`` to libzmq without waiting, signed on a keyed connection; False when its queue is
-        full (the link then waits for :meth:`_wait_for_room`). Messages for a closed socket are dropped."""
+        full (the pump tells the link once it has room). Messages for a closed socket are dropped."""
         if socket.closed:
             head = bytes(frames[1][:80])
             if head.startswith(b'{"v":1,"type":"hello"'):
@@ -1284,69 +1278,14 @@ class Peer:
                 return True
             frames = [signature, *frames[1:]]
         try:
-            plain.send_multipart(frames, zmq.DONTWAIT)
-        except zmq.Again:
-            if channel is not None:
-                channel.unsent()
-            self._wait_for_room(socket, link)
-            return False
+            if pump.send(frames):
+                return True
         except zmq.ZMQError as error:
             log.warning("send failed: %s", error)
             return True
-        if not self._reader_check_scheduled:
-            # libzmq's readiness signal is edge-triggered and a send may take it: once the sends of this turn of the
-            # loop are done, the awaiting reader is woken if messages wait (what pyzmq's own send does per message).
-            self._reader_check_scheduled = True
-            asyncio.get_running_loop().call_soon(self._check_reader, socket)
-        return True
-
-    def _check_reader(self, socket: zmq.asyncio.Socket) -> None:
-        self._reader_check_scheduled = False
-        if not socket.closed:
-            # pyzmq's own wake-up after a send (private; typed by its sockopt __getattr__ as an option's value).
-            socket._schedule_remaining_events()  # type: ignore[operator]  # noqa: SLF001
-
-    def _wait_for_room(self, socket: zmq.asyncio.Socket, link: Link) -> None:
-        if socket is self._socket and (self._room_task is None or self._room_task.done()):
-            self._room_task = self._spawn(self._writable(socket, link))
-
-    async def _writable(self, socket: zmq.asyncio.Socket, link: Link) -> None:
-        poller = zmq.asyncio.Poller()
-        poller.register(socket, zmq.POLLOUT)
-        try:
-            await poller.poll()
-        except zmq.ZMQError:
-            return  # closed meanwhile
-        if socket is self._socket:
-            self._room_task = None
-            link.writable()
-
-    async def _read(
-        self, socket: zmq.asyncio.Socket, ready: zmq.Socket[Any], link: Link, channel: signing.PeerChannel | None
-    ) -> None:
-        # Messages already queued are taken with plain non-blocking receives on a shadow of the same socket: one
-        # asyncio Future per message (pyzmq's awaitable receive) costs more than decoding the message.
-        while True:
-            try:
-                frames = await socket.recv_multipart()
-            except zmq.ZMQError as error:
-                if socket.closed:
-                    return
-                log.warning("receive failed: %s", error)
-                continue
-            if channel is None or self._accepts(channel, link, frames):
-                link.receive(frames)
-            for _ in range(_DRAIN_BATCH):
-                try:
-                    frames = ready.recv_multipart(zmq.NOBLOCK)
-                except zmq.Again:
-                    break
-                except zmq.ZMQError:
-                    if socket.closed:
-                        return
-                    break
-                if channel is None or self._accepts(channel, link, frames):
-                    link.receive(frames)
+        if channel is not None:
+            channel.unsent()
+        return False
 
     async def _watch_transport(self, monitor: zmq.asyncio.Socket, link: Link, *, keyed: bool) -> None:
         """After the TCP/IPC connection comes back, say hello again to learn whether our session survived.
@@ -1422,12 +1361,113 @@ HELLO_RETRY_INTERVAL = 1.0
 # connection file is read again while the host refuses the peer's key.
 REFUSAL_WARN_INTERVAL = 10.0
 KEY_CHECK_INTERVAL = 1.0
-# How many already-queued messages one wake-up handles before letting other tasks run.
+# How many messages one wake-up of the reader handles before letting other tasks run.
 _DRAIN_BATCH = 256
 # libzmq's send high-water mark (messages): past it, sends wait in the link's own bounded queue.
 SEND_HWM = 1000
 # The largest frame taken from the host: 64 MiB and the 64 KiB slack of SPEC 7.10, as the Swift peer.
 RECEIVE_LIMIT = (64 << 20) + (64 << 10)
+
+
+# Plain integers: pyzmq's enum flags cost a conversion on every call.
+_NOBLOCK = int(zmq.NOBLOCK)
+_SNDMORE_NOBLOCK = int(zmq.SNDMORE | zmq.NOBLOCK)
+_RCVMORE = int(zmq.RCVMORE)
+_EVENTS = int(zmq.EVENTS)
+_POLLIN = int(zmq.POLLIN)
+_POLLOUT = int(zmq.POLLOUT)
+
+
+class _SocketPump:
+    """Moves messages between one DEALER socket and its link on the socket's event loop, with plain non-blocking calls
+    on a shadow of the socket: pyzmq's awaitable sends and receives build an asyncio Future (and several enum flags)
+    per message, which cost more than the message's own decoding.
+
+    One reader on the socket's descriptor takes everything readable at each wake-up (at most ``_DRAIN_BATCH``
+    messages, then the rest on the next turn of the loop, so other tasks run). libzmq's descriptor is
+    edge-triggered and a send or a receive may consume its signal, so ZMQ_EVENTS is read again after them (once
+    per turn for sends): messages that wait, or room the link waits for, are acted on without a further signal."""
+
+    def __init__(
+        self, socket: zmq.asyncio.Socket, *, receive: Callable[[list[bytes]], None], writable: Callable[[], None]
+    ) -> None:
+        plain: zmq.Socket[Any] = zmq.Socket.shadow(socket.underlying)
+        self._recv = plain.recv
+        self._send = plain.send
+        # Only integer options are read here (ZMQ_EVENTS, ZMQ_RCVMORE, ZMQ_FD).
+        self._get = cast("Callable[[int], int]", plain.getsockopt)
+        self._receive = receive
+        self._writable = writable
+        self._loop = asyncio.get_running_loop()
+        self._fd = self._get(zmq.FD)
+        self._wants_room = False
+        self._check_scheduled = False
+        self._closed = False
+        self._loop.add_reader(self._fd, self._ready)
+        self._schedule_check()  # what arrived before the reader was added
+
+    def send(self, frames: list[bytes]) -> bool:
+        """Hand ``frames`` to libzmq; False when its queue is full (``writable`` is called once it has room).
+        libzmq takes a multipart message whole or not at all: only its first frame can be refused."""
+        send = self._send
+        try:
+            for frame in frames[:-1]:
+                send(frame, _SNDMORE_NOBLOCK)
+            send(frames[-1], _NOBLOCK)
+        except zmq.Again:
+            self._wants_room = True
+            self._schedule_check()
+            return False
+        self._schedule_check()
+        return True
+
+    def close(self) -> None:
+        """Stop reading; before the socket closes."""
+        if not self._closed:
+            self._closed = True
+            self._loop.remove_reader(self._fd)
+
+    def _schedule_check(self) -> None:
+        if not self._check_scheduled:
+            self._check_scheduled = True
+            self._loop.call_soon(self._ready)
+
+    def _ready(self) -> None:
+        """The descriptor signalled, or a send or a long drain asked for a look: act on what ZMQ_EVENTS says."""
+        self._check_scheduled = False
+        if self._closed:
+            return
+        try:
+            events = self._get(_EVENTS)
+        except zmq.ZMQError:
+            return  # closed meanwhile
+        if events & _POLLOUT and self._wants_room:
+            self._wants_room = False
+            self._writable()
+        if events & _POLLIN and not self._closed:
+            self._drain()
+
+    def _drain(self) -> None:
+        recv, get, receive = self._recv, self._get, self._receive
+        for count in range(_DRAIN_BATCH):
+            try:
+                frames = [recv(_NOBLOCK)]
+                while get(_RCVMORE):
+                    frames.append(recv(_NOBLOCK))
+            except zmq.Again:
+                return  # all read: the descriptor signals the next arrival
+            except zmq.ZMQError as error:
+                if not self._closed:  # not seen on a DEALER: the next signal of the descriptor tries again
+                    log.warning("receive failed: %s", error)
+                return
+            receive(frames)
+            if self._closed:
+                return
+            if count == 0 and not get(_EVENTS) & _POLLIN:
+                # A lone message (a sequential call's answer) ends the wake-up without a receive that fails: raising
+                # zmq.Again costs several times a look at ZMQ_EVENTS. Longer runs are read until Again.
+                return
+        self._schedule_check()  # more may wait: read on the next turn, after what else is ready
 
 
 def _unauthorized_answer(frames: list[bytes]) -> BridgeError | None:

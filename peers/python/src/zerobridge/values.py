@@ -229,7 +229,7 @@ def check(value: Any, root: str = "payload", *, depth: int = 2) -> bytes | None:
 
     ``root`` names the value in the message (``payload``, ``result``); ``depth`` is its nesting level there."""
     try:
-        text = json.dumps(value, separators=(",", ":"), allow_nan=False).encode("ascii")
+        text = wire.compact_json(value).encode("ascii")
     except (TypeError, ValueError, RecursionError):
         problem = find_problem(value, root, depth)
         if problem is not None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard, Union
 
@@ -166,11 +166,20 @@ def encode(message: Message) -> list[bytes]:
     attachments: list[bytes] = []
     body = _body_of(message, attachments)
     try:
-        text = json.dumps(body, separators=(",", ":"), allow_nan=False)
+        text = compact_json(body)
     except (TypeError, ValueError) as error:
         raise TypeError(f"not JSON-serializable: {error}") from None
     frames = [text.encode("utf-8"), *attachments]
     return [b"", *frames]
+
+
+# Built once: json.dumps with any keyword builds a new encoder per call.
+_COMPACT_JSON = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
+
+
+def compact_json(value: Any) -> str:
+    """``json.dumps(value, separators=(",", ":"), allow_nan=False)``: the JSON text every message is written in."""
+    return _COMPACT_JSON.encode(value)
 
 
 def _body_of(message: Message, attachments: list[bytes]) -> dict[str, Any]:
@@ -260,14 +269,25 @@ def _extract_attachments(value: Any, attachments: list[bytes]) -> Any:
         attachments.append(bytes(value))
         return {"$attachment": len(attachments) - 1}
     if isinstance(value, dict):
-        if any(isinstance(v, (dict, list, tuple, *_BINARY)) for v in value.values()):
+        if _any_nested(value.values()):
             return {k: _extract_attachments(v, attachments) for k, v in value.items()}
         return value
     if isinstance(value, (list, tuple)):
-        if any(isinstance(v, (dict, list, tuple, *_BINARY)) for v in value):
+        if _any_nested(value):
             return [_extract_attachments(v, attachments) for v in value]
         return value
     return value
+
+
+_NESTED = (dict, list, tuple, *_BINARY)
+
+
+def _any_nested(items: Iterable[Any]) -> bool:
+    """Whether a container holds a container or bytes (a loop: any() over a generator costs more on small ones)."""
+    for item in items:
+        if isinstance(item, _NESTED):
+            return True
+    return False
 
 
 # --- decoding ------------------------------------------------------------------------------
@@ -280,11 +300,11 @@ def _reject_constant(name: str) -> Any:
 # What JSON can write but a side cannot carry (SPEC 4) is looked for on the text, not on the parsed value, so that a
 # member a later duplicate replaced is checked too (SPEC 4: the whole text counts), and only where it may be:
 # - A number rounds to infinity only with a positive exponent of three digits or more, or with a run of 209 digits or
-#   more (with neither, it is below 10^208 * 10^99). Only texts that have one parse their numbers through a check.
+#   more (with neither, it is below 10^208 * 10^99). Numbers with an exponent (or a fraction) are checked as they are
+#   parsed; integers only in texts with such a run.
 # - A lone surrogate needs a \u escape of one. A high one not followed by a low one, or a low one not preceded by a
 #   high one, is lone, once escaped backslashes are out of the way ("\\ud800" is an escaped backslash, then text):
 #   they are replaced by two characters that are not backslashes, so that what they separated stays apart.
-_POSITIVE_EXPONENT = re.compile(r"[eE]\+?[0-9]{3}")
 _DIGITS = "0123456789"
 _MAYBE_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
 _LONE_SURROGATE = re.compile(
@@ -325,14 +345,33 @@ def _integer(text: str) -> int:
     return value
 
 
+# Built once: json.loads with any keyword builds a new decoder per call, which costs as much as a small body's parse.
+# Every number with a fraction or exponent goes through _double (as cheap as a text search for exponents, and only
+# where there are such numbers); integers through _integer only in texts with a run of 209 digits.
+_PLAIN_JSON = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_double)
+_CHECKED_JSON = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_double, parse_int=_integer)
+# Their scanners: what decode() runs once it has skipped leading whitespace (an attribute typeshed does not declare).
+_Scan = Callable[[str, int], tuple[Any, int]]
+_PLAIN_SCAN: _Scan = _PLAIN_JSON.scan_once  # type: ignore[attr-defined]
+_CHECKED_SCAN: _Scan = _CHECKED_JSON.scan_once  # type: ignore[attr-defined]
+
+
 def _loads(text: str) -> Any:
     """The JSON value of ``text``, or ValueError (also for NaN/Infinity, a number past a double's range, and a \\u
     escape that leaves a surrogate unpaired)."""
-    if _POSITIVE_EXPONENT.search(text) is None and not _has_digit_run(text, 209):
-        body = json.loads(text, parse_constant=_reject_constant)
+    if len(text) < 209 or not _has_digit_run(text, 209):
+        decoder, scan = _PLAIN_JSON, _PLAIN_SCAN
     else:
-        body = json.loads(text, parse_constant=_reject_constant, parse_float=_double, parse_int=_integer)
-    if _MAYBE_SURROGATE.search(text) is not None:
+        decoder, scan = _CHECKED_JSON, _CHECKED_SCAN
+    try:
+        body, end = scan(text, 0)  # what decode() does, without its whitespace searches
+    except StopIteration:
+        end = -1
+    if end != len(text):  # leading or trailing whitespace, extra data, not JSON: json.loads says which
+        if text.startswith("\ufeff"):
+            raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
+        body = decoder.decode(text)
+    if "\\u" in text and _MAYBE_SURROGATE.search(text) is not None:
         escapes = text.replace("\\\\", "__") if "\\\\" in text else text
         if _LONE_SURROGATE.search(escapes) is not None:
             raise ValueError("a \\u escape leaves a surrogate unpaired")
@@ -372,24 +411,25 @@ def decode(frames: Sequence[bytes]) -> Message:
     raw_type = body.get("type")
     readable_type = raw_type if isinstance(raw_type, str) else None
 
-    def bad(reason: str, code: str = BAD_MESSAGE) -> WireError:
-        return WireError(code, reason, id=readable_id, type=readable_type)
 
     # Only bodies with that many brackets could nest that deep; the text is judged, not the value (a member a later
     # duplicate replaced counts too). The walk below only matters for bodies that could carry references.
     if text.count("[") + text.count("{") > MAX_NESTING and _deeper_than(text, MAX_NESTING):
-        raise bad(f"nesting deeper than {MAX_NESTING}")
+        raise _bad(f"nesting deeper than {MAX_NESTING}", readable_id, readable_type)
     version = body.get("v")
     if not _is_int(version):
-        raise bad('"v" must be the integer 1')
+        raise _bad('"v" must be the integer 1', readable_id, readable_type)
     if version != PROTOCOL_VERSION:
-        raise bad(f"protocol version {version} is not supported (this peer speaks 1)", UNSUPPORTED_VERSION)
+        raise _bad(
+            f"protocol version {version} is not supported (this peer speaks 1)", readable_id, readable_type,
+            UNSUPPORTED_VERSION,
+        )
 
     if "$attachment" in text or "\\u" in text:  # "\u0024attachment" is the same key
         try:
             body = _resolve_attachments(body, [bytes(f) for f in frames[2:]])
         except IndexError as error:
-            raise bad(str(error)) from None
+            raise _bad(str(error), readable_id, readable_type) from None
 
     try:
         match raw_type:
@@ -499,10 +539,15 @@ def decode(frames: Sequence[bytes]) -> Message:
             case _:
                 raise ValueError(f"unknown type {raw_type!r}")
     except ValueError as error:
-        raise bad(f"{readable_type or 'message'}: {error}") from None
+        raise _bad(f"{readable_type or 'message'}: {error}", readable_id, readable_type) from None
 
 
 _MISSING: Any = object()
+
+
+def _bad(reason: str, readable_id: str | None, readable_type: str | None, code: str = BAD_MESSAGE) -> WireError:
+    """The error a message is refused with, with what could be read of it."""
+    return WireError(code, reason, id=readable_id, type=readable_type)
 
 
 def _is_int(value: Any) -> TypeGuard[int]:
