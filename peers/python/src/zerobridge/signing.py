@@ -36,22 +36,44 @@ def new_nonce() -> str:
 def mac(key: bytes, kind: str, channel: str, stamp: int, frames: Sequence[bytes]) -> bytes:
     """The MAC (lowercase hex, 64 digits) of ``frames`` (frames 1..n); ``stamp`` is the opening's ms or the counter.
     Each frame goes in after its length, so [ab, c] and [a, bc] sign differently."""
-    return _finish(_prefixed(key, kind, channel), stamp, frames)
+    return _ChannelMAC(key, kind, channel).hexdigest(stamp, frames)
 
 
-def _prefixed(key: bytes, kind: str, channel: str) -> hmac.HMAC:
-    """The HMAC with the preamble's fixed start fed: a channel keeps one per direction and copies it per message,
-    instead of hashing the padded key again each time."""
-    return hmac.new(key, f"zerobridge-1\n{kind}\n{channel}\n".encode(), hashlib.sha256)
+# A message with one frame up to this size is fed to SHA-256 in one piece (one copy of it, one call); a larger one or
+# several frames piece by piece, uncopied.
+_ONE_PIECE = 16_384
+_SHA256_BLOCK = 64
 
 
-def _finish(prefixed: hmac.HMAC, stamp: int, frames: Sequence[bytes]) -> bytes:
-    digest = prefixed.copy()
-    digest.update(b"%d\n" % stamp)
-    for frame in frames:
-        digest.update(len(frame).to_bytes(8, "big"))
-        digest.update(frame)
-    return digest.hexdigest().encode("ascii")
+class _ChannelMAC:
+    """HMAC-SHA256 (RFC 2104) of one direction of a channel, with the preamble's fixed start
+    (``zerobridge-1\\n<kind>\\n<channel>\\n``) fed once: per message, hashlib's two SHA-256 states are copied and
+    finished. The stdlib's ``hmac.HMAC`` does the same, but wraps its copy, each update and the digest in Python
+    calls: 1.2 us for a ~200-byte message against 0.77 here. ``tests/test_signing_mac.py`` pins it to ``hmac``."""
+
+    __slots__ = ("_inner", "_outer")
+
+    def __init__(self, key: bytes, kind: str, channel: str) -> None:
+        if len(key) > _SHA256_BLOCK:
+            key = hashlib.sha256(key).digest()
+        block = key.ljust(_SHA256_BLOCK, b"\0")
+        self._inner = hashlib.sha256(bytes(byte ^ 0x36 for byte in block))
+        self._inner.update(f"zerobridge-1\n{kind}\n{channel}\n".encode())
+        self._outer = hashlib.sha256(bytes(byte ^ 0x5C for byte in block))
+
+    def hexdigest(self, stamp: int, frames: Sequence[bytes]) -> bytes:
+        """The MAC of a message's frames 1..n at ``stamp``, as 64 lowercase hex digits."""
+        inner = self._inner.copy()
+        if len(frames) == 1 and len(frames[0]) <= _ONE_PIECE:
+            inner.update(b"%d\n%b%b" % (stamp, len(frames[0]).to_bytes(8, "big"), frames[0]))
+        else:
+            inner.update(b"%d\n" % stamp)
+            for frame in frames:
+                inner.update(len(frame).to_bytes(8, "big"))
+                inner.update(frame)
+        outer = self._outer.copy()
+        outer.update(inner.digest())
+        return outer.hexdigest().encode("ascii")
 
 
 def sign_opening(key: bytes, channel: str, ms: int, frames: Sequence[bytes]) -> bytes:
@@ -99,8 +121,8 @@ class PeerChannel:
     def __init__(self, key: bytes, nonce: str | None = None) -> None:
         self._key = key
         self.nonce = nonce or new_nonce()
-        self._sending = _prefixed(key, P2H, self.nonce)
-        self._receiving = _prefixed(key, H2P, self.nonce)
+        self._sending = _ChannelMAC(key, P2H, self.nonce)
+        self._receiving = _ChannelMAC(key, H2P, self.nonce)
         self._opened = False
         self._sent = 0  # the counter of the last message signed after the opening
         self._received = 0  # the greatest counter accepted from the host
@@ -117,7 +139,7 @@ class PeerChannel:
             self._opened = True
             return sign_opening(self._key, self.nonce, now_ms, frames)
         self._sent += 1
-        return b"m.%d.%s" % (self._sent, _finish(self._sending, self._sent, frames))
+        return b"m.%d.%s" % (self._sent, self._sending.hexdigest(self._sent, frames))
 
     def unsent(self) -> None:
         """The message just signed did not go out. An opening is made again; a counter may skip (receivers allow
@@ -137,7 +159,7 @@ class PeerChannel:
             return "an opening signature (only a peer opens a channel)"
         if counter <= self._received:
             return f"counter {counter} replayed or out of order (last accepted {self._received})"
-        if not hmac.compare_digest(match[2], _finish(self._receiving, counter, frames)):
+        if not hmac.compare_digest(match[2], self._receiving.hexdigest(counter, frames)):
             return "wrong signature"
         self._received = counter
         return None
