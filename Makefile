@@ -142,6 +142,7 @@ demo: deps
 bench:
 	@started=$$(date +%s.%N); \
 	$(MAKE) --no-print-directory deps && \
+	{ $(PY) -c 'import opentelemetry.proto' 2>/dev/null || $(PY) -m pip install -q opentelemetry-proto; } && \
 	swift build -c release --product zerobridge-bench && \
 	swift build -c release --product zerobridge && \
 	swift build -c release --product import-host && \

@@ -1,57 +1,36 @@
 """An OTLP/HTTP trace receiver for `make bench`: takes what swift-otel's exporter posts to /v1/traces, answers as a
-collector does, and counts the spans, so the telemetry section knows the host recorded and exported what it claims.
-It keeps counts only, nothing it receives."""
+collector does, and counts the spans (read with opentelemetry-proto, the OTLP messages' own Python package), so the
+telemetry section knows the host recorded and exported what it claims. It keeps counts only, nothing it receives."""
 
 from __future__ import annotations
 
-import gzip
 import threading
+import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-# The largest export accepted (a collector's default limit is in this range); a bigger one is refused with 413.
+from google.protobuf.message import DecodeError
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+
+# The largest export accepted, as sent and as unpacked (a collector's default limit is in this range); a bigger one
+# is refused with 413, and a gzip body is never unpacked past it.
 MAX_BODY = 32 * 1024 * 1024
-
-
-def _fields(data: bytes):
-    """(field number, wire type, value) of each field of one protobuf message; length-delimited values as bytes."""
-    i = 0
-    while i < len(data):
-        key, i = _varint(data, i)
-        number, wire = key >> 3, key & 7
-        if wire == 0:
-            value, i = _varint(data, i)
-        elif wire == 1:
-            value, i = data[i:i + 8], i + 8
-        elif wire == 2:
-            length, i = _varint(data, i)
-            value, i = data[i:i + length], i + length
-        elif wire == 5:
-            value, i = data[i:i + 4], i + 4
-        else:
-            raise ValueError(f"unsupported wire type {wire}")
-        if i > len(data):
-            raise ValueError("truncated message")
-        yield number, wire, value
-
-
-def _varint(data: bytes, i: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if i >= len(data) or shift > 63:
-            raise ValueError("bad varint")
-        byte = data[i]
-        i += 1
-        value |= (byte & 0x7F) << shift
-        shift += 7
-        if not byte & 0x80:
-            return value, i
+_EMPTY_RESPONSE = ExportTraceServiceResponse().SerializeToString()  # everything accepted
 
 
 def count_spans(body: bytes) -> int:
-    """Spans in an ExportTraceServiceRequest: resource_spans (1) -> scope_spans (2) -> spans (2)."""
-    return sum(1 for number, _, resource in _fields(body) if number == 1
-               for scope_number, _, scope in _fields(resource) if scope_number == 2
-               for span_number, _, _ in _fields(scope) if span_number == 2)
+    """Spans in an ExportTraceServiceRequest; DecodeError for anything else."""
+    request = ExportTraceServiceRequest.FromString(body)
+    return sum(len(scope.spans) for resource in request.resource_spans for scope in resource.scope_spans)
+
+
+def _gunzip(body: bytes) -> bytes | None:
+    """The unpacked body, or None when it unpacks past MAX_BODY; zlib.error when it is not gzip."""
+    unpacker = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    unpacked = unpacker.decompress(body, MAX_BODY)
+    return None if unpacker.unconsumed_tail or len(unpacked) > MAX_BODY else unpacked
 
 
 class OtlpSink:
@@ -66,26 +45,32 @@ class OtlpSink:
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802 (http.server's name)
-                length = int(self.headers.get("Content-Length") or 0)
+                try:
+                    length = int(self.headers.get("Content-Length") or "")
+                except ValueError:
+                    length = -1
                 if self.path != "/v1/traces" or not 0 <= length <= MAX_BODY:
                     sink._count(refused=1)
-                    self.send_error(404 if self.path != "/v1/traces" else 413)
+                    self.send_error(404 if self.path != "/v1/traces" else 411 if length < 0 else 413)
                     return
-                body = self.rfile.read(length)
+                sent = self.rfile.read(length)
                 try:
-                    if self.headers.get("Content-Encoding") == "gzip":
-                        body = gzip.decompress(body)
-                    spans = count_spans(body)
-                except (ValueError, OSError, EOFError):
+                    body = _gunzip(sent) if self.headers.get("Content-Encoding") == "gzip" else sent
+                    spans = count_spans(body) if body is not None else None
+                except (DecodeError, zlib.error):
                     sink._count(refused=1)
                     self.send_error(400)
                     return
+                if spans is None:
+                    sink._count(refused=1)
+                    self.send_error(413)
+                    return
                 sink._count(spans=spans, exports=1)
-                # An empty ExportTraceServiceResponse: everything accepted.
                 self.send_response(200)
                 self.send_header("Content-Type", "application/x-protobuf")
-                self.send_header("Content-Length", "0")
+                self.send_header("Content-Length", str(len(_EMPTY_RESPONSE)))
                 self.end_headers()
+                self.wfile.write(_EMPTY_RESPONSE)
 
             def log_message(self, *_: object) -> None:
                 pass

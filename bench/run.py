@@ -38,7 +38,6 @@ from typing import Any
 
 import browser_peer
 import import_service
-from otlp_sink import OtlpSink
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
@@ -162,7 +161,6 @@ class Bench:
         good = [r for r in runs if "error" not in r]
         out[key] = max(good, key=lambda r: r["per_second"]) if good else runs[-1]
         out[key]["runs_per_second"] = [round(r["per_second"]) for r in good]
-        out[key]["runs_requests"] = [r["requests"] + r.get("warmup", 0) for r in runs if "requests" in r]
         figure = out[key].get("per_second")
         print(f" {figure:,.0f}/s" if figure else f" {out[key].get('error', '')}", file=sys.stderr)
 
@@ -334,34 +332,54 @@ class Bench:
         """Tracing (issue 27) over ipc: the Swift peer against an echo host, with tracing off (no tracer, no trace),
         carried (no tracer; every call in a trace, which the host carries on), on (swift-otel's tracer: each request
         in a span started, ended, batched and exported over OTLP/HTTP) and sampled (swift-otel sampling 1 trace in
-        100); and the span wrapper alone, no sockets."""
+        100); and the span wrapper alone, no sockets.
+
+        The four hosts run side by side and the clients take turns among them, 2 x --repeat rounds, so that each
+        mode sees the same moments of this machine; each mode keeps its run with the least host CPU per request. A
+        host at 64 in flight settles into one of two paces (many messages a wake-up, or few), whose CPU per request
+        differs by up to 2x whatever the mode: one run per mode compared two such draws more than two modes."""
         tracing: dict[str, Any] = {}
-        for mode, (kind, host_flags, peer_flags) in TRACING_MODES.items():
-            endpoint = self.endpoint("ipc", f"traced-{mode}")
-            if kind == "otel" and not OTEL_BIN.exists():
-                tracing[f"{mode}_w1"] = tracing[f"{mode}_w64"] = {"error": f"{OTEL_BIN} is missing: make bench builds it"}
-                continue
-            sink = OtlpSink() if kind == "otel" else None
-            command = ([str(OTEL_BIN), "--endpoint", endpoint, "--otlp", sink.url, *host_flags] if sink else
-                       self.bench_tool("traced-host", "--endpoint", endpoint, *host_flags))
-            try:
-                host = Server(f"echo host, tracing {mode}", command)
+        hosts: dict[str, tuple[Server, list[str], Any]] = {}
+        try:
+            for mode, (kind, host_flags, peer_flags) in TRACING_MODES.items():
+                endpoint = self.endpoint("ipc", f"traced-{mode}")
                 try:
-                    counted = 0
-                    for window in (1, 64):
-                        key = f"{mode}_w{window}"
-                        self.step(tracing, key, f"ipc tracing {mode:<7} <- Swift peer, window {window}",
-                                  self.timed(*self.bench_tool("peer", "--endpoint", host.endpoint, "--window",
-                                                              str(window), *peer_flags)), host)
-                        counted += sum(tracing[key].get("runs_requests", [])) or 0
-                finally:
-                    host.stop()  # the tracer's services flush what is left on SIGTERM
+                    sink = start_otlp_sink() if kind == "otel" else None
+                except RuntimeError as missing:
+                    tracing[f"{mode}_w1"] = tracing[f"{mode}_w64"] = {"error": str(missing)}
+                    continue
+                try:
+                    command = ([str(OTEL_BIN), "--endpoint", endpoint, "--otlp", sink.url, *host_flags] if sink else
+                               self.bench_tool("traced-host", "--endpoint", endpoint, *host_flags))
+                    hosts[mode] = (Server(f"echo host, tracing {mode}", command), peer_flags, sink)
+                except BaseException:
+                    if sink:
+                        sink.close()
+                    raise
+            counted = dict.fromkeys(hosts, 0)
+            for window in (1, 64):
+                runs: dict[str, list[dict[str, Any]]] = {mode: [] for mode in hosts}
+                print(f"  ipc tracing, window {window}: {', '.join(hosts)} in turns ...", end="", flush=True,
+                      file=sys.stderr)
+                for _ in range(2 * self.repeat):
+                    for mode, (host, peer_flags, _sink) in hosts.items():
+                        result = run_client(self.timed(*self.bench_tool(
+                            "peer", "--endpoint", host.endpoint, "--window", str(window), *peer_flags)), server=host)
+                        runs[mode].append(result)
+                        counted[mode] += result.get("requests", 0) + result.get("warmup", 0)
+                for mode, results in runs.items():
+                    good = [r for r in results if "server_cpu_us_per_request" in r]
+                    best = min(good, key=lambda r: r["server_cpu_us_per_request"]) if good else results[-1]
+                    best["runs_server_cpu_us"] = [round(r["server_cpu_us_per_request"], 1) for r in good]
+                    tracing[f"{mode}_w{window}"] = best
+                print(" done", file=sys.stderr)
+        finally:
+            for mode, (host, _flags, sink) in hosts.items():
+                host.stop()  # the tracer's services export what is left on SIGTERM
                 if sink:
                     # Every request the host served is a span it ended; the receiver counts what reached it.
-                    tracing[f"{mode}_export"] = {"spans": sink.spans, "exports": sink.exports, "refused": sink.refused,
-                                                 "requests": counted}
-            finally:
-                if sink:
+                    tracing[f"{mode}_export"] = {"spans": sink.spans, "exports": sink.exports,
+                                                 "refused": sink.refused, "requests": counted.get(mode, 0)}
                     sink.close()
         for key, command, flags in (("span_wrapper", "span-wrapper", []),
                                     ("span_wrapper_traced", "span-wrapper", ["--traceparent", TRACEPARENT]),
@@ -369,6 +387,18 @@ class Bench:
                                     ("span_alone_tracer", "span-alone", [])):
             tracing[key] = run_client(self.bench_tool(command, "--seconds", str(self.seconds), *flags))
         return {"tracing": tracing}
+
+
+def start_otlp_sink() -> Any:
+    """The OTLP receiver of the swift-otel rows (bench/otlp_sink.py), listening; RuntimeError saying what is missing
+    when `make bench` has not built bench/otel or installed opentelemetry-proto."""
+    if not OTEL_BIN.exists():
+        raise RuntimeError(f"{OTEL_BIN} is missing: make bench builds it")
+    try:
+        import otlp_sink
+    except ImportError as error:
+        raise RuntimeError(f"{error}: make bench installs opentelemetry-proto") from None
+    return otlp_sink.OtlpSink()
 
 
 # --- figures, ratios, targets -----------------------------------------------------------------------

@@ -13,8 +13,10 @@ import ServiceLifecycle
 import Tracing
 import ZeroBridge
 
-struct Usage: Error, CustomStringConvertible {
-    var description: String
+/// Says what is wrong with the command line, and exits 2.
+func usage(_ problem: String) -> Never {
+    FileHandle.standardError.write(Data("zerobridge-otel-host: \(problem)\nusage: zerobridge-otel-host --endpoint E --otlp URL [--sampler always|ratio:R]\n".utf8))
+    exit(2)
 }
 
 var endpoint = ""
@@ -22,7 +24,7 @@ var otlp = ""
 var sampler = OTel.Configuration.TracesConfiguration.SamplerConfiguration.parentBasedAlwaysOn
 var arguments = CommandLine.arguments.dropFirst()
 while let flag = arguments.popFirst() {
-    guard let value = arguments.popFirst() else { throw Usage(description: "\(flag) needs a value") }
+    guard let value = arguments.popFirst() else { usage("\(flag) needs a value") }
     switch flag {
     case "--endpoint": endpoint = value
     case "--otlp": otlp = value
@@ -33,12 +35,12 @@ while let flag = arguments.popFirst() {
                   let chosen = OTel.Configuration.TracesConfiguration.SamplerConfiguration.parentBasedTraceIDRatio(ratio: ratio) {
             sampler = chosen
         } else {
-            throw Usage(description: "--sampler takes always or ratio:R with R in 0...1")
+            usage("--sampler takes always or ratio:R with R in 0...1")
         }
-    default: throw Usage(description: "unknown option \(flag)")
+    default: usage("unknown option \(flag)")
     }
 }
-guard !endpoint.isEmpty, !otlp.isEmpty else { throw Usage(description: "--endpoint and --otlp are required") }
+guard !endpoint.isEmpty, !otlp.isEmpty else { usage("--endpoint and --otlp are required") }
 
 var configuration = OTel.Configuration.default
 configuration.serviceName = "zerobridge-bench"

@@ -411,7 +411,6 @@ def decode(frames: Sequence[bytes]) -> Message:
     raw_type = body.get("type")
     readable_type = raw_type if isinstance(raw_type, str) else None
 
-
     # Only bodies with that many brackets could nest that deep; the text is judged, not the value (a member a later
     # duplicate replaced counts too). The walk below only matters for bodies that could carry references.
     if text.count("[") + text.count("{") > MAX_NESTING and _deeper_than(text, MAX_NESTING):
