@@ -1272,7 +1272,7 @@ class Peer:
             return True
         if channel is not None:
             # Signed as it is handed over, so that counters follow the order on the wire.
-            signature = channel.sign(frames[1:], now_ms())
+            signature = channel.sign(frames[1:], 0 if channel.opened else now_ms())
             if signature is None:
                 log.debug("not sent: a keyed connection opens with hello")
                 return True
