@@ -98,9 +98,8 @@ function writeWord(bytes, at, word) {
   bytes[at] = word >>> 24; bytes[at + 1] = word >>> 16; bytes[at + 2] = word >>> 8; bytes[at + 3] = word;
 }
 
-/** `state` as the 32-byte digest. */
-function digestOfState() {
-  const digest = new Uint8Array(32);
+/** `state` as the 32-byte digest, written into `digest`. */
+function digestOfState(digest = new Uint8Array(32)) {
   for (let i = 0; i < 8; i += 1) writeWord(digest, 4 * i, state[i]);
   return digest;
 }
@@ -129,8 +128,11 @@ export function prepareHmacKey(key) {
   return Object.freeze({ inner: stateAfter(0x36), outer: stateAfter(0x5c) });
 }
 
-/** The HMAC-SHA256 (32 bytes) of `parts` (Uint8Arrays, taken one after the other) under a key from prepareHmacKey(). */
-export function hmacSha256(preparedKey, parts) {
+/**
+ * The HMAC-SHA256 (32 bytes) of `parts` (Uint8Arrays, taken one after the other) under a key from prepareHmacKey(),
+ * written into `out` (a new array unless given one to reuse).
+ */
+export function hmacSha256(preparedKey, parts, out = new Uint8Array(32)) {
   state.set(preparedKey.inner);
   absorb(parts, BLOCK_BYTES);
   // The outer hash's message is the inner digest: one block with its padding, built in `tail`.
@@ -140,7 +142,7 @@ export function hmacSha256(preparedKey, parts) {
   writeWord(tail, BLOCK_BYTES - 4, (BLOCK_BYTES + 32) * 8);
   state.set(preparedKey.outer);
   compress(state, tail, 0, BLOCK_BYTES);
-  return digestOfState();
+  return digestOfState(out);
 }
 
 /** Whether two MACs hold the same bytes, in time that depends on their length only, not on where they differ. */
