@@ -30,19 +30,21 @@ const NEWLINE = 0x0a;
  * big-endian, so frame boundaries count. The parts may be a shared array's: feed them before the next call.
  */
 export function macParts(kind, channel, stamp, frames) {
-  const digits = latin1Digits(stamp);
-  return macInput(macHeader(kind, channel), digits, 0, digits.length, frames);
+  return macInput(macHeader(kind, channel), DIGITS, 0, writeDigits(stamp), frames);
 }
 
 /** The part of a MAC's input that is the same for every message of `kind` on `channel`. */
 const macHeader = (kind, channel) => textBytes(`zerobridge-1\n${kind}\n${channel}\n`);
 
-/** The decimal digits of `stamp` (a BigInt or an integer) as bytes. */
-function latin1Digits(stamp) {
+// A stamp's decimal digits, written for the MAC input (a stamp is below 2^63: at most 19 digits).
+const DIGITS = new Uint8Array(19);
+
+/** Writes the decimal digits of `stamp` (a BigInt or an integer, 0..2^63-1) into DIGITS; returns how many. */
+function writeDigits(stamp) {
   const text = String(stamp);
-  const bytes = new Uint8Array(text.length);
-  for (let i = 0; i < text.length; i += 1) bytes[i] = text.charCodeAt(i);
-  return bytes;
+  if (text.length > DIGITS.length || !(stamp >= 0)) throw new RangeError(`a stamp is 0..2^63-1, not ${text}`);
+  for (let i = 0; i < text.length; i += 1) DIGITS[i] = text.charCodeAt(i);
+  return text.length;
 }
 
 /** macParts() from a prepared `header` and the stamp's digits at `digits[from..to)`. */
@@ -87,7 +89,7 @@ function writeLength(bytes, at, length) {
 }
 
 const HEX_DIGITS = Uint8Array.from('0123456789abcdef', (c) => c.charCodeAt(0));
-const [DOT, DIGIT_0, LETTER_A, LETTER_H, LETTER_M] = ['.', '0', 'a', 'h', 'm'].map((c) => c.charCodeAt(0));
+const [DOT, DIGIT_0, LETTER_H, LETTER_M] = ['.', '0', 'h', 'm'].map((c) => c.charCodeAt(0));
 
 /** `prefix` (ASCII), a decimal stamp, `.`, then the MAC in lowercase hex, written into one new array. */
 function signatureBytes(prefix, stamp, mac) {
@@ -110,7 +112,6 @@ export const messageSignature = (counter, mac) => signatureBytes('m.', counter, 
 // A lowercase hex digit's value, or -1 (the strict form has no upper case): one lookup per digit.
 const LOWER_HEX = new Int8Array(256).fill(-1);
 for (let i = 0; i < 16; i += 1) LOWER_HEX['0123456789abcdef'.charCodeAt(i)] = i;
-const lowerHexValue = (byte) => LOWER_HEX[byte] ?? -1;
 
 /**
  * Where a decimal of 1 to 19 digits without a leading zero, at `start` and ending at a `.`, ends (the index of the
@@ -139,24 +140,26 @@ function decimalValue(frame, start, end) {
   return value;
 }
 
-/** Whether `frame[start..]` is exactly 64 lowercase hex digits (a MAC). */
-function isMacAtEnd(frame, start) {
-  if (frame.length - start !== 64) return false;
-  for (let i = start; i < frame.length; i += 1) if (LOWER_HEX[frame[i]] < 0) return false;
-  return true;
-}
-
-/** The 32 bytes of the 64 hex digits at `frame[start..]` (checked by isMacAtEnd), into `out`. */
-function macBytes(frame, start, out = new Uint8Array(32)) {
-  for (let i = 0, at = start; i < 32; i += 1, at += 2) out[i] = (LOWER_HEX[frame[at]] << 4) | LOWER_HEX[frame[at + 1]];
+/** The 32 bytes of exactly 64 lowercase hex digits from `frame[start]` to its end, into `out`; null for anything else. */
+function macAtEnd(frame, start, out) {
+  if (frame.length - start !== 64) return null;
+  for (let i = 0, at = start; i < 32; i += 1, at += 2) {
+    const high = LOWER_HEX[frame[at]];
+    const low = LOWER_HEX[frame[at + 1]];
+    if ((high | low) < 0) return null;
+    out[i] = (high << 4) | low;
+  }
   return out;
 }
 
-/** For a well-formed `m.<counter>.<mac>` frame 0: the index of the dot after the counter; -1 for anything else. */
-function messageCounterEnd(frame0) {
+/**
+ * For a well-formed `m.<counter>.<mac>` frame 0: the index of the dot after the counter, with the MAC's bytes written
+ * into `mac`; -1 for anything else.
+ */
+function messageCounterEnd(frame0, mac) {
   if (frame0.length < 4 || frame0.length > 120 || frame0[0] !== LETTER_M || frame0[1] !== DOT) return -1;
   const end = decimalEnd(frame0, 2);
-  return end >= 0 && isMacAtEnd(frame0, end + 1) ? end : -1;
+  return end >= 0 && macAtEnd(frame0, end + 1, mac) !== null ? end : -1;
 }
 
 /**
@@ -165,22 +168,23 @@ function messageCounterEnd(frame0) {
  * byte in one pass.
  */
 export function parseSignature(frame0) {
-  const counterEnd = messageCounterEnd(frame0);
+  const mac = new Uint8Array(32);
+  const counterEnd = messageCounterEnd(frame0, mac);
   if (counterEnd >= 0) {
     const counter = BigInt(decimalValue(frame0, 2, counterEnd));
-    return counter >= 1n && counter <= MAX_COUNTER ? { counter, mac: macBytes(frame0, counterEnd + 1) } : null;
+    return counter >= 1n && counter <= MAX_COUNTER ? { counter, mac } : null;
   }
   if (frame0.length < 2 + 32 + 1 || frame0.length > 120 || frame0[0] !== LETTER_H || frame0[1] !== DOT) return null;
   let nonce = '';
   for (let i = 2; i < 34; i += 1) {
-    if (lowerHexValue(frame0[i]) < 0) return null;
+    if (LOWER_HEX[frame0[i]] < 0) return null;
     nonce += String.fromCharCode(frame0[i]);
   }
   if (frame0[34] !== DOT) return null;
   const msEnd = decimalEnd(frame0, 35);
-  if (msEnd < 0 || !isMacAtEnd(frame0, msEnd + 1)) return null;
+  if (msEnd < 0 || macAtEnd(frame0, msEnd + 1, mac) === null) return null;
   const ms = BigInt(decimalValue(frame0, 35, msEnd));
-  return ms <= MAX_COUNTER ? { nonce, ms, mac: macBytes(frame0, msEnd + 1) } : null;
+  return ms <= MAX_COUNTER ? { nonce, ms, mac } : null;
 }
 
 /** The `type` of a body frame, or null when it is not a JSON object with a string type. */
@@ -234,13 +238,13 @@ export class PeerChannel {
       return openingSignature(this.nonce, now, this.primitives.mac(this.key, macParts('hello', this.nonce, now, frames)));
     }
     this.sent += 1;
-    const digits = latin1Digits(this.sent);
-    return messageSignature(this.sent, this.primitives.mac(this.key, macInput(this.sendHeader, digits, 0, digits.length, frames)));
+    const parts = macInput(this.sendHeader, DIGITS, 0, writeDigits(this.sent), frames);
+    return messageSignature(this.sent, this.primitives.mac(this.key, parts));
   }
 
   /** Why a message from the host is refused, or null when it is accepted (and its counter recorded). */
   refusal(frame0, frames) {
-    const counterEnd = messageCounterEnd(frame0);
+    const counterEnd = messageCounterEnd(frame0, this.receivedMac);
     if (counterEnd < 0) {
       if (frame0.length === 0) return 'no signature';
       return parseSignature(frame0) === null ? 'not a signature' : 'an opening signature (only a peer opens a channel)';
@@ -249,7 +253,7 @@ export class PeerChannel {
     if (counter < 1 || counter > MAX_COUNTER) return 'not a signature';
     if (counter <= this.received) return `counter ${counter} replayed or out of order (last accepted ${this.received})`;
     const expected = this.primitives.mac(this.key, macInput(this.receiveHeader, frame0, 2, counterEnd, frames));
-    if (!this.primitives.equal(macBytes(frame0, counterEnd + 1, this.receivedMac), expected)) return 'wrong signature';
+    if (!this.primitives.equal(this.receivedMac, expected)) return 'wrong signature';
     if (!this.welcomed) {
       const body = bodyOf(frames[0]);
       if (body?.type === 'welcome') this.welcomed = true;
