@@ -1,7 +1,8 @@
 // Keyed connections (SPEC 3.1), the platform-neutral part: frame 0 as `h.<nonce>.<ms>.<mac>` (the opening hello of a
 // connection's channel) or `m.<counter>.<mac>` (everything after it), the MAC an HMAC-SHA256 with the connection key.
-// The HMAC itself is the platform's (`primitives`), synchronous: node:crypto's in Node (src/signing.js), src/sha256.js
-// in a page (src/browser.js); the channel's bookkeeping is the same for both.
+// The HMAC itself is the platform's (`primitives`), synchronous: src/sha256.js's for a small message and node:crypto's
+// for a large one in Node (src/signing.js), src/sha256.js's in a page (src/browser.js); the channel's bookkeeping is
+// the same for both.
 
 import { fromHex, newBytes, randomBytes, toHex, utf8Bytes } from './bytes.js';
 
@@ -231,11 +232,12 @@ export class PeerChannel {
     this.receivedMac = new Uint8Array(32);
   }
 
-  /** Frame 0 for the next message, `frames` its frames 1..n. */
-  sign(frames, now = Date.now()) {
+  /** Frame 0 for the next message, `frames` its frames 1..n; `now` the opening's clock (the wall clock's unless given). */
+  sign(frames, now) {
     if (!this.opened) {
       this.opened = true;
-      return openingSignature(this.nonce, now, this.primitives.mac(this.key, macParts('hello', this.nonce, now, frames)));
+      const ms = now ?? Date.now(); // read for the opening alone: no clock call per message
+      return openingSignature(this.nonce, ms, this.primitives.mac(this.key, macParts('hello', this.nonce, ms, frames)));
     }
     this.sent += 1;
     const parts = macInput(this.sendHeader, DIGITS, 0, writeDigits(this.sent), frames);
