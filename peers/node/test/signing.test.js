@@ -7,6 +7,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { PeerChannel, clockSkewDiagnosis, mac, parseKey, parseSignature, signMessage, signOpening } from '../src/signing.js';
 import { KeyedHost } from '../test-helpers/keyed-host.js';
+import { generator } from '../test-helpers/random.js';
 import { repoRoot } from '../test-helpers/processes.js';
 
 // A list of fixture objects (SPEC 14.1a), each with its key; read as a list whether or not it is wrapped in one.
@@ -196,18 +197,6 @@ describe('signing: frame 0 and keys', () => {
     for (const bad of ['', 'abc', 'zz', '0x00', ' 00', 42]) assert.throws(() => parseKey(bad), TypeError, String(bad));
   });
 });
-
-/** A seeded 32-bit generator (mulberry32): the same cases on every run, a failure named by its case. */
-function generator(seed) {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 0x100000000;
-  };
-}
 
 describe('signing: the channel against node:crypto\'s createHmac', () => {
   // The channel hashes a small message with src/sha256.js and a large one with node:crypto, from one reused array up to
