@@ -22,9 +22,11 @@ export const macMatches = (received, expected) => received.length === expected.l
 
 // A MAC input up to this size (a channel's header, the frames and their lengths: src/channel.js hands it over in one
 // piece up to 16 KiB) is hashed by src/sha256.js, larger ones by node:crypto. Each createHmac costs ~1.5 us before it
-// hashes anything (the digest's lookup by name, a native object, locks, mallocs, a weak handle for the GC), while the
-// JavaScript SHA-256 costs ~0.6 us plus ~3.6 ns a byte against node:crypto's ~0.5 (SHA extensions): the two meet
-// near 450 bytes (bench/node_hmac.mjs measures both at each size).
+// hashes a byte (the digest looked up by name, locks, a native object with a weak handle for the GC, mallocs), and
+// ~0.5 us more in a running peer than in a loop of it alone (the GC and malloc work it leaves: 64 calls in flight
+// with ~260-byte messages cost the peer 1.3 us less a call in JavaScript, where bench/node_hmac.mjs shows 0.2 for
+// two MACs); the JavaScript SHA-256 costs ~0.6 us plus ~3.7 ns a byte, node:crypto's ~0.5 ns a byte (SHA
+// extensions). In a running peer the two meet near 450 bytes (alone, near 320).
 const JS_HMAC_LIMIT = 448;
 const MAC_OUT = new Uint8Array(32);
 
