@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/run.py [--bin .build/release] [--seconds 1.0] [--out .bench/results.json]
                                   [--sections transports,security,memory,codec,import,telemetry] [--transports ipc,tcp]
+                                  [--security-peers swift,python,node] [--security-modes plain,keyed,curve+keyed]
 
 Every server is a separate process started here and every client another, so all figures come from the
 same process tree on the same (noisy) machine, and the ratios between them hold. Prints a table and
@@ -133,6 +134,8 @@ class Bench:
     seconds: float
     progress_events: dict[str, int]
     repeat: int
+    security_peers: tuple[str, ...] = ("swift", "python", "node")
+    security_modes: tuple[str, ...] = tuple(SECURITY_MODES)
     results: dict[str, Any] = field(default_factory=dict)
     socket_files: list[Path] = field(default_factory=list)
 
@@ -246,9 +249,10 @@ class Bench:
             ("node", "Node peer", lambda file, what, w: ["node", str(BENCH / "node_peer.mjs"), what, file, "--window",
                                                          str(w), "--events", str(n["node"])]),
         ]
-        for mode, options in SECURITY_MODES.items():
+        for mode in self.security_modes:
+            options = SECURITY_MODES[mode]
             figures: dict[str, Any] = {}
-            for key, label, command in peers:
+            for key, label, command in (p for p in peers if p[0] in self.security_peers):
                 if key == "node" and shutil.which("node") is None:
                     figures.update({f"node_{s}": {"error": "node is not installed"} for s in SECURITY_SCENARIOS})
                     continue
@@ -662,6 +666,8 @@ def security_table(results: dict[str, Any]) -> list[str]:
     lines = ["", "--- security modes, tcp: rate, cpu us per request host / peer " + "-" * 60,
              f"{'':<30}" + "".join(f"{mode:>31}" for mode in security) + "   keyed/plain  curve/plain"]
     for key, label in SECURITY_LABELS.items():
+        if not any(key in security[mode] for mode in security):
+            continue  # a peer left out (--security-peers)
         cells = []
         for mode in security:
             r = security[mode].get(key)
@@ -850,6 +856,10 @@ def main() -> None:
     parser.add_argument("--sections", default=",".join(SECTIONS), help="which parts to run (a subset for quick comparisons)")
     parser.add_argument("--repeat", type=int, default=2, help="runs per figure; the best is kept")
     parser.add_argument("--started", type=float, help="epoch seconds when `make bench` started (for its wall time)")
+    parser.add_argument("--security-peers", default="swift,python,node",
+                        help="the security section's peers (one peer's rows alone, for quick comparisons)")
+    parser.add_argument("--security-modes", default=",".join(SECURITY_MODES),
+                        help="the security section's modes, run in this order")
     args = parser.parse_args()
 
     # 1,000 peers need more than 1,024 descriptors in the host and the load driver, which inherit this limit.
@@ -857,13 +867,19 @@ def main() -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 8192)), hard))
 
     bench = Bench(bin=Path(args.bin), seconds=args.seconds, repeat=max(1, args.repeat),
-                  progress_events={"swift": 500_000, "python": 100_000, "node": 200_000})
+                  progress_events={"swift": 500_000, "python": 100_000, "node": 200_000},
+                  security_peers=tuple(args.security_peers.split(",")), security_modes=tuple(args.security_modes.split(",")))
     sections = args.sections.split(",")
     if unknown := set(sections) - set(SECTIONS):
         raise SystemExit(f"unknown sections {sorted(unknown)}: choose from {','.join(SECTIONS)}")
-    # The telemetry and codec sections run zerobridge-bench alone.
+    if unknown := set(bench.security_peers) - {"swift", "python", "node"}:
+        raise SystemExit(f"unknown security peers {sorted(unknown)}: choose from swift,python,node")
+    if unknown := set(bench.security_modes) - set(SECURITY_MODES):
+        raise SystemExit(f"unknown security modes {sorted(unknown)}: choose from {','.join(SECURITY_MODES)}")
+    # The telemetry and codec sections run zerobridge-bench alone; node-curve runs Node alone, and the security section
+    # needs zerobridge-bench only for the Swift peer.
     needs_host = bool(set(sections) - {"telemetry", "codec", "node-curve"})
-    needs_bench_tool = bool(set(sections) - {"node-curve"})  # node-curve runs Node alone
+    needs_bench_tool = bool(set(sections) - {"node-curve", "security"}) or ("security" in sections and "swift" in bench.security_peers)
     for tool in (*(["zerobridge"] if needs_host else []), *(["zerobridge-bench"] if needs_bench_tool else []),
                  *(["import-host"] if "import" in sections else [])):
         if not (bench.bin / tool).exists():

@@ -45,11 +45,12 @@ function defaultLog(level, message) {
 
 /**
  * HMAC-SHA256 for src/channel.js, synchronous (src/sha256.js): the channel's key is the connection key prepared once
- * (pageChannel()), and a received MAC is compared in constant time.
+ * (pageChannel()), each MAC written into one reused array, and a received MAC compared in constant time.
  */
+const PAGE_MAC = new Uint8Array(32);
 const PAGE_HMAC = {
-  mac: hmacSha256,
-  verify: (preparedKey, parts, received) => macsEqual(received, hmacSha256(preparedKey, parts)),
+  mac: (preparedKey, parts) => hmacSha256(preparedKey, parts, PAGE_MAC),
+  equal: macsEqual,
 };
 
 /** The peer's channel for one connection under `connectionKey` (bytes), as the browser peer signs it. */

@@ -8,6 +8,9 @@ const NodeBuffer = globalThis.Buffer;
 
 export const EMPTY = NodeBuffer ? NodeBuffer.alloc(0) : new Uint8Array(0);
 
+/** `length` uninitialized bytes for the caller to fill: in Node a Buffer from its pool (what its sockets take as is). */
+export const newBytes = NodeBuffer ? (length) => NodeBuffer.allocUnsafe(length) : (length) => new Uint8Array(length);
+
 /** The UTF-8 bytes of `text`. */
 export const utf8Bytes = NodeBuffer ? (text) => NodeBuffer.from(text, 'utf8') : (text) => encoder.encode(text);
 

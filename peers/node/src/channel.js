@@ -1,9 +1,10 @@
 // Keyed connections (SPEC 3.1), the platform-neutral part: frame 0 as `h.<nonce>.<ms>.<mac>` (the opening hello of a
 // connection's channel) or `m.<counter>.<mac>` (everything after it), the MAC an HMAC-SHA256 with the connection key.
-// The HMAC itself is the platform's (`primitives`), synchronous: node:crypto's in Node (src/signing.js), src/sha256.js
-// in a page (src/browser.js); the channel's bookkeeping is the same for both.
+// The HMAC itself is the platform's (`primitives`), synchronous: src/sha256.js's for a small message and node:crypto's
+// for a large one in Node (src/signing.js), src/sha256.js's in a page (src/browser.js); the channel's bookkeeping is
+// the same for both.
 
-import { fromHex, randomBytes, toHex, utf8Bytes } from './bytes.js';
+import { fromHex, newBytes, randomBytes, toHex, utf8Bytes } from './bytes.js';
 
 const MAX_COUNTER = 2n ** 63n - 1n;
 
@@ -18,15 +19,54 @@ export function parseKey(hex) {
 /** 128 bits from the CSPRNG, as 32 lowercase hex digits: the name of a new channel. */
 export const newNonce = () => toHex(randomBytes(16));
 
+// The MAC input of a message is written into this one array when it fits (signing and checking are synchronous, so
+// nothing else uses it meanwhile): the HMAC then runs over contiguous bytes in one call, nothing allocated per
+// message. A larger message goes to the HMAC as parts, its frames not copied.
+const SCRATCH = new Uint8Array(16_384);
+const NEWLINE = 0x0a;
+
 /**
  * What the MAC of frames 1..n (`frames`) covers, for `kind` (`hello`, `p2h`, `h2p`) on `channel` at `stamp` (the
  * opening's ms or the counter), as parts to feed the HMAC in order: each frame goes in after its length as 8 bytes
- * big-endian, so frame boundaries count.
+ * big-endian, so frame boundaries count. The parts may be a shared array's: feed them before the next call.
  */
 export function macParts(kind, channel, stamp, frames) {
-  const parts = [textBytes(`zerobridge-1\n${kind}\n${channel}\n${stamp}\n`)];
-  for (const frame of frames) parts.push(lengthBytes(frame.length), frame);
-  return parts;
+  return macInput(macHeader(kind, channel), DIGITS, 0, writeDigits(stamp), frames);
+}
+
+/** The part of a MAC's input that is the same for every message of `kind` on `channel`. */
+const macHeader = (kind, channel) => textBytes(`zerobridge-1\n${kind}\n${channel}\n`);
+
+// A stamp's decimal digits, written for the MAC input (a stamp is below 2^63: at most 19 digits).
+const DIGITS = new Uint8Array(19);
+
+/** Writes the decimal digits of `stamp` (a BigInt or an integer, 0..2^63-1) into DIGITS; returns how many. */
+function writeDigits(stamp) {
+  const text = String(stamp);
+  if (text.length > DIGITS.length || !(stamp >= 0)) throw new RangeError(`a stamp is 0..2^63-1, not ${text}`);
+  for (let i = 0; i < text.length; i += 1) DIGITS[i] = text.charCodeAt(i);
+  return text.length;
+}
+
+/** macParts() from a prepared `header` and the stamp's digits at `digits[from..to)`. */
+function macInput(header, digits, from, to, frames) {
+  let total = header.length + (to - from) + 1;
+  for (const frame of frames) total += 8 + frame.length;
+  if (total > SCRATCH.length) {
+    const parts = [header, digits.slice(from, to), Uint8Array.of(NEWLINE)];
+    for (const frame of frames) parts.push(writeLength(new Uint8Array(8), 0, frame.length), frame);
+    return parts;
+  }
+  SCRATCH.set(header);
+  let at = header.length;
+  for (let i = from; i < to; i += 1) SCRATCH[at++] = digits[i];
+  SCRATCH[at++] = NEWLINE;
+  for (const frame of frames) {
+    writeLength(SCRATCH, at, frame.length);
+    SCRATCH.set(frame, at + 8);
+    at += 8 + frame.length;
+  }
+  return [SCRATCH.subarray(0, at)];
 }
 
 /** The bytes of a MAC's header: one byte per character when it is ASCII (always, but for a garbled channel). */
@@ -40,23 +80,22 @@ function textBytes(text) {
   return bytes;
 }
 
-/** `length` as 8 bytes big-endian (a frame is far below 2^53 bytes). */
-function lengthBytes(length) {
-  const bytes = new Uint8Array(8);
+/** `length` as 8 bytes big-endian at `bytes[at]` (a frame is far below 2^53 bytes); returns `bytes`. */
+function writeLength(bytes, at, length) {
   const high = Math.floor(length / 0x100000000);
   const low = length >>> 0;
-  bytes[0] = high >>> 24; bytes[1] = high >>> 16; bytes[2] = high >>> 8; bytes[3] = high;
-  bytes[4] = low >>> 24; bytes[5] = low >>> 16; bytes[6] = low >>> 8; bytes[7] = low;
+  bytes[at] = high >>> 24; bytes[at + 1] = high >>> 16; bytes[at + 2] = high >>> 8; bytes[at + 3] = high;
+  bytes[at + 4] = low >>> 24; bytes[at + 5] = low >>> 16; bytes[at + 6] = low >>> 8; bytes[at + 7] = low;
   return bytes;
 }
 
 const HEX_DIGITS = Uint8Array.from('0123456789abcdef', (c) => c.charCodeAt(0));
-const [DOT, DIGIT_0, LETTER_A, LETTER_H, LETTER_M] = ['.', '0', 'a', 'h', 'm'].map((c) => c.charCodeAt(0));
+const [DOT, DIGIT_0, LETTER_H, LETTER_M] = ['.', '0', 'h', 'm'].map((c) => c.charCodeAt(0));
 
 /** `prefix` (ASCII), a decimal stamp, `.`, then the MAC in lowercase hex, written into one new array. */
 function signatureBytes(prefix, stamp, mac) {
   const middle = `${prefix}${stamp}.`;
-  const bytes = new Uint8Array(middle.length + 64);
+  const bytes = newBytes(middle.length + 64);
   for (let i = 0; i < middle.length; i += 1) bytes[i] = middle.charCodeAt(i);
   for (let i = 0, at = middle.length; i < 32; i += 1, at += 2) {
     bytes[at] = HEX_DIGITS[mac[i] >>> 4];
@@ -74,57 +113,79 @@ export const messageSignature = (counter, mac) => signatureBytes('m.', counter, 
 // A lowercase hex digit's value, or -1 (the strict form has no upper case): one lookup per digit.
 const LOWER_HEX = new Int8Array(256).fill(-1);
 for (let i = 0; i < 16; i += 1) LOWER_HEX['0123456789abcdef'.charCodeAt(i)] = i;
-const lowerHexValue = (byte) => LOWER_HEX[byte] ?? -1;
 
 /**
- * A decimal of 1 to 19 digits without a leading zero, at `start` and ending at a `.`: `[value as a BigInt, index of
- * the dot]`, or null (nothing huge is ever turned into a BigInt; the range check follows).
+ * Where a decimal of 1 to 19 digits without a leading zero, at `start` and ending at a `.`, ends (the index of the
+ * dot), or -1.
  */
-function decimalAt(frame, start) {
+function decimalEnd(frame, start) {
   let end = start;
   while (end < frame.length && end - start < 20 && frame[end] >= DIGIT_0 && frame[end] <= DIGIT_0 + 9) end += 1;
   const digits = end - start;
-  if (digits < 1 || digits > 19 || (digits > 1 && frame[start] === DIGIT_0) || frame[end] !== DOT) return null;
-  let text = '';
-  for (let i = start; i < end; i += 1) text += String.fromCharCode(frame[i]);
-  return [BigInt(text), end];
+  if (digits < 1 || digits > 19 || (digits > 1 && frame[start] === DIGIT_0) || frame[end] !== DOT) return -1;
+  return end;
 }
 
-/** Exactly 64 lowercase hex digits from `start` to the frame's end, as 32 bytes; null otherwise. */
-function macAtEnd(frame, start) {
-  if (frame.length - start !== 64) return null;
-  const mac = new Uint8Array(32);
-  for (let i = 0; i < 32; i += 1) {
-    const high = lowerHexValue(frame[start + 2 * i]);
-    const low = lowerHexValue(frame[start + 2 * i + 1]);
-    if (high < 0 || low < 0) return null;
-    mac[i] = (high << 4) | low;
+/**
+ * The decimal at `frame[start..end)` (digits only, from decimalEnd): a number when it has at most 15 digits (exact,
+ * and what every counter in practice has), a BigInt above. Numbers and BigInts compare by value.
+ */
+function decimalValue(frame, start, end) {
+  if (end - start > 15) {
+    let text = '';
+    for (let i = start; i < end; i += 1) text += String.fromCharCode(frame[i]);
+    return BigInt(text);
   }
-  return mac;
+  let value = 0;
+  for (let i = start; i < end; i += 1) value = value * 10 + (frame[i] - DIGIT_0);
+  return value;
+}
+
+/** The 32 bytes of exactly 64 lowercase hex digits from `frame[start]` to its end, into `out`; null for anything else. */
+function macAtEnd(frame, start, out) {
+  if (frame.length - start !== 64) return null;
+  for (let i = 0, at = start; i < 32; i += 1, at += 2) {
+    const high = LOWER_HEX[frame[at]];
+    const low = LOWER_HEX[frame[at + 1]];
+    if ((high | low) < 0) return null;
+    out[i] = (high << 4) | low;
+  }
+  return out;
+}
+
+/**
+ * For a well-formed `m.<counter>.<mac>` frame 0: the index of the dot after the counter, with the MAC's bytes written
+ * into `mac`; -1 for anything else.
+ */
+function messageCounterEnd(frame0, mac) {
+  if (frame0.length < 4 || frame0.length > 120 || frame0[0] !== LETTER_M || frame0[1] !== DOT) return -1;
+  const end = decimalEnd(frame0, 2);
+  return end >= 0 && macAtEnd(frame0, end + 1, mac) !== null ? end : -1;
 }
 
 /**
  * Frame 0 read by the rules: `{ nonce, ms, mac }` for an opening, `{ counter, mac }` for a message (ms and counter
  * as BigInts, mac as 32 bytes), or null for anything else (empty, garbled, upper-case, out of range). Read byte by
- * byte in one pass: it runs for every message received.
+ * byte in one pass.
  */
 export function parseSignature(frame0) {
-  if (frame0.length < 4 || frame0.length > 120 || frame0[1] !== DOT) return null;
-  if (frame0[0] === LETTER_M) {
-    const counter = decimalAt(frame0, 2);
-    const mac = counter && macAtEnd(frame0, counter[1] + 1);
-    return mac && counter[0] >= 1n && counter[0] <= MAX_COUNTER ? { counter: counter[0], mac } : null;
+  const mac = new Uint8Array(32);
+  const counterEnd = messageCounterEnd(frame0, mac);
+  if (counterEnd >= 0) {
+    const counter = BigInt(decimalValue(frame0, 2, counterEnd));
+    return counter >= 1n && counter <= MAX_COUNTER ? { counter, mac } : null;
   }
-  if (frame0[0] !== LETTER_H || frame0.length < 2 + 32 + 1) return null;
+  if (frame0.length < 2 + 32 + 1 || frame0.length > 120 || frame0[0] !== LETTER_H || frame0[1] !== DOT) return null;
   let nonce = '';
   for (let i = 2; i < 34; i += 1) {
-    if (lowerHexValue(frame0[i]) < 0) return null;
+    if (LOWER_HEX[frame0[i]] < 0) return null;
     nonce += String.fromCharCode(frame0[i]);
   }
   if (frame0[34] !== DOT) return null;
-  const ms = decimalAt(frame0, 35);
-  const mac = ms && macAtEnd(frame0, ms[1] + 1);
-  return mac && ms[0] <= MAX_COUNTER ? { nonce, ms: ms[0], mac } : null;
+  const msEnd = decimalEnd(frame0, 35);
+  if (msEnd < 0 || macAtEnd(frame0, msEnd + 1, mac) === null) return null;
+  const ms = BigInt(decimalValue(frame0, 35, msEnd));
+  return ms <= MAX_COUNTER ? { nonce, ms, mac } : null;
 }
 
 /** The `type` of a body frame, or null when it is not a JSON object with a string type. */
@@ -149,9 +210,10 @@ function bodyOf(frame) {
  * increasing counters: before the first welcome only the answers to the hello, the welcome or a `response` with
  * `"id": null` (a `name_taken`: SPEC 3.1 has it signed for the channel like anything else).
  *
- * `primitives` are the platform's HMAC-SHA256 over macParts(), synchronous: `mac(key, parts)` gives the 32 bytes and
- * `verify(key, parts, mac)` whether a received MAC is right (in time that does not depend on where it differs).
- * `key` is whatever they take: the connection key's bytes, or a form of it prepared once (src/sha256.js).
+ * `primitives` are the platform's HMAC-SHA256 over macParts(), synchronous: `mac(key, parts)` gives the 32 bytes
+ * (possibly an array it reuses: read before its next call), `equal(a, b)` whether two MACs are the same in time that
+ * does not depend on where they differ. `key` is whatever `mac` takes: the connection key's bytes, or a form of it
+ * prepared once (src/sha256.js).
  */
 export class PeerChannel {
   constructor(key, primitives, nonce = newNonce()) {
@@ -159,34 +221,47 @@ export class PeerChannel {
     this.primitives = primitives;
     this.nonce = nonce;
     this.opened = false;
-    this.sent = 0n; // the counter of the last message signed after the opening
-    this.received = 0n; // the greatest counter accepted from the host
+    // Counters: the last one signed after the opening, and the greatest accepted from the host. Numbers (a BigInt only
+    // for a received counter past 15 digits): a number counts exactly to 2^53, centuries of messages at any rate.
+    this.sent = 0;
+    this.received = 0;
     this.welcomed = false;
+    // What every MAC's input starts with, per direction: built once per channel, not per message.
+    this.sendHeader = macHeader('p2h', nonce);
+    this.receiveHeader = macHeader('h2p', nonce);
+    this.receivedMac = new Uint8Array(32);
   }
 
-  /** Frame 0 for the next message, `frames` its frames 1..n. */
-  sign(frames, now = Date.now()) {
+  /** Frame 0 for the next message, `frames` its frames 1..n; `now` the opening's clock (the wall clock's unless given). */
+  sign(frames, now) {
     if (!this.opened) {
       this.opened = true;
-      return openingSignature(this.nonce, now, this.primitives.mac(this.key, macParts('hello', this.nonce, now, frames)));
+      const ms = now ?? Date.now(); // read for the opening alone: no clock call per message
+      return openingSignature(this.nonce, ms, this.primitives.mac(this.key, macParts('hello', this.nonce, ms, frames)));
     }
-    this.sent += 1n;
-    return messageSignature(this.sent, this.primitives.mac(this.key, macParts('p2h', this.nonce, this.sent, frames)));
+    this.sent += 1;
+    const parts = macInput(this.sendHeader, DIGITS, 0, writeDigits(this.sent), frames);
+    return messageSignature(this.sent, this.primitives.mac(this.key, parts));
   }
 
   /** Why a message from the host is refused, or null when it is accepted (and its counter recorded). */
   refusal(frame0, frames) {
-    const parsed = parseSignature(frame0);
-    if (parsed === null) return frame0.length === 0 ? 'no signature' : 'not a signature';
-    if (parsed.counter === undefined) return 'an opening signature (only a peer opens a channel)';
-    if (parsed.counter <= this.received) return `counter ${parsed.counter} replayed or out of order (last accepted ${this.received})`;
-    if (!this.primitives.verify(this.key, macParts('h2p', this.nonce, parsed.counter, frames), parsed.mac)) return 'wrong signature';
+    const counterEnd = messageCounterEnd(frame0, this.receivedMac);
+    if (counterEnd < 0) {
+      if (frame0.length === 0) return 'no signature';
+      return parseSignature(frame0) === null ? 'not a signature' : 'an opening signature (only a peer opens a channel)';
+    }
+    const counter = decimalValue(frame0, 2, counterEnd);
+    if (counter < 1 || counter > MAX_COUNTER) return 'not a signature';
+    if (counter <= this.received) return `counter ${counter} replayed or out of order (last accepted ${this.received})`;
+    const expected = this.primitives.mac(this.key, macInput(this.receiveHeader, frame0, 2, counterEnd, frames));
+    if (!this.primitives.equal(this.receivedMac, expected)) return 'wrong signature';
     if (!this.welcomed) {
       const body = bodyOf(frames[0]);
       if (body?.type === 'welcome') this.welcomed = true;
       else if (!(body?.type === 'response' && body.id === null)) return 'a message before the channel\'s first welcome';
     }
-    this.received = parsed.counter;
+    this.received = counter;
     return null;
   }
 }

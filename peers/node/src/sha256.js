@@ -21,12 +21,17 @@ const INITIAL_STATE = Int32Array.of(0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff5
 const BLOCK_BYTES = 64;
 
 // Scratch shared by every call: all of it is synchronous, so no two calls ever use it at once, and hashing allocates
-// nothing per block. The message schedule; the state being hashed; a partial block a part ended in, then the padding.
-const schedule = new Int32Array(64);
+// nothing per block. The message schedule (a window of 16 words); the state being hashed; a partial block a part
+// ended in, then the padding.
+const schedule = new Int32Array(16);
 const state = new Int32Array(8);
 const tail = new Uint8Array(BLOCK_BYTES);
 
-/** Runs the compression function over every whole 64-byte block of `bytes[from..to)`, updating `h` (8 words). */
+/**
+ * Runs the compression function over every whole 64-byte block of `bytes[from..to)`, updating `h` (8 words). The
+ * message schedule is a window of 16 words, each next word computed in the round that takes it (about an eighth
+ * faster in V8 than the 64-word table); choice and majority are FIPS 180-4's Ch and Maj with one operation less.
+ */
 function compress(h, bytes, from, to) {
   const w = schedule;
   let h0 = h[0]; let h1 = h[1]; let h2 = h[2]; let h3 = h[3]; let h4 = h[4]; let h5 = h[5]; let h6 = h[6]; let h7 = h[7];
@@ -34,22 +39,24 @@ function compress(h, bytes, from, to) {
     for (let i = 0, j = at; i < 16; i += 1, j += 4) {
       w[i] = (bytes[j] << 24) | (bytes[j + 1] << 16) | (bytes[j + 2] << 8) | bytes[j + 3];
     }
-    for (let i = 16; i < 64; i += 1) {
-      const x = w[i - 15];
-      const y = w[i - 2];
-      const s0 = ((x >>> 7) | (x << 25)) ^ ((x >>> 18) | (x << 14)) ^ (x >>> 3);
-      const s1 = ((y >>> 17) | (y << 15)) ^ ((y >>> 19) | (y << 13)) ^ (y >>> 10);
-      w[i] = (s1 + w[i - 7] + s0 + w[i - 16]) | 0;
-    }
     let a = h0; let b = h1; let c = h2; let d = h3; let e = h4; let f = h5; let g = h6; let k = h7;
     for (let i = 0; i < 64; i += 1) {
+      let word = w[i & 15];
+      if (i >= 16) {
+        // W[i] from W[i-15], W[i-2], W[i-7] and W[i-16], the last in the slot it replaces.
+        const x = w[(i + 1) & 15];
+        const y = w[(i + 14) & 15];
+        const s0 = ((x >>> 7) | (x << 25)) ^ ((x >>> 18) | (x << 14)) ^ (x >>> 3);
+        const s1 = ((y >>> 17) | (y << 15)) ^ ((y >>> 19) | (y << 13)) ^ (y >>> 10);
+        word = (s1 + w[(i + 9) & 15] + s0 + word) | 0;
+        w[i & 15] = word;
+      }
       const sigma1 = ((e >>> 6) | (e << 26)) ^ ((e >>> 11) | (e << 21)) ^ ((e >>> 25) | (e << 7));
-      const choice = (e & f) ^ (~e & g);
-      const t1 = (k + sigma1 + choice + K[i] + w[i]) | 0;
+      const t1 = (k + sigma1 + (g ^ (e & (f ^ g))) + K[i] + word) | 0;
       const sigma0 = ((a >>> 2) | (a << 30)) ^ ((a >>> 13) | (a << 19)) ^ ((a >>> 22) | (a << 10));
-      const majority = (a & b) ^ (a & c) ^ (b & c);
+      const t2 = (sigma0 + ((a & b) | (c & (a | b)))) | 0;
       k = g; g = f; f = e; e = (d + t1) | 0;
-      d = c; c = b; b = a; a = (t1 + ((sigma0 + majority) | 0)) | 0;
+      d = c; c = b; b = a; a = (t1 + t2) | 0;
     }
     h0 = (h0 + a) | 0; h1 = (h1 + b) | 0; h2 = (h2 + c) | 0; h3 = (h3 + d) | 0;
     h4 = (h4 + e) | 0; h5 = (h5 + f) | 0; h6 = (h6 + g) | 0; h7 = (h7 + k) | 0;
@@ -98,9 +105,8 @@ function writeWord(bytes, at, word) {
   bytes[at] = word >>> 24; bytes[at + 1] = word >>> 16; bytes[at + 2] = word >>> 8; bytes[at + 3] = word;
 }
 
-/** `state` as the 32-byte digest. */
-function digestOfState() {
-  const digest = new Uint8Array(32);
+/** `state` as the 32-byte digest, written into `digest`. */
+function digestOfState(digest = new Uint8Array(32)) {
   for (let i = 0; i < 8; i += 1) writeWord(digest, 4 * i, state[i]);
   return digest;
 }
@@ -129,8 +135,11 @@ export function prepareHmacKey(key) {
   return Object.freeze({ inner: stateAfter(0x36), outer: stateAfter(0x5c) });
 }
 
-/** The HMAC-SHA256 (32 bytes) of `parts` (Uint8Arrays, taken one after the other) under a key from prepareHmacKey(). */
-export function hmacSha256(preparedKey, parts) {
+/**
+ * The HMAC-SHA256 (32 bytes) of `parts` (Uint8Arrays, taken one after the other) under a key from prepareHmacKey(),
+ * written into `out` (a new array unless given one to reuse).
+ */
+export function hmacSha256(preparedKey, parts, out = new Uint8Array(32)) {
   state.set(preparedKey.inner);
   absorb(parts, BLOCK_BYTES);
   // The outer hash's message is the inner digest: one block with its padding, built in `tail`.
@@ -140,7 +149,7 @@ export function hmacSha256(preparedKey, parts) {
   writeWord(tail, BLOCK_BYTES - 4, (BLOCK_BYTES + 32) * 8);
   state.set(preparedKey.outer);
   compress(state, tail, 0, BLOCK_BYTES);
-  return digestOfState();
+  return digestOfState(out);
 }
 
 /** Whether two MACs hold the same bytes, in time that depends on their length only, not on where they differ. */

@@ -6,6 +6,7 @@ import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash, createHmac } from 'node:crypto';
 import { hmacSha256, macsEqual, prepareHmacKey, sha256 } from '../src/sha256.js';
+import { generator } from '../test-helpers/random.js';
 
 const hex = (bytes) => Buffer.from(bytes).toString('hex');
 const fromHex = (text) => new Uint8Array(Buffer.from(text, 'hex'));
@@ -63,18 +64,6 @@ describe('the reference vectors', () => {
     for (let cut = 0; cut <= data.length; cut += 1) assert.equal(hex(hmacSha256(key, [data.subarray(0, cut), data.subarray(cut)])), whole, `cut at ${cut}`);
   });
 });
-
-/** A seeded 32-bit generator (mulberry32): the same cases on every run. */
-function generator(seed) {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 0x100000000;
-  };
-}
 
 /** `data` cut at random places into 1..6 parts (empty parts included): what hmacSha256 must hash as one message. */
 function randomParts(random, data) {

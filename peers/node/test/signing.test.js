@@ -7,6 +7,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { PeerChannel, clockSkewDiagnosis, mac, parseKey, parseSignature, signMessage, signOpening } from '../src/signing.js';
 import { KeyedHost } from '../test-helpers/keyed-host.js';
+import { generator } from '../test-helpers/random.js';
 import { repoRoot } from '../test-helpers/processes.js';
 
 // A list of fixture objects (SPEC 14.1a), each with its key; read as a list whether or not it is wrapped in one.
@@ -194,6 +195,51 @@ describe('signing: frame 0 and keys', () => {
   test('a key is hex of an even, non-zero number of digits, either case', () => {
     assert.deepEqual(parseKey('0aFf'), new Uint8Array([0x0a, 0xff]));
     for (const bad of ['', 'abc', 'zz', '0x00', ' 00', 42]) assert.throws(() => parseKey(bad), TypeError, String(bad));
+  });
+});
+
+describe('signing: the channel against node:crypto\'s createHmac', () => {
+  // The channel hashes a small message with src/sha256.js and a large one with node:crypto, from one reused array up to
+  // 16 KiB and as parts above: frame sizes on both sides of each limit, keys of 1 to 100 bytes.
+  test('2,000 random keys and messages: the peer signs what createHmac signs, and accepts only what it signs', () => {
+    const random = generator(26);
+    const sizes = [0, 1, 63, 64, 200, 300, 370, 380, 390, 448, 500, 1000, 16_300, 16_384, 17_000, 70_000];
+    for (let i = 0; i < 2000; i += 1) {
+      const key = Uint8Array.from({ length: 1 + Math.floor(random() * 100) }, () => Math.floor(random() * 256));
+      const nonce = Array.from({ length: 32 }, () => '0123456789abcdef'[Math.floor(random() * 16)]).join('');
+      const frameCount = 1 + Math.floor(random() * 3);
+      const frames = Array.from({ length: frameCount }, () => {
+        const size = random() < 0.5 ? sizes[Math.floor(random() * sizes.length)] : Math.floor(random() * 600);
+        return Buffer.from(Uint8Array.from({ length: size }, () => Math.floor(random() * 256)));
+      });
+      const channel = new PeerChannel(key, nonce);
+      channel.opened = true;
+      channel.sent = Math.floor(random() * 1e6);
+      const counter = channel.sent + 1;
+      const what = `case ${i}: key ${key.length} bytes, frames of ${frames.map((f) => f.length)} bytes, counter ${counter}`;
+      assert.deepEqual(Buffer.from(channel.sign(frames)), signMessage(key, 'p2h', nonce, counter, frames), what);
+      channel.welcomed = true;
+      const signed = signMessage(key, 'h2p', nonce, counter, frames);
+      const forged = Buffer.from(signed);
+      forged[forged.length - 1 - Math.floor(random() * 64)] ^= 1; // another hex digit (or not hex at all)
+      assert.notEqual(channel.refusal(forged, frames), null, `forged ${what}`);
+      assert.equal(channel.refusal(signed, frames), null, what);
+      assert.match(channel.refusal(signed, frames), /replayed/, what);
+    }
+  });
+
+  test('counters past 15 digits and past 2^53 are compared exactly', () => {
+    const nonce = 'c'.repeat(32);
+    const channel = new PeerChannel(key, nonce);
+    channel.welcomed = true;
+    const ping = [Buffer.from('{"v":1,"type":"ping"}')];
+    const send = (counter) => channel.refusal(signMessage(key, 'h2p', nonce, counter, ping), ping);
+    for (const counter of [999_999_999_999_999n, 10n ** 15n, 2n ** 53n, 2n ** 53n + 1n]) assert.equal(send(counter), null, `${counter}`);
+    assert.match(send(2n ** 53n + 1n), /replayed/);
+    assert.match(send(2n ** 53n), /replayed/);
+    assert.match(send(999_999_999_999_999n), /replayed/);
+    assert.equal(send(2n ** 53n + 2n), null);
+    assert.match(send(2n ** 63n), /not a signature/);
   });
 });
 
