@@ -46,7 +46,8 @@ extension BridgeHost {
     /// The host's job service, made (with the reserved `$job.*` actions) when the first job action is registered.
     private func jobService() throws -> JobService {
         let (service, made) = try installExtension(JobService.self) {
-            try JobService(configuration: configuration.jobs, logger: configuration.logger)
+            try JobService(configuration: configuration.jobs, tracedRequests: configuration.tracedRequests,
+                           logger: configuration.logger)
         }
         if made {
             try serveJobActions(service)

@@ -13,6 +13,8 @@ final class JobService: Sendable {
     let configuration: BridgeHost.JobsConfiguration
     let journal: JobJournal
     private let logger: Logger
+    /// The host's: a job runs in a span when the request that started it did.
+    private let tracedRequests: TracedRequests
     private let handlers = Mutex<[String: Handler]>([:])
     /// Jobs running in this process. A job is here from before it is journaled until its outcome is, so a job the
     /// journal says is running is always here (once ``recover()`` has run).
@@ -32,8 +34,9 @@ final class JobService: Sendable {
         ($0, Counter(label: "zerobridge_jobs_ended_total", dimensions: [("state", $0.rawValue)]))
     })
 
-    init(configuration: BridgeHost.JobsConfiguration, logger: Logger) throws {
+    init(configuration: BridgeHost.JobsConfiguration, tracedRequests: TracedRequests, logger: Logger) throws {
         self.configuration = configuration
+        self.tracedRequests = tracedRequests
         self.logger = logger
         journal = try JobJournal(configuration.journal, durability: configuration.durability,
                                  maxProgressPerJob: configuration.maxProgressPerJob)
@@ -107,8 +110,11 @@ final class JobService: Sendable {
             let outcome: Result<JSONValue, BridgeError>
             do {
                 // Its own span, in the trace of the request that started it (inherited with the task's locals);
-                // a job resumed at start-up has none, and so starts a trace of its own (SPEC 7.18).
-                let result = try await withSpan("job \(record.action)") { _ in try await handler(payload, job) }
+                // a job resumed at start-up has none, and so starts a trace of its own (SPEC 7.18). A request the
+                // host's TracedRequests left without a span starts a job without one.
+                let result = tracedRequests.tracesCurrentWork
+                    ? try await withSpan("job \(record.action)") { _ in try await handler(payload, job) }
+                    : try await handler(payload, job)
                 try result.checkCarriable(as: "result", .handlerError)
                 outcome = .success(result)
             } catch let error as BridgeError {

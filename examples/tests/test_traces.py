@@ -109,3 +109,47 @@ def test_a_malformed_traceparent_is_ignored_and_the_work_done(tmp_path: pathlib.
         dealer.close(linger=0)
         context.term()
         host.stop()
+
+
+def test_a_host_following_its_callers_sampling_records_only_sampled_traces_and_carries_the_rest(
+    tmp_path: pathlib.Path,
+) -> None:
+    """--traced-requests sampled-by-caller (BridgeHost.Configuration.tracedRequests): a request whose caller did not
+    sample its trace gets no span, nor does the job it starts, and the ETL peer receives the caller's traceparent
+    unchanged; a sampled one is recorded as usual, its job's span passed on."""
+    root = tmp_path / "data"
+    for name in ("unsampled", "sampled"):
+        (root / name).mkdir(parents=True)
+        (root / name / f"{name}.csv").write_text("name,count\napples,3\n")
+    trace_log = tmp_path / "etl-traces.jsonl"
+    host = ImportHost(tmp_path, root, "--record-spans", "--traced-requests", "sampled-by-caller", signed=False)
+    context = zmq.Context()
+    dealer = context.socket(zmq.DEALER)
+    trace_id = "4bf92f3577b34da6a3ce929d0e0e4736"
+    unsampled, sampled = f"00-{trace_id}-00f067aa0ba902b7-00", f"00-{trace_id}-00f067aa0ba902b8-01"
+    try:
+        host.start_etl("--trace-log", str(trace_log))
+        dealer.connect(host.endpoint)
+        dealer.setsockopt(zmq.RCVTIMEO, 60_000)
+        dealer.send_multipart([b"", json.dumps({"v": 1, "type": "hello", "peer": "sampling-front-end"}).encode()])
+        assert json.loads(dealer.recv_multipart()[1])["type"] == "welcome"
+        for number, (name, traceparent) in enumerate((("unsampled", unsampled), ("sampled", sampled)), 1):
+            dealer.send_multipart([b"", json.dumps(
+                {"v": 1, "type": "request", "id": str(number), "action": "importFolder",
+                 "payload": {"path": str(root / name)}, "traceparent": traceparent, "tracestate": "rojo=1"}).encode()])
+            answer = json.loads(dealer.recv_multipart()[1])
+            assert answer["ok"] is True and answer["result"]["filesImported"] == 1, answer
+
+        spans = host.call_ok("recordedSpans")  # this call came in no trace: it has no span either
+        assert sorted(span["name"] for span in spans) == ["importFolder", "job importFolder"], spans
+        (request_span,), (job_span,) = spans_named(spans, "importFolder"), spans_named(spans, "job importFolder")
+        assert request_span["parent_span_id"] == "00f067aa0ba902b8" and request_span["trace_id"] == trace_id
+        assert job_span["parent_span_id"] == request_span["span_id"]
+        seen = {entry["file"]: entry for entry in map(json.loads, trace_log.read_text().splitlines())}
+        assert seen["unsampled.csv"]["traceparent"] == unsampled  # carried through, not a span of the host's
+        assert seen["unsampled.csv"]["tracestate"] == "rojo=1"
+        assert seen["sampled.csv"]["traceparent"] == f"00-{trace_id}-{job_span['span_id']}-01"
+    finally:
+        dealer.close(linger=0)
+        context.term()
+        host.stop()

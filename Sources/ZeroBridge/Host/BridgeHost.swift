@@ -71,6 +71,9 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
         /// the caller with its description. Off by default: the caller gets `handler_error` naming the error's type,
         /// and the description (which may name internal paths) only goes to ``logger``.
         public var revealsErrorDescriptions = false
+        /// Which requests and events run in a span when a tracer is bootstrapped (SPEC 7.18): all of them, or only
+        /// those whose caller sampled their trace.
+        public var tracedRequests = TracedRequests.all
 
         /// A configuration that binds `endpoint` (`tcp://127.0.0.1:*` picks a free port, `ipc://path` a local
         /// socket) and says `name` in its `welcome`, with every other setting at its default.
@@ -688,6 +691,7 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
         session.transport = socketThread!.isAttached(routingID) ? .websocket : .zmq
         session.remote.update { $0.curveKey = peerKey }
         session.link.revealsErrorDescriptions = configuration.revealsErrorDescriptions
+        session.link.tracedRequests = configuration.tracedRequests
         sessions[routingID] = session
         sessionsByID[id] = session
         telemetry.sessionOpened(transport: session.transport)

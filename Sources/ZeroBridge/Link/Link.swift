@@ -32,6 +32,8 @@ final class Link: @unchecked Sendable {
     let telemetry: Telemetry
     /// The bootstrapped tracer handlers run in spans of (SPEC 7.18), as it was when the link opened; nil without one.
     let tracer = bootstrappedTracer()
+    /// Which requests and events get a span of `tracer` (the owner's configuration).
+    var tracedRequests = TracedRequests.all
     /// How the other side is connected: the `transport` label of the bytes counted. Only on the thread.
     var transport = Telemetry.Transport.zmq
     /// Sends one message (its body and attachment frames) to the other side through the link's outbox; the owner
@@ -302,7 +304,7 @@ final class Link: @unchecked Sendable {
         if let inline {
             // On the thread as read: no task, no hand-off (handleInline); in its span all the same.
             let outcome = withInlineHandlerSpan(request.action, ofKind: .server, received: request.trace,
-                                                tracer: tracer) { span -> Result<JSONValue, BridgeError> in
+                                                tracer: tracer, following: tracedRequests) { span -> Result<JSONValue, BridgeError> in
                 logStarted(request, session: remote?.sessionID, to: logger)
                 let outcome: Result<JSONValue, BridgeError>
                 do {
@@ -322,7 +324,7 @@ final class Link: @unchecked Sendable {
         let reveals = revealsErrorDescriptions
         entry.task = Task { [self] in
             let outcome = await withHandlerSpan(request.action, ofKind: .server, received: request.trace,
-                                                tracer: tracer) { span -> Result<JSONValue, BridgeError> in
+                                                tracer: tracer, following: tracedRequests) { span -> Result<JSONValue, BridgeError> in
                 let outcome: Result<JSONValue, BridgeError>
                 do {
                     // A cancel read before the task began: the handler never starts (SPEC 7.3).
@@ -485,7 +487,8 @@ final class Link: @unchecked Sendable {
         context.tracestate = event.trace?.tracestate
         let logger = logger
         if let inline {  // on the thread as read (handleInline), in its span
-            withInlineHandlerSpan(event.action, ofKind: .consumer, received: event.trace, tracer: tracer) { span in
+            withInlineHandlerSpan(event.action, ofKind: .consumer, received: event.trace, tracer: tracer,
+                                   following: tracedRequests) { span in
                 do { _ = try inline(event.payload, context) } catch {
                     logger.warning("event handler failed", metadata: withTraceID(["action": "\(event.action)", "error": "\(error)"]))
                     span.recordError(error)
@@ -498,7 +501,8 @@ final class Link: @unchecked Sendable {
         limits.hostWide?.running += 1
         telemetry.eventStarted()
         events[token] = Task { [self] in
-            await withHandlerSpan(event.action, ofKind: .consumer, received: event.trace, tracer: tracer) { span in
+            await withHandlerSpan(event.action, ofKind: .consumer, received: event.trace, tracer: tracer,
+                                   following: tracedRequests) { span in
                 do { _ = try await handler(event.payload, context) } catch is CancellationError {
                 } catch {
                     logger.warning("event handler failed", metadata: withTraceID(["action": "\(event.action)", "error": "\(error)"]))

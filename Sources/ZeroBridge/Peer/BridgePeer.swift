@@ -50,6 +50,8 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
         public var context: Context?
         /// Where the peer logs reconnects and refusals (swift-log).
         public var logger = Logger(label: "zerobridge.peer")
+        /// Which requests and events from the host run in a span when a tracer is bootstrapped (SPEC 7.18).
+        public var tracedRequests = TracedRequests.all
 
         /// A configuration for the host at `endpoint`, saying `hello` as `name`, with every other setting at its
         /// default.
@@ -166,6 +168,7 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
             }
             thread.send(frames, after: [signature], via: outbox)
         }
+        link.tracedRequests = configuration.tracedRequests
         link.close(BridgeError(.peerLost, "not connected yet"))
         try handlers.add("$evaluate", replacing: true) { _, _ in
             throw BridgeError(.notAllowed, "the Swift peer does not evaluate scripts")

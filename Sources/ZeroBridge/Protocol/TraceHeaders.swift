@@ -18,6 +18,13 @@ struct TraceHeaders: Sendable, Equatable {
         return traceparent[start..<traceparent.utf8.index(start, offsetBy: 32)]
     }
 
+    /// Whether the sender sampled the trace: bit 0 of the flags, the last two hex digits of the version-00 form.
+    var isSampled: Bool {
+        guard let last = traceparent.utf8.last else { return false }  // lowercase hex: read as it was
+        let digit = last >= UInt8(ascii: "a") ? last - UInt8(ascii: "a") + 10 : last &- UInt8(ascii: "0")
+        return digit & 1 == 1
+    }
+
     init(traceparent: String, tracestate: String? = nil) {
         self.traceparent = traceparent
         self.tracestate = tracestate

@@ -51,6 +51,31 @@ extension TraceHeaders {
     }
 }
 
+/// Which requests and events a bootstrapped tracer is asked for a span (SPEC 7.18). Where the trace was sampled
+/// matters for cost: a tracer spends CPU on every span it starts, recorded or not (swift-otel 1.6 draws new trace and
+/// span ids from the kernel for each, about 1.7 us a request with nothing recorded), so a service whose callers
+/// decide what is sampled need not ask it at all for the rest.
+public enum TracedRequests: Sendable, Equatable {
+    /// Every request and event runs in a span; the tracer's sampler decides what is recorded (the default).
+    case all
+    /// Only a request or event that arrived in a trace its sender sampled (`traceparent` flags with bit 0 set) runs
+    /// in a span. Any other is handled as without a tracer: no span, and a received trace is carried through
+    /// unchanged to the calls its handler makes. The tracer then never starts a trace of its own, as with
+    /// OpenTelemetry's parent-based sampler whose root is always-off, without the tracer's cost for the rest.
+    case sampledByCaller
+
+    /// Whether a message that arrived with `received` runs in a span of a bootstrapped tracer.
+    func traces(_ received: TraceHeaders?) -> Bool {
+        self == .all || received?.isSampled == true
+    }
+
+    /// Whether work that a handled message starts in the current context (a job) runs in a span of its own: always
+    /// for `.all`; for `.sampledByCaller` only when the message arrived in a sampled trace, as its own span did.
+    package var tracesCurrentWork: Bool {
+        traces(ServiceContext.current?.receivedTrace)
+    }
+}
+
 /// The tracer a link's handlers run in spans of: the bootstrapped one, or nil without one. Looked up once per link
 /// (a lookup takes a lock and two dynamic casts): a link opened before the app bootstraps its tracer records nothing.
 func bootstrappedTracer() -> (any Tracer)? {
@@ -62,11 +87,12 @@ func bootstrappedTracer() -> (any Tracer)? {
 /// handler table, so a bounded name), whose parent is the received trace context. Inside, `ServiceContext.current`
 /// is the span's: the handler's own spans nest under it, its calls carry the trace, and the link's log lines about it
 /// carry the trace's id (`withTraceID`).
+/// `policy` may leave a message out of the tracer (``TracedRequests``): it is then handled as without one.
 func withHandlerSpan<T>(_ action: String, ofKind kind: SpanKind, received: TraceHeaders?, tracer: (any Tracer)?,
-                        _ body: (any Span) async -> T) async -> T {
-    guard let tracer else {
-        // No tracer bootstrapped (the default): no span is started, and only a received trace costs anything, the
-        // one task-local value that lets what the handler sends carry it.
+                        following policy: TracedRequests = .all, _ body: (any Span) async -> T) async -> T {
+    guard let tracer, policy.traces(received) else {
+        // No tracer bootstrapped (the default), or the policy leaves this one out: no span is started, and only a
+        // received trace costs anything, the one task-local value that lets what the handler sends carry it.
         guard let received else { return await body(NoOpTracer.NoOpSpan(context: .topLevel)) }
         return await ServiceContext.withValue(receivedContext(received)) { await body(NoOpTracer.NoOpSpan(context: .topLevel)) }
     }
@@ -76,8 +102,8 @@ func withHandlerSpan<T>(_ action: String, ofKind kind: SpanKind, received: Trace
 /// withHandlerSpan for a synchronous handler (`handleInline`), run where it is read: the same span and context,
 /// without a task.
 func withInlineHandlerSpan<T>(_ action: String, ofKind kind: SpanKind, received: TraceHeaders?, tracer: (any Tracer)?,
-                              _ body: (any Span) -> T) -> T {
-    guard let tracer else {
+                              following policy: TracedRequests = .all, _ body: (any Span) -> T) -> T {
+    guard let tracer, policy.traces(received) else {
         guard let received else { return body(NoOpTracer.NoOpSpan(context: .topLevel)) }
         return ServiceContext.withValue(receivedContext(received)) { body(NoOpTracer.NoOpSpan(context: .topLevel)) }
     }
@@ -157,12 +183,16 @@ extension Span {
 /// What tracing adds to each request on its own, for `make bench`: the span wrapper around an empty handler.
 @_spi(Benchmarks) public enum TracingBenchmark {
     /// Runs the wrapper `count` times, each as a request carrying `traceparent` (or none) would; returns a checksum.
-    public static func handlerSpans(_ count: Int, traceparent: String?) async -> Int {
+    /// With `oneIn` N, only every Nth request carries it, the others none, and the policy is `tracedRequests`.
+    public static func handlerSpans(_ count: Int, traceparent: String?, oneIn: Int = 1,
+                                    tracedRequests: TracedRequests = .all) async -> Int {
         let received = traceparent.flatMap(TraceHeaders.traceparent(reading:)).map { TraceHeaders(traceparent: $0) }
         let tracer = bootstrappedTracer()
         var sum = 0
-        for _ in 0..<count {
-            sum &+= await withHandlerSpan("echo", ofKind: .server, received: received, tracer: tracer) { _ in 1 }
+        for index in 0..<count {
+            let trace = index % max(oneIn, 1) == 0 ? received : nil
+            sum &+= await withHandlerSpan("echo", ofKind: .server, received: trace, tracer: tracer,
+                                          following: tracedRequests) { _ in 1 }
         }
         return sum
     }

@@ -128,6 +128,36 @@ struct InlineTraceContextTests {
         #expect(spans.first?.attributes["rpc.method"]?.toSpanAttribute() == "fail")
         #expect(spans.first?.status?.code == .error)
     }
+
+    @Test("following callers' sampling: only a request in a trace its sender sampled gets a span; the rest carry theirs")
+    func sampledByCaller() {
+        let ids = "4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7"
+        let tracer = InMemoryTracer()
+        func traced(_ policy: TracedRequests, _ flags: String?) -> Bool {
+            policy.traces(flags.map { TraceHeaders(traceparent: "00-\(ids)-\($0)") })
+        }
+        // Bit 0 of the flags is "sampled"; the other bits say nothing about it.
+        #expect(["00", "01", "02", "03", "0a", "0b", "fe", "ff"].filter { traced(.sampledByCaller, $0) } == ["01", "03", "0b", "ff"])
+        #expect(!traced(.sampledByCaller, nil))
+        #expect(traced(.all, nil) && traced(.all, "00") && traced(.all, "01"))
+
+        let unsampled = TraceHeaders(traceparent: "00-\(ids)-00", tracestate: "rojo=1")
+        let (carried, jobTraced) = withInlineHandlerSpan("echo", ofKind: .server, received: unsampled, tracer: tracer,
+                                                         following: .sampledByCaller) { _ in
+            (TraceHeaders.current, TracedRequests.sampledByCaller.tracesCurrentWork)
+        }
+        #expect(carried == unsampled)  // what the handler sends carries the caller's trace, unchanged
+        #expect(!jobTraced)  // and a job it starts runs without a span
+        #expect(tracer.finishedSpans.isEmpty)
+        #expect(!TracedRequests.sampledByCaller.tracesCurrentWork && TracedRequests.all.tracesCurrentWork)  // outside any
+
+        let sampled = TraceHeaders(traceparent: "00-\(ids)-01")
+        let sampledJobTraced = withInlineHandlerSpan("echo", ofKind: .server, received: sampled, tracer: tracer,
+                                                     following: .sampledByCaller) { _ in TracedRequests.sampledByCaller.tracesCurrentWork }
+        #expect(sampledJobTraced)
+        #expect(tracer.finishedSpans.map(\.operationName) == ["echo"])
+        #expect(tracer.finishedSpans.first?.context.receivedTrace == sampled)  // its parent: the caller's trace
+    }
 }
 
 private final class SeenTraces: Sendable {

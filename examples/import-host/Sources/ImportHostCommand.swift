@@ -64,6 +64,9 @@ struct ImportHostCommand: AsyncParsableCommand {
     @Flag(help: "Record spans in memory, continuing and passing on W3C trace context (SPEC 7.18), and serve them as the action recordedSpans: to follow a trace from a front-end through this host into the ETL peer without a tracing backend.")
     var recordSpans = false
 
+    @Option(help: "Which requests run in a span when spans are recorded: all, or sampled-by-caller (only those whose caller sampled their trace; the others carry it through unchanged, and cost the tracer nothing).")
+    var tracedRequests: TracedRequestsChoice = .all
+
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel: Logger.Level = .warning
 
@@ -102,6 +105,7 @@ struct ImportHostCommand: AsyncParsableCommand {
         configuration.maxMessageBytes = Self.maxMessageBytes
         configuration.logger = logger
         if noKey { configuration.signing = .none }
+        configuration.tracedRequests = tracedRequests.policy
         // The page is a front-end like the others: the host injects the endpoint and key into it, and its WebSocket
         // session is keyed as theirs are.
         if let webRoot { configuration.webSocket = WebSocketOptions(port: webPort, webRoot: webRoot) }
@@ -181,3 +185,11 @@ private extension String {
 }
 
 extension Logger.Level: @retroactive ExpressibleByArgument {}
+
+/// `--traced-requests`: ZeroBridge's ``TracedRequests`` as the command line spells it.
+enum TracedRequestsChoice: String, ExpressibleByArgument, CaseIterable {
+    case all
+    case sampledByCaller = "sampled-by-caller"
+
+    var policy: TracedRequests { self == .all ? .all : .sampledByCaller }
+}
