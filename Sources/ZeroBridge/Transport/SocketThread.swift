@@ -46,16 +46,17 @@ final class SocketThread: @unchecked Sendable {
     /// A visitor queued a message for the thread to send.
     private var leftToSend = false
     /// Set while the thread reads and dispatches a round: what it sends through the socket waits in the outboxes and
-    /// goes to libzmq in one burst when the round is dispatched (``flush(now:)``), or after every ``heldBurst``
-    /// messages. libzmq's I/O thread is woken (an eventfd written and read, then a `sendto`) whenever a message lands in
-    /// a pipe it found empty: sent one by one as they were produced, a round's responses woke it every 1 to 5 of them
-    /// once signing spread them out (issue 26, keyed host at 64 in flight).
+    /// goes to libzmq in bursts, after every ``heldBurst`` messages and when the round is dispatched (``flush(now:)``).
+    /// libzmq's I/O thread is woken (an eventfd written and read, then a `sendto`) whenever a message lands in a pipe
+    /// it found empty: sent one by one as they were produced, a round's responses woke it every 1 to 5 of them once
+    /// signing spread them out (issue 26, keyed host at 64 in flight).
     private var holdingSends = false
     /// Messages held in this round since the last burst.
     private var held = 0
-    /// At most this many messages wait for the round's end: a long round (512 messages read, 5 ms of jobs) still
-    /// lets its first answers go.
-    static let heldBurst = 64
+    /// The most messages held back at once. Not the whole round: a peer that answers whole batches (the Node peer)
+    /// starts on the first burst while the rest is dispatched; holding whole rounds made the two take turns and gave
+    /// back the throughput the fewer wake-ups saved (bench/RESULTS.md, issue 26).
+    static let heldBurst = 16
     private var spareJobs: [@Sendable () -> Void] = []
     /// Outboxes with messages libzmq has not taken yet, in the order they first had one.
     private var waiting: [Outbox] = []
