@@ -48,7 +48,7 @@ final class SocketThread: @unchecked Sendable {
     /// Set while the thread reads and dispatches a round: what it sends through the socket waits in the outboxes and
     /// goes to libzmq in bursts, after every ``heldBurst`` messages and when the round is dispatched (``flush(now:)``).
     /// libzmq's I/O thread is woken (an eventfd written and read, then a `sendto`) whenever a message lands in a pipe
-    /// it found empty: sent one by one as they were produced, a round's responses woke it every 1 to 5 of them once
+    /// it found empty: sent one by one as they were produced, a round's responses woke it every 3 to 5 of them once
     /// signing spread them out (issue 26, keyed host at 64 in flight).
     private var holdingSends = false
     /// Messages held in this round since the last burst.
