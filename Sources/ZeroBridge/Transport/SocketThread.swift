@@ -45,6 +45,18 @@ final class SocketThread: @unchecked Sendable {
     private var waitingUntil = ContinuousClock.now
     /// A visitor queued a message for the thread to send.
     private var leftToSend = false
+    /// Set while the thread reads and dispatches a round: what it sends through the socket waits in the outboxes and
+    /// goes to libzmq in bursts, after every ``heldBurst`` messages and when the round is dispatched (``flush(now:)``).
+    /// libzmq's I/O thread is woken (an eventfd written and read, then a `sendto`) whenever a message lands in a pipe
+    /// it found empty: sent one by one as they were produced, a round's responses woke it every 3 to 5 of them once
+    /// signing spread them out (issue 26, keyed host at 64 in flight).
+    private var holdingSends = false
+    /// Messages held in this round since the last burst.
+    private var held = 0
+    /// The most messages held back at once. Not the whole round: a peer that answers whole batches (the Node peer)
+    /// starts on the first burst while the rest is dispatched; holding whole rounds made the two take turns and gave
+    /// back the throughput the fewer wake-ups saved (bench/RESULTS.md, issue 26).
+    static let heldBurst = 16
     private var spareJobs: [@Sendable () -> Void] = []
     /// Outboxes with messages libzmq has not taken yet, in the order they first had one.
     private var waiting: [Outbox] = []
@@ -152,8 +164,10 @@ final class SocketThread: @unchecked Sendable {
     /// join them. Only on the thread.
     func send(_ frames: [[UInt8]], after envelope: [[UInt8]], via outbox: Outbox) {
         let message = OutboundMessage(envelope: envelope, frames: frames)
-        // A visitor sends to attached connections only; the socket is the thread's (its flush sends the rest).
-        if outbox.messages.isEmpty && outbox.retryAt == nil && (!visited || attachedConnection(message) != nil) {
+        // A visitor sends to attached connections only; the socket is the thread's (its flush sends the rest). A
+        // round holds what goes through the socket for its burst.
+        let direct = !(visited || holdingSends) || attachedConnection(message) != nil
+        if direct && outbox.messages.isEmpty && outbox.retryAt == nil {
             switch transmitting(message) {
             case .sent: return
             case .refused: break
@@ -168,7 +182,7 @@ final class SocketThread: @unchecked Sendable {
             outbox.isListed = true
             waiting.append(outbox)
         }
-        if visited { leftToSend = true }
+        if visited { leftToSend = true } else if holdingSends { held += 1 }
     }
 
     /// From now on, messages sent to `routingID` go to `connection` instead of the socket. Only on the thread.
@@ -244,6 +258,7 @@ final class SocketThread: @unchecked Sendable {
             // Everything but the poll itself holds `ownership`: while the thread waits, a visitor may run a job.
             let stop = ownership.withLock { _ -> Bool in
                 takesVisitors = true
+                holdingSends = true
                 if polled {
                     if poller.events(at: wakeIndex).contains(.readable) { wake.drain() }
                     if let monitorIndex, let (monitor, event) = owner.monitored,
@@ -254,12 +269,15 @@ final class SocketThread: @unchecked Sendable {
                 }
                 let jobsLeft = runJobs()
                 if stopping {
+                    holdingSends = false  // the last flush, after the owner stopped, sends what the round held
                     takesVisitors = false  // what is handed over from now on runs after the owner stopped, as before
                     return true
                 }
                 let now = ContinuousClock.now
                 timers.fire(until: now)
                 if now >= nextTick { nextTick = owner.tick(now) }
+                holdingSends = false
+                held = 0
                 let retryAt = flush(now: now)
 
                 var wakeAt = nextTick
@@ -306,7 +324,10 @@ final class SocketThread: @unchecked Sendable {
                 spareJobs = batch
                 return false
             }
-            for job in batch { job() }
+            for job in batch {
+                job()
+                sendHeldBurst()
+            }
             batch.removeAll(keepingCapacity: true)
             spareJobs = batch
             if ContinuousClock.now >= until { return !jobs.withLock(\.jobs.isEmpty) }
@@ -321,7 +342,15 @@ final class SocketThread: @unchecked Sendable {
             // not let in as that connection.
             if !attached.isEmpty, let routingID = frames.first, attached[routingID.bytes] != nil { continue }
             owner.received(frames)
+            sendHeldBurst()
         }
+    }
+
+    /// Between two messages or jobs of a round: the held messages go to libzmq once there are ``heldBurst`` of them.
+    private func sendHeldBurst() {
+        guard held >= Self.heldBurst else { return }
+        held = 0
+        _ = flush(now: .now)  // what libzmq refuses waits on its timer, which the round's own flush reads again
     }
 
     /// Sends what libzmq takes now from every outbox whose time to try has come; returns the earliest time a

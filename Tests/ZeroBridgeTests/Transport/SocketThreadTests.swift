@@ -98,3 +98,47 @@ struct SocketThreadTests {
         await rig.stop()
     }
 }
+
+/// What a round sends through the socket goes to libzmq in bursts (issue 26): held in its outbox while the round runs,
+/// at most `SocketThread.heldBurst` at a time, and in the order it was sent.
+@Suite("SocketThread bursts", .timeLimit(.minutes(3)))
+struct SocketThreadBurstTests {
+    @Test("a job's sends wait in their outbox until the round is dispatched, then arrive in order")
+    func heldUntilTheRoundEnds() async throws {
+        let rig = try VisitedThreadRig()
+        let outbox = rig.outbox
+        let queuedAfterEachSend = Mutex<[Int]>([])
+        rig.thread.perform { [thread = rig.thread] in
+            for index in 0..<3 {
+                thread.send([Array("message \(index)".utf8)], after: [Array("dealer".utf8)], via: outbox)
+                queuedAfterEachSend.withLock { $0.append(outbox.messages.count) }
+            }
+        }
+        for index in 0..<3 {
+            let frames = try rig.dealer.receiveBytes()  // the receive timeout (20 s) bounds the wait
+            #expect(frames == [Array("message \(index)".utf8)])
+        }
+        #expect(queuedAfterEachSend.withLock { $0 } == [1, 2, 3])
+        await rig.stop()
+    }
+
+    @Test("however many jobs a round runs, at most heldBurst messages wait, and all arrive in order")
+    func boundedBursts() async throws {
+        let rig = try VisitedThreadRig()
+        let outbox = rig.outbox
+        let mostQueued = Mutex(0)
+        let count = 5 * SocketThread.heldBurst
+        for index in 0..<count {
+            rig.thread.perform { [thread = rig.thread] in
+                thread.send([Array("message \(index)".utf8)], after: [Array("dealer".utf8)], via: outbox)
+                mostQueued.withLock { $0 = max($0, outbox.messages.count) }
+            }
+        }
+        for index in 0..<count {
+            let frames = try rig.dealer.receiveBytes()
+            #expect(frames == [Array("message \(index)".utf8)])
+        }
+        #expect(mostQueued.withLock { $0 } <= SocketThread.heldBurst)
+        await rig.stop()
+    }
+}
