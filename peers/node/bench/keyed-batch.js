@@ -2,7 +2,8 @@
 // What reading the host's keyed messages costs the Node peer, one by one against one batch (SPEC 3.3): 16 small
 // messages signed `m.` each, against the same 16 in one `b.` batch; each checked by the peer's channel (src/channel.js,
 // its HMAC as src/signing.js picks it) and decoded as src/core.js does (src/wire.js decode() per message, and
-// decodeSignedBatch() for the batch). Then which HMAC a batch's frame 1 is faster with: src/sha256.js or node:crypto.
+// decodeSignedBatch() for the batch), and the same 16 unkeyed (decoded alone: the floor). Then which HMAC a batch's
+// frame 1 is faster with: src/sha256.js or node:crypto.
 // Prints one JSON line.
 //   node peers/node/bench/keyed-batch.js [--repeat N]
 // Microseconds, the best of N timed runs each (a run is about 50 ms).
@@ -12,6 +13,7 @@ import { macParts } from '../src/channel.js';
 import { hmacSha256, prepareHmacKey } from '../src/sha256.js';
 import { decode } from '../src/wire.js';
 import { decodeSignedBatch, encodeWebSocketBatch } from '../src/websocket-frames.js';
+import { timed as timedRuns } from './timed.js';
 
 const args = { repeat: 5 };
 for (let i = 2; i < process.argv.length; i += 2) {
@@ -20,20 +22,7 @@ for (let i = 2; i < process.argv.length; i += 2) {
   args[key] = Number(process.argv[i + 1]);
 }
 
-/** Microseconds per call of `run`, the best of `args.repeat` runs of about 50 ms each. */
-function timed(run) {
-  let calls = 1;
-  for (let started = process.hrtime.bigint(); process.hrtime.bigint() - started < 50_000_000n; calls *= 2) {
-    for (let i = 0; i < calls; i += 1) run();
-  }
-  let best = Infinity;
-  for (let round = 0; round < args.repeat; round += 1) {
-    const started = process.hrtime.bigint();
-    for (let i = 0; i < calls; i += 1) run();
-    best = Math.min(best, Number(process.hrtime.bigint() - started) / 1000 / calls);
-  }
-  return Math.round(best * 1000) / 1000;
-}
+const timed = (run) => timedRuns(run, { repeat: args.repeat });
 
 const key = randomBytes(32);
 const nonce = '0123456789abcdef0123456789abcdef';
@@ -78,15 +67,27 @@ for (const [kind, body] of Object.entries(KINDS)) {
     for (const frames of decodeSignedBatch(batch)) if (decode(frames).body) read += 1;
     return read;
   };
-  if (readSingles() !== 16 || readBatch() !== 16) throw new Error('not every message was read');
+  // The floor: the same 16 unkeyed, decoded alone (what src/core.js does without a key).
+  const unkeyed = bodies.map((frame) => [EMPTY, frame]);
+  const readUnkeyed = () => {
+    let read = 0;
+    for (const frames of unkeyed) if (decode(frames).body) read += 1;
+    return read;
+  };
+  if (readSingles() !== 16 || readBatch() !== 16 || readUnkeyed() !== 16) throw new Error('not every message was read');
   const singlesUs = timed(readSingles);
   const batchUs = timed(readBatch);
+  const unkeyedUs = timed(readUnkeyed);
+  const ratio = (a, b) => Math.round((a / b) * 1000) / 1000;
   result[kind] = {
     body_bytes: bodies[0].length,
     batch_bytes: batch.length,
     singles_us: singlesUs,
     batch_us: batchUs,
-    batch_over_singles: Math.round((batchUs / singlesUs) * 1000) / 1000,
+    unkeyed_us: unkeyedUs,
+    batch_over_singles: ratio(batchUs, singlesUs),
+    unkeyed_over_singles: ratio(unkeyedUs, singlesUs),
+    unkeyed_over_batch: ratio(unkeyedUs, batchUs),
   };
 }
 
