@@ -41,6 +41,13 @@ final class Outbox: @unchecked Sendable {
     /// it has been dropped.
     var onUnreachable: (() -> Void)?
 
+    /// Makes frame 0 for what is queued awaiting its signature (SPEC 3.3), on a keyed connection whose other side reads
+    /// batches: for `frames` alone, or, when `batch`, for a batch whose frame 1 is `frames[0]`. `envelope` is the
+    /// message's (a host's routing id). nil: the connection's channel is gone, and nothing can be signed for it.
+    typealias Signer = (_ envelope: [[UInt8]], _ frames: [[UInt8]], _ batch: Bool) -> [UInt8]?
+    /// Set by the owner of a keyed conversation. On the thread.
+    var signer: Signer?
+
     /// The bytes queued and not yet taken by libzmq.
     var queuedBytes: Int { queued.load(ordering: .relaxed) }
 
@@ -71,6 +78,42 @@ final class Outbox: @unchecked Sendable {
         messages.removeFirst()
     }
 
+    /// Signs what awaits its signature at the head of the queue, as it goes to libzmq (SPEC 3.3): messages queued
+    /// together go as one batch under one signature, at most ``WebSocketFraming/batchBytes`` and
+    /// ``WebSocketFraming/maxBatchMessages`` of them; one alone, or larger than a batch, is signed as itself. When no
+    /// signature can be made (the channel is gone), they are dropped: the other side would refuse them.
+    func signHead() {
+        var count = 0, bytes = 0, size = 0
+        for message in messages.pending {
+            guard message.awaitsSignature, count < WebSocketFraming.maxBatchMessages else { break }
+            let entry = WebSocketFraming.batchEntryBytes(message.frames)
+            guard count == 0 || bytes + entry <= WebSocketFraming.batchBytes else { break }
+            count += 1
+            bytes += entry
+            size += message.size
+        }
+        guard count > 0, let first = messages.first else { return }
+        let signed: OutboundMessage?
+        if count == 1 {
+            signed = signer?(first.envelope, first.frames, false).map {
+                OutboundMessage(envelope: first.envelope + [$0], frames: first.frames)
+            }
+        } else {
+            var batch: [UInt8] = []
+            batch.reserveCapacity(bytes)
+            for message in messages.pending.prefix(count) { WebSocketFraming.appendBatchEntry(message.frames, to: &batch) }
+            signed = signer?(first.envelope, [batch], true).map {
+                OutboundMessage(envelope: first.envelope + [$0], frames: [batch])
+            }
+        }
+        if let signed {
+            messages.replaceFirst(count, with: signed)
+            queued.add(signed.size - size, ordering: .relaxed)
+        } else {
+            for _ in 0..<count { removeFirst() }
+        }
+    }
+
     /// Forgets everything queued (the other side is gone: SPEC 7.3, nothing queued for a lost side arrives later).
     func discard() {
         messages = OutboundQueue()
@@ -83,6 +126,9 @@ final class Outbox: @unchecked Sendable {
 struct OutboundMessage {
     var envelope: [[UInt8]]
     var frames: [[UInt8]]
+    /// Its envelope lacks frame 0: the outbox's ``Outbox/signer`` signs it as it goes, alone or in a batch with
+    /// what is queued after it (SPEC 3.3).
+    var awaitsSignature = false
 
     var size: Int { frames.reduce(0) { $0 + $1.count } }
 }
@@ -97,6 +143,15 @@ struct OutboundQueue {
     var first: OutboundMessage? { isEmpty ? nil : items[head] }
 
     mutating func append(_ message: OutboundMessage) { items.append(message) }
+
+    /// The messages from the first on.
+    var pending: ArraySlice<OutboundMessage> { items[head...] }
+
+    /// The first `count` messages become `message`.
+    mutating func replaceFirst(_ count: Int, with message: OutboundMessage) {
+        head += count - 1
+        items[head] = message
+    }
 
     mutating func removeFirst() {
         head += 1

@@ -524,7 +524,46 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
             }
             if let closed = connections.message(over: fd, from: routingID) { connectionClosed(closed) }
         }
-        if keyed != nil, !acceptSignature(frames, from: routingID) { return }
+        if keyed != nil {
+            switch acceptSignature(frames, from: routingID) {
+            case nil: return
+            case .message?: break
+            case .batch?: return receivedBatch(frames, from: routingID)
+            }
+        }
+        process(frames, from: routingID)
+    }
+
+    /// A batch signed for the connection's channel (SPEC 3.3): its messages are read in order, each as if it had
+    /// come alone; one that is not a message is answered on its own, and a batch that is not a batch once.
+    private func receivedBatch(_ frames: [Frame], from routingID: [UInt8]) {
+        guard let session = sessions[routingID] ?? openSessionWithinBound(routingID, frames) else { return }
+        guard frames.count == 3 else {
+            return session.link.refuse(nil, BridgeError(.badMessage, "a batch is frame 0 and frame 1; got \(frames.count - 1) frames (SPEC 3.3)"))
+        }
+        let entries: [Result<[Frame], WebSocketFraming.Refusal>]
+        switch frames[2].withUnsafeBytes(WebSocketFraming.decodeSignedBatch) {
+        case .failure(let refusal): return session.link.refuse(nil, BridgeError(.badMessage, refusal.reason))
+        case .success(let decoded): entries = decoded
+        }
+        for entry in entries {
+            // A message of the batch may end the session (`bye`) and with it the channel: what follows it is not
+            // read, as it would be refused had it come alone.
+            guard keyed?.isOpen(routingID) == true, let link = sessions[routingID]?.link else {
+                return configuration.logger.debug("the rest of a batch not read: its channel closed while it was read")
+            }
+            switch entry {
+            case .failure(let refusal):
+                link.refuse(nil, BridgeError(.badMessage, refusal.reason))
+            case .success(let parts):
+                process([frames[0]] + parts, from: routingID)
+            }
+        }
+    }
+
+    /// One message whose signature, if the host has a key, is accepted: `frames` are the routing id and the frames as
+    /// the peer sent them.
+    private func process(_ frames: [Frame], from routingID: [UInt8]) {
         guard let session = sessions[routingID] ?? openSessionWithinBound(routingID, frames) else { return }
         // After the routing id, the frames as the peer sent them.
         guard let message = session.link.read(frames.dropFirst(), maxBytes: configuration.maxMessageBytes) else { return }
@@ -588,9 +627,10 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
         configuration.logger.log(level: level, message, metadata: metadata)
     }
 
-    /// SPEC 3.1: whether a message on a keyed connection is signed for it, checked by its size first. One that is
-    /// not is not processed: it is counted, logged, and answered with an unsigned `unauthorized`.
-    private func acceptSignature(_ frames: [Frame], from routingID: [UInt8]) -> Bool {
+    /// SPEC 3.1: whether a message (or a batch, 3.3) on a keyed connection is signed for it, checked by its size
+    /// first; nil when it is not. Such a one is not processed: it is counted, logged, and answered with an unsigned
+    /// `unauthorized`.
+    private func acceptSignature(_ frames: [Frame], from routingID: [UInt8]) -> KeyedChannel.Accepted? {
         let body = frames.dropFirst(2)  // signed in place, not copied
         let verdict: KeyedConnections.Verdict = body.isEmpty
             ? .refused("a message on a keyed connection is a signature and a body")
@@ -604,9 +644,11 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
         if case .tooLarge(let reason) = verdict {
             let error = BridgeError(.tooLarge, reason)
             if let session = sessions[routingID] { session.link.refuse(nil, error) } else { answerWithoutSession(routingID, error) }
-            return false
+            return nil
         }
-        guard case .refused(let reason, let clockSkewMs) = verdict else { return true }
+        if verdict == .accepted { return .message }
+        if verdict == .acceptedBatch { return .batch }
+        guard case .refused(let reason, let clockSkewMs) = verdict else { return nil }
         refusedCount.add(1, ordering: .relaxed)
         let now = ContinuousClock.now
         let level: Logger.Level = now - lastRefusalWarning >= .seconds(1) ? .warning : .debug
@@ -616,7 +658,7 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
         // Unsigned, and without opening a session: a connection that never opens a channel holds nothing.
         let data: JSONValue? = clockSkewMs.map { ["clock_skew_ms": .int(Int($0)), "window_ms": .int(Int(ClockSkew.windowMs))] }
         answerWithoutSession(routingID, BridgeError(.unauthorized, reason, data: data), unsigned: true)
-        return false
+        return nil
     }
 
     /// A connection closed, or could not be accepted. Events are read before the messages that came after them, so
@@ -690,6 +732,11 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
         session.peerKey = peerKey
         session.transport = socketThread!.isAttached(routingID) ? .websocket : .zmq
         session.remote.update { $0.curveKey = peerKey }
+        if keyed != nil {  // what is signed as it goes, when its peer reads batches (SPEC 3.3): for the connection it goes to
+            session.link.outbox.signer = { [unowned self] envelope, frames, batch in
+                batch ? keyed?.signBatch(for: envelope[0], frames[0]) : keyed?.sign(for: envelope[0], frames)
+            }
+        }
         session.link.revealsErrorDescriptions = configuration.revealsErrorDescriptions
         session.link.tracedRequests = configuration.tracedRequests
         sessions[routingID] = session
@@ -752,6 +799,9 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
             info.topics = Set(hello.topics)
         }
         session.topics = Set(hello.topics)
+        // Batches (SPEC 3.3): on keyed ZeroMQ connections only, to a peer that said it reads them on this channel.
+        let batches = keyed != nil && session.transport == .zmq
+        session.sendsBatches = batches && hello.features.contains("batch")
         session.link.thread.tick(by: .now + session.heartbeat / 4)
         // Listed before it is welcomed, so a peer that has its welcome is in `peers` (what it is sent next, a call
         // from a watcher included, is handed over after this job and so follows the welcome).
@@ -761,7 +811,7 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
             heartbeatMs: Int(session.heartbeat / .milliseconds(1)),
             maxMessageBytes: configuration.maxMessageBytes, maxInFlight: configuration.maxInFlight,
             catalogue: handlers.catalogue.hash, info: configuration.info.map(JSONValue.object),
-            libraryVersion: zeroBridgeVersion)))
+            libraryVersion: zeroBridgeVersion, batch: batches)))
     }
 
     /// The session is over for the host's tables: its connection (and that connection's channel), its id and its
@@ -910,11 +960,15 @@ final class Session: @unchecked Sendable {
         /// The parts in front of every message to the peer: its routing id and the empty signature (no key).
         /// Built once, not per message.
         private(set) var envelope: [[UInt8]]
+        /// The routing id alone, for a message whose signature is made as it goes (SPEC 3.3).
+        private(set) var route: [[UInt8]]
         var routingID: [UInt8] {
             get { envelope[0] }
-            set { envelope = [newValue, []] }
+            set { envelope = [newValue, []]; route = [newValue] }
         }
-        init(_ routingID: [UInt8]) { envelope = [routingID, []] }
+        /// Its peer reads batches on this channel (SPEC 3.3).
+        var sendsBatches = false
+        init(_ routingID: [UInt8]) { envelope = [routingID, []]; route = [routingID] }
     }
 
     private let address: Address
@@ -952,6 +1006,8 @@ final class Session: @unchecked Sendable {
         self.heartbeat = heartbeat
         link = Link(thread: thread, handlers: handlers, limits: limits, logger: logger, telemetry: telemetry) { frames, outbox in
             guard let sign else { return thread.send(frames, after: address.envelope, via: outbox) }
+            // Signed as it goes to libzmq, with what the round sends with it, by the outbox's signer.
+            if address.sendsBatches { return thread.send(frames, after: address.route, via: outbox, awaitingSignature: true) }
             // Signed in send order, which is the order the peer reads them in (the counters must increase).
             guard let signature = sign(address.routingID, frames) else {
                 return logger.debug("nothing sent before the connection's channel is open")
@@ -966,5 +1022,12 @@ final class Session: @unchecked Sendable {
     var routingID: [UInt8] {
         get { address.routingID }
         set { address.routingID = newValue }
+    }
+
+    /// Whether what the session sends goes in batches (SPEC 3.3): its peer said, in its latest `hello` on this
+    /// keyed ZeroMQ connection, that it reads them.
+    var sendsBatches: Bool {
+        get { address.sendsBatches }
+        set { address.sendsBatches = newValue }
     }
 }

@@ -106,6 +106,11 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
     /// Messages from the host dropped for a missing, wrong or replayed signature (SPEC 3.1), and unsigned
     /// `unauthorized` answers, since the peer started.
     public var refusedMessages: Int { signing?.refused.load(ordering: .relaxed) ?? 0 }
+
+    /// Batches (SPEC 3.3) this peer has read from its host and sent to it, on keyed connections.
+    var batches: (read: Int, sent: Int) {
+        (signing?.batchesRead.load(ordering: .relaxed) ?? 0, signing?.batchesSent.load(ordering: .relaxed) ?? 0)
+    }
     private let context: Context
     private let thread: SocketThread
     let link: Link
@@ -163,12 +168,17 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
         link = Link(thread: thread, handlers: handlers, limits: .init(maxInFlight: 4096),
                     logger: configuration.logger, telemetry: Telemetry()) { [thread, logger = configuration.logger] frames, outbox in
             guard let signing else { return thread.send(frames, after: [[]], via: outbox) }
+            // Signed as it goes to libzmq, with what the round sends with it, by the outbox's signer (SPEC 3.3).
+            if signing.hostReadsBatches { return thread.send(frames, after: [], via: outbox, awaitingSignature: true) }
             guard let signature = signing.frame0(for: frames) else {
                 return logger.debug("not sent: a keyed connection opens with hello")
             }
             thread.send(frames, after: [signature], via: outbox)
         }
         link.tracedRequests = configuration.tracedRequests
+        if let signing {
+            link.outbox.signer = { _, frames, batch in batch ? signing.signBatch(frames[0]) : signing.frame0(for: frames) }
+        }
         link.close(BridgeError(.peerLost, "not connected yet"))
         try handlers.add("$evaluate", replacing: true) { _, _ in
             throw BridgeError(.notAllowed, "the Swift peer does not evaluate scripts")
@@ -360,7 +370,7 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
     private func sayHello() {
         lastHello = .now
         let hello = Message.hello(.init(
-            peer: configuration.name, actions: handlers.actionNames, features: [],
+            peer: configuration.name, actions: handlers.actionNames, features: signing == nil ? [] : ["batch"],
             session: welcome?.sessionID ?? lastSessionID, resumeToken: lastResumeToken,
             heartbeatMs: configuration.heartbeat.map { Int($0 / .milliseconds(1)) }, catalogue: handlers.catalogue.hash,
             topics: topics.sorted()))
@@ -375,6 +385,7 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
         if let signing, frames.count >= 2 {
             switch signing.accept(frames, logger: configuration.logger) {
             case .accepted: break
+            case .acceptedBatch: return receivedBatch(frames)
             case .dropped: return
             case .refusedByHost(let error):
                 // Why connecting fails if no welcome comes in time (not at once: the answer is unsigned). The first
@@ -384,9 +395,38 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
                 return
             }
         }
+        process(frames)
+    }
+
+    /// A batch signed for the channel (SPEC 3.3): its messages are read in order, each as if it had come alone.
+    private func receivedBatch(_ frames: [Frame]) {
+        guard frames.count == 2 else {
+            return link.refuse(nil, BridgeError(.badMessage, "a batch is frame 0 and frame 1; got \(frames.count) frames (SPEC 3.3)"))
+        }
+        let entries: [Result<[Frame], WebSocketFraming.Refusal>]
+        switch frames[1].withUnsafeBytes(WebSocketFraming.decodeSignedBatch) {
+        case .failure(let refusal): return link.refuse(nil, BridgeError(.badMessage, refusal.reason))
+        case .success(let decoded): entries = decoded
+        }
+        let channel = signing?.channelNonce
+        for entry in entries {
+            // A message of the batch may end the connection (`bye`): what follows it was for the lost one.
+            guard signing?.channelNonce == channel else { return }
+            switch entry {
+            case .failure(let refusal):
+                link.refuse(nil, BridgeError(.badMessage, refusal.reason))
+            case .success(let parts):
+                process(parts)
+            }
+        }
+    }
+
+    /// One message from the host whose signature, on a keyed connection, is accepted.
+    private func process(_ frames: [Frame]) {
         guard let message = link.read(frames[...], maxBytes: configuration.maxMessageBytes) else { return }
         switch message {
         case .welcome(let message):
+            signing?.hostReadsBatches = message.batch
             let welcome = Welcome(host: message.host, sessionID: message.session, actions: message.actions,
                                   heartbeat: .milliseconds(message.heartbeatMs), maxMessageBytes: message.maxMessageBytes,
                                   maxInFlight: message.maxInFlight, catalogue: message.catalogue,
@@ -495,7 +535,12 @@ private final class PeerSigning: @unchecked Sendable {
     let key: ConnectionKey
     private var channel: KeyedChannel
     private var opened = false
+    /// The host said in its `welcome` on this channel that it reads batches (SPEC 3.3).
+    var hostReadsBatches = false
     let refused = Atomic<Int>(0)
+    /// Batches read from the host and sent to it (SPEC 3.3), for diagnostics and tests.
+    let batchesRead = Atomic<Int>(0)
+    let batchesSent = Atomic<Int>(0)
 
     init(key: ConnectionKey) {
         self.key = key
@@ -505,6 +550,17 @@ private final class PeerSigning: @unchecked Sendable {
     func renew() {
         channel = .peer(key)
         opened = false
+        hostReadsBatches = false
+    }
+
+    /// The current channel's nonce (a new connection has a new one).
+    var channelNonce: String { channel.nonce }
+
+    /// Frame 0 for a batch whose frame 1 is `batch` (SPEC 3.3): after the opening, like every message.
+    func signBatch(_ batch: [UInt8]) -> [UInt8]? {
+        guard opened else { return nil }
+        batchesSent.add(1, ordering: .relaxed)
+        return channel.signBatch(batch)
     }
 
     /// Frame 0 for the next message; nil for anything before the opening `hello`.
@@ -517,6 +573,8 @@ private final class PeerSigning: @unchecked Sendable {
 
     enum Verdict {
         case accepted
+        /// A batch signed for the channel (SPEC 3.3).
+        case acceptedBatch
         case dropped
         /// The host's unsigned `unauthorized` answer: why it refused this peer's messages, and the likely cause.
         case refusedByHost(BridgeError)
@@ -526,7 +584,13 @@ private final class PeerSigning: @unchecked Sendable {
     /// said why (it is unsigned, so it is only believed as a diagnostic); anything else refused is dropped.
     func accept(_ frames: [Frame], logger: Logger) -> Verdict {
         let body = frames.dropFirst()  // signed in place, not copied
-        if channel.accept(frames[0], body) { return .accepted }
+        switch channel.accept(frames[0], body) {
+        case .message?: return .accepted
+        case .batch?:
+            batchesRead.add(1, ordering: .relaxed)
+            return .acceptedBatch
+        case nil: break
+        }
         refused.add(1, ordering: .relaxed)
         if frames[0].count == 0, let answer = try? JSONValue.parse(body[body.startIndex].bytes), answer["type"] == "response",
            answer["id"] == .null, answer["error"]?["code"] == "unauthorized" {

@@ -71,7 +71,7 @@ private struct Envelope {
     enum Field: Int, CaseIterable {
         case v, type, id, action, payload, timeoutMs, progress, ok, result, error, seq, peer, actions, features,
              session, resumeToken, heartbeatMs, host, limits, deadline, skipped, catalogue, topics, info, topic,
-             idempotencyKey, libraryVersion, traceparent, tracestate
+             idempotencyKey, libraryVersion, traceparent, tracestate, batch
 
         var name: String {
             switch self {
@@ -104,6 +104,7 @@ private struct Envelope {
             case .libraryVersion: "library_version"
             case .traceparent: "traceparent"
             case .tracestate: "tracestate"
+            case .batch: "batch"
             }
         }
 
@@ -126,6 +127,7 @@ private struct Envelope {
             case 5:
                 if equals("error") { self = .error; return }
                 if equals("topic") { self = .topic; return }
+                if equals("batch") { self = .batch; return }
             case 6:
                 if equals("action") { self = .action; return }
                 if equals("topics") { self = .topics; return }
@@ -160,7 +162,7 @@ private struct Envelope {
     // Stored one by one rather than in an array: decoding a body then allocates nothing for the envelope.
     private var v, type, id, action, payload, timeoutMs, progress, ok, result, error, seq, peer, actions,
                 features, session, resumeToken, heartbeatMs, host, limits, deadline, skipped, catalogue, topics, info, topic,
-                idempotencyKey, libraryVersion, traceparent, tracestate: JSONValue?
+                idempotencyKey, libraryVersion, traceparent, tracestate, batch: JSONValue?
 
     subscript(field: Field) -> JSONValue? {
         get {
@@ -194,6 +196,7 @@ private struct Envelope {
             case .libraryVersion: libraryVersion
             case .traceparent: traceparent
             case .tracestate: tracestate
+            case .batch: batch
             }
         }
         set {
@@ -227,6 +230,7 @@ private struct Envelope {
             case .libraryVersion: libraryVersion = newValue
             case .traceparent: traceparent = newValue
             case .tracestate: tracestate = newValue
+            case .batch: batch = newValue
             }
         }
     }
@@ -308,7 +312,8 @@ private struct Envelope {
                                   heartbeatMs: try required(.heartbeatMs, "a positive integer", positiveInteger),
                                   maxMessageBytes: try limit("max_message_bytes"),
                                   maxInFlight: try limit("max_in_flight"), catalogue: try catalogueHash(),
-                                  info: try infoObject(), libraryVersion: try optionalName(.libraryVersion)))
+                                  info: try infoObject(), libraryVersion: try optionalName(.libraryVersion),
+                                  batch: try readsBatches()))
         case .ping: return .ping
         case .pong: return .pong
         case .bye: return .bye
@@ -346,6 +351,13 @@ private struct Envelope {
     }
 
     /// `info`: an object when present (SPEC 5, welcome).
+    /// `welcome.batch` (SPEC 3.3): a boolean when present; absent is false.
+    private func readsBatches() throws(BridgeError) -> Bool {
+        guard let value = self[.batch] else { return false }
+        guard case .bool(let reads) = value else { throw bad("field 'batch' must be a boolean, not \(Envelope.describe(value))") }
+        return reads
+    }
+
     private func infoObject() throws(BridgeError) -> JSONValue? {
         guard let value = self[.info] else { return nil }
         guard case .object = value else { throw bad("field 'info' must be an object, not \(Envelope.describe(value))") }

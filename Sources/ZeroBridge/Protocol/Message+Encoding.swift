@@ -134,6 +134,7 @@ extension Message {
                 JSONWriter.append(#","library_version":"#, to: &buffer)
                 JSONWriter.append(string: libraryVersion, to: &buffer)
             }
+            if welcome.batch { JSONWriter.append(#","batch":true"#, to: &buffer) }
         case .ping: JSONWriter.append(#""ping""#, to: &buffer)
         case .pong: JSONWriter.append(#""pong""#, to: &buffer)
         case .bye: JSONWriter.append(#""bye""#, to: &buffer)
@@ -214,6 +215,7 @@ extension Message {
             if let catalogue = welcome.catalogue { members["catalogue"] = .string(catalogue) }
             if let info = welcome.info { members["info"] = info }
             if let libraryVersion = welcome.libraryVersion { members["library_version"] = .string(libraryVersion) }
+            if welcome.batch { members["batch"] = true }
         case .ping, .pong, .bye:
             break
         }

@@ -54,6 +54,8 @@ enum Message: Sendable, Equatable {
         var info: JSONValue? = nil
         /// The version of the ZeroBridge library the host runs (SPEC 5, decision 44; absent from earlier hosts).
         var libraryVersion: String? = nil
+        /// The host reads batches on this keyed ZeroMQ connection (SPEC 3.3, since 1.10).
+        var batch = false
     }
 
     struct Request: Sendable, Equatable {

@@ -108,12 +108,23 @@ struct MAC: Equatable, Sendable {
 }
 
 /// Frame 0 of keyed connections (SPEC 3.1): `h.<nonce>.<ms>.<mac>` opens a connection's channel, `m.<counter>.<mac>`
-/// signs everything after it.
+/// signs everything after it, and `b.<counter>.<mac>` a batch of messages (SPEC 3.3).
 enum Signature {
     enum Kind: String {
         case hello
         case peerToHost = "p2h"
         case hostToPeer = "h2p"
+        case peerToHostBatch = "p2h-batch"
+        case hostToPeerBatch = "h2p-batch"
+
+        /// The kind of a batch sent in this kind's direction (SPEC 3.3).
+        var batch: Kind {
+            switch self {
+            case .peerToHost, .peerToHostBatch: .peerToHostBatch
+            case .hostToPeer, .hostToPeerBatch: .hostToPeerBatch
+            case .hello: .hello
+            }
+        }
     }
 
     /// The longest frame 0 the rules allow (an opening: 2 + 32 + 1 + 19 + 1 + 64 bytes), rounded up: a longer one
@@ -123,7 +134,12 @@ enum Signature {
     enum Parsed: Equatable {
         case opening(nonce: String, ms: Int64, mac: MAC)
         case message(counter: Int64, mac: MAC)
+        /// A batch's signature (SPEC 3.3): its counter is in the same sequence as the messages'.
+        case batch(counter: Int64, mac: MAC)
     }
+
+    /// The first byte of a batch's frame 0 (SPEC 3.3).
+    static let batchForm = UInt8(ascii: "b")
 
     /// HMAC-SHA256 with the key, the preamble's fixed start (`zerobridge-1`, the kind, the channel) already fed: a
     /// channel keeps one per direction, and every message's MAC starts from a copy of it.
@@ -180,15 +196,19 @@ enum Signature {
         "h.\(channel).\(ms).\(mac(key, .hello, channel: channel, stamp: ms, frames: frames))"
     }
 
+    /// `m.<counter>.<mac>`, or `b.<counter>.<mac>` for a kind of batch (then `frames` is the batch's frame 1).
     static func message(_ key: ConnectionKey, _ kind: Kind, channel: String, counter: Int64, frames: [[UInt8]]) -> String {
-        String(decoding: messageFrame(prefixed(key, kind, channel: channel), counter: counter, frames: frames), as: UTF8.self)
+        let form = kind == kind.batch ? batchForm : UInt8(ascii: "m")
+        return String(decoding: messageFrame(prefixed(key, kind, channel: channel), counter: counter, frames: frames, form: form),
+                      as: UTF8.self)
     }
 
-    /// `m.<counter>.<mac>` as bytes, written once into the array that is sent.
-    static func messageFrame(_ prefixed: ChannelMAC, counter: Int64, frames: [[UInt8]]) -> [UInt8] {
+    /// `m.<counter>.<mac>` (or `b.`, `form`) as bytes, written once into the array that is sent.
+    static func messageFrame<Frames: Sequence>(_ prefixed: ChannelMAC, counter: Int64, frames: Frames,
+                                               form: UInt8 = UInt8(ascii: "m")) -> [UInt8] where Frames.Element: ContiguousBytes {
         let code = authenticationCode(prefixed, stamp: counter, frames: frames)
         return [UInt8](unsafeUninitializedCapacity: 2 + 20 + 1 + 64) { buffer, count in
-            buffer[0] = UInt8(ascii: "m")
+            buffer[0] = form
             buffer[1] = UInt8(ascii: ".")
             var used = 2 + decimal(counter, into: UnsafeMutableBufferPointer(rebasing: buffer[2...]))
             buffer[used] = UInt8(ascii: ".")
@@ -249,9 +269,9 @@ enum Signature {
             guard frame.count - index == 64 else { return nil }
             return MAC(lowerHex: UnsafeRawBufferPointer(rebasing: frame[index...]))
         }
-        if take(UInt8(ascii: "m")), take(UInt8(ascii: ".")) {
+        if take(UInt8(ascii: "m")) || take(batchForm), take(UInt8(ascii: ".")) {
             guard let counter = number(), counter >= 1, take(UInt8(ascii: ".")), let mac = macAtEnd() else { return nil }
-            return .message(counter: counter, mac: mac)
+            return frame[0] == batchForm ? .batch(counter: counter, mac: mac) : .message(counter: counter, mac: mac)
         }
         index = 0
         guard take(UInt8(ascii: "h")), take(UInt8(ascii: ".")), frame.count - index >= 32,
@@ -318,6 +338,10 @@ struct KeyedChannel {
     /// The MAC states of each direction with the preamble's fixed start fed (``Signature/prefixed(_:_:channel:)``).
     private let sending: ChannelMAC
     private let receiving: ChannelMAC
+    /// The same for batches (SPEC 3.3), whose kinds are their own.
+    private let sendingBatch: ChannelMAC
+    private let receivingBatch: ChannelMAC
+    /// One sequence per direction for messages and batches alike.
     private var sent: Int64 = 0
     private var received: Int64 = 0
 
@@ -326,6 +350,8 @@ struct KeyedChannel {
         self.nonce = nonce
         self.sending = Signature.prefixed(key, sending, channel: nonce)
         self.receiving = Signature.prefixed(key, receiving, channel: nonce)
+        sendingBatch = Signature.prefixed(key, sending.batch, channel: nonce)
+        receivingBatch = Signature.prefixed(key, receiving.batch, channel: nonce)
     }
 
     /// The peer's side of a new connection: a fresh nonce, opened by its first `hello`.
@@ -349,13 +375,29 @@ struct KeyedChannel {
         return Signature.messageFrame(sending, counter: sent, frames: frames)
     }
 
-    /// Whether a message that arrived is signed for this channel by the other side, after what was accepted before.
-    mutating func accept<Frames: Sequence>(_ frame0: some ContiguousBytes, _ frames: Frames) -> Bool
+    /// Frame 0 for the next batch sent, whose frame 1 is `batch` (SPEC 3.3).
+    mutating func signBatch(_ batch: [UInt8]) -> [UInt8] {
+        sent += 1
+        return Signature.messageFrame(sendingBatch, counter: sent, frames: CollectionOfOne(batch), form: Signature.batchForm)
+    }
+
+    enum Accepted { case message, batch }
+
+    /// Whether a message (or a batch) that arrived is signed for this channel by the other side, after what was
+    /// accepted before; nil when it is not.
+    mutating func accept<Frames: Sequence>(_ frame0: some ContiguousBytes, _ frames: Frames) -> Accepted?
     where Frames.Element: ContiguousBytes {
-        guard case .message(let counter, let mac)? = Signature.parse(frame0), counter > received,
-              Signature.authenticationCode(receiving, stamp: counter, frames: frames) == mac else { return false }
+        let accepted: Accepted, counter: Int64, code: MAC
+        switch Signature.parse(frame0) {
+        case .message(let stamp, let mac)?: (accepted, counter, code) = (.message, stamp, mac)
+        case .batch(let stamp, let mac)?: (accepted, counter, code) = (.batch, stamp, mac)
+        default: return nil
+        }
+        guard counter > received,
+              Signature.authenticationCode(accepted == .batch ? receivingBatch : receiving, stamp: counter, frames: frames) == code
+        else { return nil }
         received = counter
-        return true
+        return accepted
     }
 }
 
@@ -415,6 +457,9 @@ struct KeyedConnections {
     /// The largest opening (frames 1..n of a keyed connection's first message) whose MAC is computed (SPEC 3.1): a
     /// larger one is refused by its size alone, so a forged opening costs the host what reading it costs.
     static let maxOpeningBytes = 131_072
+    /// What a batch may hold beyond `max_message_bytes` before its MAC is computed (SPEC 3.3): the WebSocket layer's
+    /// slack, for the same lengths and frame 0s.
+    static let batchSlackBytes = 131_072
 
     let key: ConnectionKey
     let notBefore: Int64
@@ -431,6 +476,8 @@ struct KeyedConnections {
 
     enum Verdict: Equatable {
         case accepted
+        /// A batch signed for the connection's channel (SPEC 3.3): its messages are read one by one.
+        case acceptedBatch
         /// Why it is not processed; for an opening refused only for its clock, how far it is from the host's
         /// (its ms minus the host's clock), which the refusal carries so the peer can name the real cause.
         case refused(String, clockSkewMs: Int64? = nil)
@@ -446,10 +493,18 @@ struct KeyedConnections {
                                               isHello: () -> Bool) -> Verdict
     where Frames.Element: ContiguousBytes {
         if let open = channels.index(forKey: connection) {  // one lookup, the channel updated in place
-            guard size <= maxMessageBytes else {
+            if frame0.withUnsafeBytes({ $0.first == Signature.batchForm }) {
+                guard size <= maxMessageBytes + Self.batchSlackBytes else {
+                    return .tooLarge("the batch has \(size) bytes; the limit is \(maxMessageBytes + Self.batchSlackBytes) (not verified)")
+                }
+            } else if size > maxMessageBytes {
                 return .tooLarge("the message has \(size) bytes; the limit is \(maxMessageBytes) (not verified)")
             }
-            return channels.values[open].accept(frame0, frames) ? .accepted : .refused(Self.reason(frame0, opened: true))
+            switch channels.values[open].accept(frame0, frames) {
+            case .message?: return .accepted
+            case .batch?: return .acceptedBatch
+            case nil: return .refused(Self.reason(frame0, opened: true))
+            }
         }
         guard case .opening(let nonce, let ms, let mac)? = Signature.parse(frame0) else {
             let isEmpty = frame0.withUnsafeBytes { $0.isEmpty }
@@ -483,6 +538,15 @@ struct KeyedConnections {
         return channels.values[open].sign(frames)
     }
 
+    /// Frame 0 for a batch to `connection` whose frame 1 is `batch` (SPEC 3.3); nil while it has no channel.
+    mutating func signBatch(for connection: [UInt8], _ batch: [UInt8]) -> [UInt8]? {
+        guard let open = channels.index(forKey: connection) else { return nil }
+        return channels.values[open].signBatch(batch)
+    }
+
+    /// Whether `connection` has a channel open.
+    func isOpen(_ connection: [UInt8]) -> Bool { channels[connection] != nil }
+
     /// The connection's channel is over (its session ended or moved): what still arrives on it is refused.
     mutating func close(_ connection: [UInt8]) { channels[connection] = nil }
 
@@ -494,6 +558,7 @@ struct KeyedConnections {
         case nil: frame0.withUnsafeBytes { $0.isEmpty } ? "no signature" : "not a signature"
         case .opening?: "a second opening on a connection whose channel is open"
         case .message?: "wrong signature, or a replayed or reordered counter"
+        case .batch?: "wrong batch signature, or a replayed or reordered counter"
         }
     }
 }

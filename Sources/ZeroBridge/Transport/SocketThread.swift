@@ -161,13 +161,15 @@ final class SocketThread: @unchecked Sendable {
 
     /// Sends one multipart message now if libzmq takes it, else queues it in `outbox`: the `envelope` parts (a
     /// routing id, a signature), then `frames`. The two are kept apart so that no array is built per message to
-    /// join them. Only on the thread.
-    func send(_ frames: [[UInt8]], after envelope: [[UInt8]], via outbox: Outbox) {
-        let message = OutboundMessage(envelope: envelope, frames: frames)
+    /// join them. `awaitingSignature`: the envelope lacks frame 0, which the outbox's signer makes as the message
+    /// goes, for it alone or for a batch of what the round queued with it (SPEC 3.3; never to an attached
+    /// connection). Only on the thread.
+    func send(_ frames: [[UInt8]], after envelope: [[UInt8]], via outbox: Outbox, awaitingSignature: Bool = false) {
+        let message = OutboundMessage(envelope: envelope, frames: frames, awaitsSignature: awaitingSignature)
         // A visitor sends to attached connections only; the socket is the thread's (its flush sends the rest). A
         // round holds what goes through the socket for its burst.
         let direct = !(visited || holdingSends) || attachedConnection(message) != nil
-        if direct && outbox.messages.isEmpty && outbox.retryAt == nil {
+        if direct && outbox.messages.isEmpty && outbox.retryAt == nil && !awaitingSignature {
             switch transmitting(message) {
             case .sent: return
             case .refused: break
@@ -378,6 +380,10 @@ final class SocketThread: @unchecked Sendable {
             // retryAt stays set until a message goes through, so a reader that takes nothing stays "blocked since"
             // its first refusal (Outbox.isStalled).
             while let message = outbox.messages.first {
+                if message.awaitsSignature {  // signed now, in the order sent: the counters increase
+                    outbox.signHead()
+                    continue
+                }
                 switch transmitting(message) {
                 case .sent:
                     sent += 1

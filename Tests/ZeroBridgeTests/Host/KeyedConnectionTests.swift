@@ -38,7 +38,7 @@ struct KeyedConnectionTests {
                     let body = try JSONValue.parse(frames[1])
                     if frames[0].isEmpty { return (false, body) }
                     let accepted = channel.accept(frames[0], Array(frames[1...]))
-                    #expect(accepted, "a host message signed for this channel")
+                    #expect(accepted == .message, "a host message signed for this channel, not in a batch: this client does not read them")
                     if body["type"] == "ping" { try send(["v": 1, "type": "pong"]); continue }
                     return (true, body)
                 }
@@ -67,6 +67,78 @@ struct KeyedConnectionTests {
         #expect(try await peer.call("echo", "signed") == "signed")
         #expect(host.refusedMessages == 0 && peer.refusedMessages == 0)
         await peer.close()
+        await host.shutdown()
+    }
+
+    @Test("a Swift peer and a keyed host exchange batches both ways (SPEC 3.3): 64 calls at once and a stream, every answer right and in order")
+    func batchesBothWays() async throws {
+        let (host, key) = try Self.keyedHost()
+        var configuration = BridgePeer.Configuration(endpoint: host.boundEndpoint!, name: "batcher")
+        configuration.key = key
+        let peer = try BridgePeer(configuration: configuration)
+        try await peer.connect(timeout: patience)
+        // Until both sides have sent batches: each round is 64 calls made at once.
+        var rounds = 0
+        while peer.batches.read == 0 || peer.batches.sent == 0 {
+            rounds += 1
+            try #require(rounds <= 50, "no batches after 50 rounds: \(peer.batches)")
+            let results = try await withThrowingTaskGroup(of: (Int, JSONValue).self) { group in
+                for index in 0..<64 { group.addTask { (index, try await peer.call("echo", .int(index))) } }
+                return try await group.reduce(into: [:]) { $0[$1.0] = $1.1 }
+            }
+            #expect(results.count == 64 && results.allSatisfy { $0.value == .int($0.key) })
+        }
+        // Progress in order, whether it came in batches or alone (a stalled reader's may be coalesced: SPEC 7.13).
+        let call = peer.stream("count", ["n": 500])
+        var seen: [Int] = []
+        for try await progress in call.progress { seen.append(progress["i"]?.intValue ?? -1) }
+        #expect(seen.last == 500 && zip(seen, seen.dropFirst()).allSatisfy { $0 < $1 }, "\(seen.prefix(8))")
+        #expect(host.refusedMessages == 0 && peer.refusedMessages == 0)
+        await peer.close()
+        await host.shutdown()
+    }
+
+    @Test("a keyed host reads a batch's messages as if each came alone: a bad one is answered on its own, a bad batch once, a batch signed wrongly not at all (SPEC 3.3)")
+    func hostReadsBatches() async throws {
+        let (host, key) = try Self.keyedHost()
+        let peer = try SigningPeer(host.boundEndpoint!, key: key)
+        try peer.open(["v": 1, "type": "hello", "peer": "batching"])  // without "batch": the host answers one by one
+        let welcome = try #require(try await peer.receive())
+        #expect(welcome.body["type"] == "welcome" && welcome.body["batch"] == true)
+        func entry(_ body: JSONValue) -> [UInt8] {
+            var batch: [UInt8] = []
+            WebSocketFraming.appendBatchEntry([body.serialized()], to: &batch)
+            return batch
+        }
+        // A ping whose frame 0 is "m": refused alone, not answered with a pong.
+        let notEmptyFrame0: [UInt8] = [0, 0, 0, 30, 0, 0, 0, 1, 0x6d, 0, 0, 0, 21] + Array(#"{"v":1,"type":"ping"}"#.utf8)
+        let batch = entry(["v": 1, "type": "request", "id": "1", "action": "echo", "payload": "one"]) + notEmptyFrame0
+            + entry(["v": 1, "type": "request", "id": "2", "action": "echo", "payload": "two"])
+        try peer.sendFrames([peer.channel.signBatch(batch), batch])
+        var answers: [JSONValue] = []
+        for _ in 0..<3 { answers.append(try #require(try await peer.receive()).body) }
+        #expect(answers.map { $0["id"] } == ["1", .null, "2"] && answers[1].errorCode == "bad_message", "\(answers)")
+        #expect(answers[0]["result"] == "one" && answers[2]["result"] == "two")
+
+        // A batch that is not one (a length running past its end): answered once, signed; nothing in it read.
+        let broken = entry(["v": 1, "type": "request", "id": "3", "action": "echo", "payload": "three"]) + [0, 0, 0, 99]
+        try peer.sendFrames([peer.channel.signBatch(broken), broken])
+        let once = try #require(try await peer.receive())
+        #expect(once.signed && once.body["id"] == .null && once.body.errorCode == "bad_message", "\(once)")
+
+        // Signed with a single message's kind, or replayed: refused whole, unsigned, as a message would be.
+        var single = peer.channel
+        let wrongKind = Array("b".utf8) + single.sign([batch]).dropFirst()
+        try peer.sendFrames([wrongKind, batch])
+        let refusal = try #require(try await peer.receive())
+        #expect(!refusal.signed && refusal.body.errorCode == "unauthorized", "\(refusal)")
+        try peer.sendFrames([peer.channel.signBatch(batch), batch])
+        let replayed = peer.lastSent
+        for _ in 0..<3 { _ = try #require(try await peer.receive()) }
+        try peer.sendFrames(replayed)
+        let again = try #require(try await peer.receive())
+        #expect(!again.signed && again.body.errorCode == "unauthorized", "\(again)")
+        #expect(host.refusedMessages == 2)
         await host.shutdown()
     }
 

@@ -80,12 +80,12 @@ struct SignatureTests {
         let frame0 = Array(host["frame0"]!.stringValue!.utf8)
         var peer = KeyedChannel.peer(Self.key, nonce: channel)
         let accepted = peer.accept(frame0, frames[...])
-        #expect(accepted)
+        #expect(accepted == .message)
         var tampered = copies
         tampered[tampered.count - 1].append(0x20)
         var again = KeyedChannel.peer(Self.key, nonce: channel)
         let acceptedTampered = again.accept(frame0, tampered.map { Frame($0) })
-        #expect(!acceptedTampered, "one byte more in the last frame")
+        #expect(acceptedTampered == nil, "one byte more in the last frame")
     }
 
     @Test("a MAC is checked against its hex in full: a wrong digit, or one too few, is refused")
@@ -138,6 +138,7 @@ struct SignatureTests {
             var peer = item["channel"]?.stringValue.map { KeyedChannel.peer(Self.key, nonce: $0) }
             for (index, message) in item["messages"]!.arrayValue!.enumerated() {
                 let frame0 = Array(message["frame0"]!.stringValue!.utf8), frames = Self.frames(message["frames"])
+                let isBatch = frame0.first == UInt8(ascii: "b")  // what an accepted one must be read as (SPEC 3.3)
                 let accepted: Bool
                 if item["side"] == "host" {
                     let connection = Array((message["connection"]?.stringValue ?? "a").utf8)
@@ -146,15 +147,81 @@ struct SignatureTests {
                                                now: Int64(item["now_ms"]!.intValue!)) {
                         (try? JSONValue.parse(frames[0]))?["type"] == "hello"
                     }
-                    accepted = verdict == .accepted
+                    accepted = verdict == (isBatch ? .acceptedBatch : .accepted)
                     let skew: Int64? = if case .refused(_, let skew) = verdict { skew } else { nil }
                     #expect(skew == message["clock_skew_ms"]?.intValue.map(Int64.init), "\(description), message \(index + 1): the clock skew")
                 } else {
-                    accepted = peer!.accept(frame0, frames)
+                    accepted = peer!.accept(frame0, frames) == (isBatch ? .batch : .message)
                 }
                 #expect(accepted == message["accept"]!.boolValue!, "\(description), message \(index + 1): \(message["note"] ?? "")")
             }
         }
+    }
+
+    @Test("every batch case of the fixture: what a receiver reads from a batch's frame 1, and what a sender writes (SPEC 3.3)")
+    func batchCases() {
+        for item in Self.fixture["batches"]!.arrayValue! {
+            let description = item["description"]!.stringValue!
+            let frame1 = Signature.bytes(hex: item["hex"]!.stringValue!)!
+            let read = frame1.withUnsafeBytes(WebSocketFraming.decodeSignedBatch)
+            guard let messages = item["messages"]?.arrayValue else {
+                guard case .failure = read else { Issue.record("\(description): read, but the whole batch is refused"); continue }
+                #expect(item["error"] == "bad_message", "\(description)")
+                continue
+            }
+            guard case .success(let entries) = read, entries.count == messages.count else {
+                Issue.record("\(description): \(read) is not \(messages.count) messages")
+                continue
+            }
+            for (index, (entry, expected)) in zip(entries, messages).enumerated() {
+                switch (entry, expected["error"]) {
+                case (.failure, "bad_message"?): break
+                case (.success(let frames), nil):
+                    #expect(frames.dropFirst().map(\.bytes) == Self.frames(expected), "\(description), message \(index + 1)")
+                default: Issue.record("\(description), message \(index + 1): \(entry)")
+                }
+            }
+            if messages.allSatisfy({ $0["error"] == nil }) {
+                var written: [UInt8] = []
+                for message in messages { WebSocketFraming.appendBatchEntry(Self.frames(message), to: &written) }
+                #expect(written == frame1, "\(description): written as the fixture has it")
+            }
+        }
+    }
+
+    @Test("an outbox signs what it holds as batches of at most 64 KiB and 1,000 messages, one alone as itself, in order (SPEC 3.3)")
+    func outboxSignsBatches() throws {
+        let nonce = String(repeating: "ab", count: 16)
+        var sender = KeyedChannel.peer(Self.key, nonce: nonce)
+        var receiver = KeyedChannel.host(Self.key, nonce: nonce)
+        let outbox = Outbox()
+        outbox.signer = { _, frames, batch in batch ? sender.signBatch(frames[0]) : sender.sign(frames) }
+        // 1,500 small messages, one of 70,000 bytes, then 3 more: batches of 1,000 and 500, the large one alone,
+        // then a batch of 3.
+        let small = (0..<1_500).map { [Array(#"{"v":1,"type":"event","action":"n","payload":\#($0)}"#.utf8)] }
+        let large = [Array(#"{"v":1,"type":"event","action":"big","payload":""#.utf8) + [UInt8](repeating: 0x61, count: 70_000) + Array(#""}"#.utf8)]
+        let all = small + [large] + small.prefix(3)
+        for frames in all { outbox.append(OutboundMessage(envelope: [], frames: frames, awaitsSignature: true)) }
+        var read: [[[UInt8]]] = [], shapes: [String] = []
+        while let first = outbox.messages.first {
+            if first.awaitsSignature { outbox.signHead(); continue }
+            outbox.removeFirst()
+            switch receiver.accept(first.envelope[0], first.frames) {
+            case .message?:
+                shapes.append("1")
+                read.append(first.frames)
+            case .batch?:
+                #expect(first.frames.count == 1 && first.frames[0].count <= WebSocketFraming.batchBytes)
+                let entries = try first.frames[0].withUnsafeBytes(WebSocketFraming.decodeSignedBatch).get().map { try $0.get() }
+                shapes.append("b\(entries.count)")
+                read += entries.map { $0.dropFirst().map(\.bytes) }
+            case nil:
+                Issue.record("refused: \(String(decoding: first.envelope[0], as: UTF8.self))")
+            }
+        }
+        #expect(read == all, "every message read once, in order")
+        #expect(shapes.first == "b1000" && shapes.contains("1") && shapes.last == "b3", "\(shapes)")
+        #expect(outbox.queuedBytes == 0)
     }
 
     @Test("a full opening history refuses new openings instead of raising a floor: openings stamped 299 s ahead lock no one out once forgotten")

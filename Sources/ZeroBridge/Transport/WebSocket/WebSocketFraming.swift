@@ -2,7 +2,8 @@ import NIOCore
 import ZeroMQ
 
 /// One protocol message as the payload of one binary WebSocket message (SPEC 3.2): each frame as a 4-byte big-endian
-/// length and its bytes, back to back. `protocol/fixtures/websocket-frames.json` pins it down.
+/// length and its bytes, back to back. `protocol/fixtures/websocket-frames.json` pins it down. Batches of such payloads
+/// are also frame 1 of a keyed ZeroMQ batch (SPEC 3.3), pinned by `protocol/fixtures/signatures.json`.
 enum WebSocketFraming {
     /// Why a payload is not a message: answered `bad_message` with `"id": null`.
     struct Refusal: Error, Equatable {
@@ -18,29 +19,32 @@ enum WebSocketFraming {
     /// The frames of `payload` (frame 0 first), or why it is not a message. Frames are copied once, into the
     /// storage the host reads received frames from.
     static func decode(_ payload: ByteBuffer) -> Result<[Frame], Refusal> {
-        payload.withUnsafeReadableBytes { bytes in
-            var frames: [Frame] = []
-            var at = 0
-            while at < bytes.count {
-                guard bytes.count - at >= lengthBytes else {
-                    return .failure(Refusal(reason: "the message ends inside a frame's 4-byte length (SPEC 3.2)"))
-                }
-                guard frames.count < maxFrames else {
-                    return .failure(Refusal(reason: "a message has at most \(maxFrames) frames (SPEC 3.2)"))
-                }
-                let length = bytes[at..<at + lengthBytes].reduce(0) { $0 << 8 | Int($1) }
-                at += lengthBytes
-                guard length <= bytes.count - at else {
-                    return .failure(Refusal(reason: "frame \(frames.count) says \(length) bytes; \(bytes.count - at) follow (SPEC 3.2)"))
-                }
-                frames.append(Frame(copying: UnsafeRawBufferPointer(rebasing: bytes[at..<at + length])))
-                at += length
+        payload.withUnsafeReadableBytes(decode(bytes:))
+    }
+
+    /// The same, read in place (a ZeroMQ batch's entry, SPEC 3.3).
+    static func decode(bytes: UnsafeRawBufferPointer) -> Result<[Frame], Refusal> {
+        var frames: [Frame] = []
+        var at = 0
+        while at < bytes.count {
+            guard bytes.count - at >= lengthBytes else {
+                return .failure(Refusal(reason: "the message ends inside a frame's 4-byte length (SPEC 3.2)"))
             }
-            guard frames.count >= 2 else {
-                return .failure(Refusal(reason: "a message has a signature frame and a body frame; got \(frames.count) frame(s)"))
+            guard frames.count < maxFrames else {
+                return .failure(Refusal(reason: "a message has at most \(maxFrames) frames (SPEC 3.2)"))
             }
-            return .success(frames)
+            let length = bytes[at..<at + lengthBytes].reduce(0) { $0 << 8 | Int($1) }
+            at += lengthBytes
+            guard length <= bytes.count - at else {
+                return .failure(Refusal(reason: "frame \(frames.count) says \(length) bytes; \(bytes.count - at) follow (SPEC 3.2)"))
+            }
+            frames.append(Frame(copying: UnsafeRawBufferPointer(rebasing: bytes[at..<at + length])))
+            at += length
         }
+        guard frames.count >= 2 else {
+            return .failure(Refusal(reason: "a message has a signature frame and a body frame; got \(frames.count) frame(s)"))
+        }
+        return .success(frames)
     }
 
     /// Messages one batch may hold (SPEC 3.2, since 1.9): the most a connection may have read and not yet taken.
@@ -51,22 +55,61 @@ enum WebSocketFraming {
     /// The messages of a batch (SPEC 3.2, since 1.9), each decoded alone (an entry may be refused while the others
     /// are read), or why the whole batch is refused. The batch's own lengths are checked before any entry is read.
     static func decodeBatch(_ payload: ByteBuffer) -> Result<[Result<[Frame], Refusal>], Refusal> {
-        var entries: [ByteBuffer] = []
-        var rest = payload
-        while rest.readableBytes > 0 {
+        payload.withUnsafeReadableBytes(decodeBatch(bytes:))
+    }
+
+    static func decodeBatch(bytes: UnsafeRawBufferPointer) -> Result<[Result<[Frame], Refusal>], Refusal> {
+        var entries: [Range<Int>] = []
+        var at = 0
+        while at < bytes.count {
             guard entries.count < maxBatchMessages else {
                 return .failure(Refusal(reason: "a batch holds at most \(maxBatchMessages) messages (SPEC 3.2)"))
             }
-            guard let length = rest.readInteger(as: UInt32.self) else {
+            guard bytes.count - at >= lengthBytes else {
                 return .failure(Refusal(reason: "the batch ends inside a message's 4-byte length (SPEC 3.2)"))
             }
-            guard let entry = rest.readSlice(length: Int(length)) else {
-                return .failure(Refusal(reason: "batch message \(entries.count) says \(length) bytes; \(rest.readableBytes) follow (SPEC 3.2)"))
+            let length = bytes[at..<at + lengthBytes].reduce(0) { $0 << 8 | Int($1) }
+            at += lengthBytes
+            guard length <= bytes.count - at else {
+                return .failure(Refusal(reason: "batch message \(entries.count) says \(length) bytes; \(bytes.count - at) follow (SPEC 3.2)"))
             }
-            entries.append(entry)
+            entries.append(at..<at + length)
+            at += length
         }
         guard !entries.isEmpty else { return .failure(Refusal(reason: "an empty batch holds no message (SPEC 3.2)")) }
-        return .success(entries.map(decode))
+        return .success(entries.map { decode(bytes: UnsafeRawBufferPointer(rebasing: bytes[$0])) })
+    }
+
+    /// The messages of a keyed ZeroMQ batch's frame 1 (SPEC 3.3): a batch as above whose messages' frame 0 is empty
+    /// (the batch's signature covers them); one whose frame 0 is not is refused on its own.
+    static func decodeSignedBatch(_ frame1: UnsafeRawBufferPointer) -> Result<[Result<[Frame], Refusal>], Refusal> {
+        decodeBatch(bytes: frame1).map { entries in
+            entries.map { entry in
+                entry.flatMap { frames in
+                    frames[0].count == 0 ? .success(frames)
+                        : .failure(Refusal(reason: "frame 0 of a message in a batch is empty: the batch is signed (SPEC 3.3)"))
+                }
+            }
+        }
+    }
+
+    /// Appends one message to a keyed ZeroMQ batch's frame 1 (SPEC 3.3): behind its length, its frames with frame 0
+    /// empty (the batch's signature covers it).
+    static func appendBatchEntry(_ frames: [[UInt8]], to batch: inout [UInt8]) {
+        func append(_ length: Int) {
+            withUnsafeBytes(of: UInt32(length).bigEndian) { batch.append(contentsOf: $0) }
+        }
+        append(frames.reduce(lengthBytes * (frames.count + 1)) { $0 + $1.count })
+        append(0)
+        for frame in frames {
+            append(frame.count)
+            batch.append(contentsOf: frame)
+        }
+    }
+
+    /// Bytes `frames` take in a batch (SPEC 3.3): the entry's length, frame 0's, and each frame behind its length.
+    static func batchEntryBytes(_ frames: [[UInt8]]) -> Int {
+        frames.reduce(lengthBytes * (frames.count + 2)) { $0 + $1.count }
     }
 
     /// The payload for frame 0 (`signature`) and frames 1..n, written into one buffer; as a batch entry (behind its
