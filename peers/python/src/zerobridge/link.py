@@ -640,11 +640,11 @@ class Link:
                 self._sent_pending(context, size)
                 self.last_sent = self.loop.time()
 
-    def _progress_batch(self) -> list[tuple[RequestContext, int, list[bytes]]]:
+    def _progress_batch(self) -> list[tuple[RequestContext[Any], int, list[bytes]]]:
         """The unsent progress that goes in the next batch, in the order :meth:`_flush_progress` sends it one by one
         (each request's oldest, request after request, then each one's next), as (context, its pending size,
         frames); empty when fewer than two fit in a batch."""
-        taken: list[tuple[RequestContext, int, list[bytes]]] = []
+        taken: list[tuple[RequestContext[Any], int, list[bytes]]] = []
         bytes_taken = 0
         depth = 0
         while True:
