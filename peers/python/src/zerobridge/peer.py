@@ -1242,7 +1242,7 @@ class Peer:
                 # Refused before its MAC is computed (SPEC 3.3); one frame is already bounded by RECEIVE_LIMIT.
                 link.refuse_unreadable(wire.WireError(errors.TOO_LARGE, f"a batch of {size} bytes; the limit is {BATCH_RECEIVE_LIMIT}"))
             elif self._accepts(channel, link, frames):
-                if frames[0][:1] == b"b":
+                if frames[0][0] == _BATCH_FORM:  # `b.<counter>.<mac>`, accepted
                     self._batches_read += 1
                     link.receive_batch(frames)
                 else:
@@ -1425,6 +1425,7 @@ SEND_HWM = 1000
 RECEIVE_LIMIT = (64 << 20) + (64 << 10)
 # The largest batch read (frames 1..n; SPEC 3.3: the limit and 128 KiB); a larger one is answered too_large unread.
 BATCH_RECEIVE_LIMIT = (64 << 20) + (128 << 10)
+_BATCH_FORM = ord("b")
 
 
 # Plain integers: pyzmq's enum flags cost a conversion on every call.
