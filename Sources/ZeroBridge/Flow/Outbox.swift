@@ -47,6 +47,8 @@ final class Outbox: @unchecked Sendable {
     typealias Signer = (_ envelope: [[UInt8]], _ frames: [[UInt8]], _ batch: Bool) -> [UInt8]?
     /// Set by the owner of a keyed conversation. On the thread.
     var signer: Signer?
+    /// The other side reads batches (SPEC 3.3): messages queued together are signed as one. On the thread.
+    var batches = false
 
     /// The bytes queued and not yet taken by libzmq.
     var queuedBytes: Int { queued.load(ordering: .relaxed) }
@@ -78,39 +80,56 @@ final class Outbox: @unchecked Sendable {
         messages.removeFirst()
     }
 
-    /// Signs what awaits its signature at the head of the queue, as it goes to libzmq (SPEC 3.3): messages queued
-    /// together go as one batch under one signature, at most ``WebSocketFraming/batchBytes`` and
-    /// ``WebSocketFraming/maxBatchMessages`` of them; one alone, or larger than a batch, is signed as itself. When no
-    /// signature can be made (the channel is gone), they are dropped: the other side would refuse them.
-    func signHead() {
+    /// Signs what awaits its signature at the head of the queue, as it goes to libzmq: when the other side reads
+    /// batches (SPEC 3.3), messages queued together go as one batch under one signature, at most
+    /// ``WebSocketFraming/batchBytes`` and ``WebSocketFraming/maxBatchMessages`` of them; one alone, or larger than a
+    /// batch, is signed as itself. When no signature can be made (the channel is gone), they are dropped: the other
+    /// side would refuse them.
+    func signHead() { _ = signRun(at: 0) }
+
+    /// Signs everything that still awaits its signature, now: its channel is about to close (a session that ends
+    /// after its last words, a host stopping after its `bye`s).
+    func signAwaiting() {
+        var offset = 0
+        while offset < messages.count {
+            if !messages.pending[messages.pending.startIndex + offset].awaitsSignature || signRun(at: offset) { offset += 1 }
+        }
+    }
+
+    /// Signs the messages awaiting their signature from `offset` on, as one batch or the first alone; false when
+    /// they were dropped instead.
+    private func signRun(at offset: Int) -> Bool {
+        let run = messages.pending.dropFirst(offset)
         var count = 0, bytes = 0, size = 0
-        for message in messages.pending {
-            guard message.awaitsSignature, count < WebSocketFraming.maxBatchMessages else { break }
+        for message in run {
+            guard message.awaitsSignature, count < (batches ? WebSocketFraming.maxBatchMessages : 1) else { break }
             let entry = WebSocketFraming.batchEntryBytes(message.frames)
             guard count == 0 || bytes + entry <= WebSocketFraming.batchBytes else { break }
             count += 1
             bytes += entry
             size += message.size
         }
-        guard count > 0, let first = messages.first else { return }
+        guard count > 0, let first = run.first else { return false }
         let signed: OutboundMessage?
         if count == 1 {
-            signed = signer?(first.envelope, first.frames, false).map {
-                OutboundMessage(envelope: first.envelope + [$0], frames: first.frames)
-            }
+            signed = signedAlone(first)
         } else {
             var batch: [UInt8] = []
             batch.reserveCapacity(bytes)
-            for message in messages.pending.prefix(count) { WebSocketFraming.appendBatchEntry(message.frames, to: &batch) }
+            for message in run.prefix(count) { WebSocketFraming.appendBatchEntry(message.frames, to: &batch) }
             signed = signer?(first.envelope, [batch], true).map {
                 OutboundMessage(envelope: first.envelope + [$0], frames: [batch])
             }
         }
-        if let signed {
-            messages.replaceFirst(count, with: signed)
-            queued.add(signed.size - size, ordering: .relaxed)
-        } else {
-            for _ in 0..<count { removeFirst() }
+        messages.replace(count, at: offset, with: signed)
+        queued.add((signed?.size ?? 0) - size, ordering: .relaxed)
+        return signed != nil
+    }
+
+    /// `message` with its signature, for it alone; nil when none can be made.
+    func signedAlone(_ message: OutboundMessage) -> OutboundMessage? {
+        signer?(message.envelope, message.frames, false).map {
+            OutboundMessage(envelope: message.envelope + [$0], frames: message.frames)
         }
     }
 
@@ -147,10 +166,21 @@ struct OutboundQueue {
     /// The messages from the first on.
     var pending: ArraySlice<OutboundMessage> { items[head...] }
 
-    /// The first `count` messages become `message`.
-    mutating func replaceFirst(_ count: Int, with message: OutboundMessage) {
-        head += count - 1
-        items[head] = message
+    /// The `count` messages from `offset` on become `message`, or are removed when it is nil.
+    mutating func replace(_ count: Int, at offset: Int, with message: OutboundMessage?) {
+        let start = head + offset
+        if offset == 0 {  // the usual case, going out: without moving what follows
+            head += count
+            if let message {
+                head -= 1
+                items[head] = message
+            } else if isEmpty {
+                items.removeAll(keepingCapacity: true)
+                head = 0
+            }
+        } else {
+            items.replaceSubrange(start..<start + count, with: message.map { [$0] } ?? [])
+        }
     }
 
     mutating func removeFirst() {

@@ -328,6 +328,7 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
             session.link.cancelIncoming("the host is shutting down")
             if session.name != nil { session.link.send(.bye) }
             end(session, BridgeError(.cancelled, "the host is shutting down"))
+            session.link.outbox.signAwaiting()  // before the channels go, below
         }
         sessions.removeAll()
         for session in sessionsByID.values { telemetry.sessionEnded(transport: session.transport) }
@@ -720,23 +721,19 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
     private func openSession(_ routingID: [UInt8], peerKey: String?) -> Session {
         sessionCounter += 1
         let id = "s\(sessionCounter)-\(UUID().uuidString.prefix(8).lowercased())"
-        // On keyed connections every message is signed for its connection's channel; nothing is sent unsigned
-        // but the refusals above, so a connection without a channel yet gets nothing but those.
-        let sign: Session.Sign? = keyed == nil ? nil : { [unowned self] routingID, frames in
-            keyed?.sign(for: routingID, frames)
+        // On keyed connections every message is signed for its connection's channel as it goes to libzmq (for the
+        // connection it goes to: a resumed session moves); nothing is sent unsigned but the refusals above, so a
+        // connection without a channel yet gets nothing but those.
+        let signer: Outbox.Signer? = keyed == nil ? nil : { [unowned self] envelope, frames, batch in
+            batch ? keyed?.signBatch(for: envelope[0], frames[0]) : keyed?.sign(for: envelope[0], frames)
         }
         let session = Session(routingID: routingID, id: id, heartbeat: configuration.heartbeat, thread: socketThread!,
                               handlers: handlers, limits: .init(maxInFlight: configuration.maxInFlight, hostWide: inFlightTotal),
                               logger: configuration.logger, telemetry: telemetry, defaultTimeout: configuration.defaultTimeout,
-                              sign: sign)
+                              signer: signer)
         session.peerKey = peerKey
         session.transport = socketThread!.isAttached(routingID) ? .websocket : .zmq
         session.remote.update { $0.curveKey = peerKey }
-        if keyed != nil {  // what is signed as it goes, when its peer reads batches (SPEC 3.3): for the connection it goes to
-            session.link.outbox.signer = { [unowned self] envelope, frames, batch in
-                batch ? keyed?.signBatch(for: envelope[0], frames[0]) : keyed?.sign(for: envelope[0], frames)
-            }
-        }
         session.link.revealsErrorDescriptions = configuration.revealsErrorDescriptions
         session.link.tracedRequests = configuration.tracedRequests
         sessions[routingID] = session
@@ -817,7 +814,10 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
     /// The session is over for the host's tables: its connection (and that connection's channel), its id and its
     /// name (which becomes free).
     private func forget(_ session: Session, keepingChannel: Bool = false) {
-        if !keepingChannel { keyed?.close(session.routingID) }
+        if !keepingChannel {
+            session.link.outbox.signAwaiting()  // its last words (a bye) are signed while the channel is there
+            keyed?.close(session.routingID)
+        }
         if sessions[session.routingID] === session { sessions[session.routingID] = nil }
         if sessionsByID[session.id] === session {
             sessionsByID[session.id] = nil
@@ -966,8 +966,6 @@ final class Session: @unchecked Sendable {
             get { envelope[0] }
             set { envelope = [newValue, []]; route = [newValue] }
         }
-        /// Its peer reads batches on this channel (SPEC 3.3).
-        var sendsBatches = false
         init(_ routingID: [UInt8]) { envelope = [routingID, []]; route = [routingID] }
     }
 
@@ -995,25 +993,19 @@ final class Session: @unchecked Sendable {
     let link: Link
     let remote: RemotePeer
 
-    /// Frame 0 for a message to the connection with this routing id (SPEC 3.1); nil: none can be signed yet.
-    typealias Sign = ([UInt8], [[UInt8]]) -> [UInt8]?
-
+    /// `signer`: on a keyed host, what signs the session's messages as they go (SPEC 3.1, 3.3).
     init(routingID: [UInt8], id: String, heartbeat: Duration, thread: SocketThread, handlers: HandlerTable,
-         limits: Link.Limits, logger: Logger, telemetry: Telemetry, defaultTimeout: Duration, sign: Sign? = nil) {
+         limits: Link.Limits, logger: Logger, telemetry: Telemetry, defaultTimeout: Duration, signer: Outbox.Signer? = nil) {
         let address = Address(routingID)
         self.address = address
         self.id = id
         self.heartbeat = heartbeat
         link = Link(thread: thread, handlers: handlers, limits: limits, logger: logger, telemetry: telemetry) { frames, outbox in
-            guard let sign else { return thread.send(frames, after: address.envelope, via: outbox) }
-            // Signed as it goes to libzmq, with what the round sends with it, by the outbox's signer.
-            if address.sendsBatches { return thread.send(frames, after: address.route, via: outbox, awaitingSignature: true) }
             // Signed in send order, which is the order the peer reads them in (the counters must increase).
-            guard let signature = sign(address.routingID, frames) else {
-                return logger.debug("nothing sent before the connection's channel is open")
-            }
-            thread.send(frames, after: [address.routingID, signature], via: outbox)
+            thread.send(frames, after: signer == nil ? address.envelope : address.route, via: outbox,
+                        awaitingSignature: signer != nil)
         }
+        link.outbox.signer = signer
         remote = RemotePeer(info: .init(name: nil, sessionID: id, actions: [], features: []), link: link,
                             defaultTimeout: defaultTimeout)
         link.remote = remote
@@ -1027,7 +1019,7 @@ final class Session: @unchecked Sendable {
     /// Whether what the session sends goes in batches (SPEC 3.3): its peer said, in its latest `hello` on this
     /// keyed ZeroMQ connection, that it reads them.
     var sendsBatches: Bool {
-        get { address.sendsBatches }
-        set { address.sendsBatches = newValue }
+        get { link.outbox.batches }
+        set { link.outbox.batches = newValue }
     }
 }

@@ -166,18 +166,18 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
         let signing = configuration.key.map(PeerSigning.init(key:))
         self.signing = signing
         link = Link(thread: thread, handlers: handlers, limits: .init(maxInFlight: 4096),
-                    logger: configuration.logger, telemetry: Telemetry()) { [thread, logger = configuration.logger] frames, outbox in
-            guard let signing else { return thread.send(frames, after: [[]], via: outbox) }
-            // Signed as it goes to libzmq, with what the round sends with it, by the outbox's signer (SPEC 3.3).
-            if signing.hostReadsBatches { return thread.send(frames, after: [], via: outbox, awaitingSignature: true) }
-            guard let signature = signing.frame0(for: frames) else {
-                return logger.debug("not sent: a keyed connection opens with hello")
-            }
-            thread.send(frames, after: [signature], via: outbox)
+                    logger: configuration.logger, telemetry: Telemetry()) { [thread] frames, outbox in
+            // Keyed: signed as it goes to libzmq, in send order, by the outbox's signer (SPEC 3.1, 3.3).
+            thread.send(frames, after: signing == nil ? [[]] : [], via: outbox, awaitingSignature: signing != nil)
         }
         link.tracedRequests = configuration.tracedRequests
         if let signing {
-            link.outbox.signer = { _, frames, batch in batch ? signing.signBatch(frames[0]) : signing.frame0(for: frames) }
+            let logger = configuration.logger
+            link.outbox.signer = { _, frames, batch in
+                let frame0 = batch ? signing.signBatch(frames[0]) : signing.frame0(for: frames)
+                if frame0 == nil { logger.debug("not sent: a keyed connection opens with hello") }
+                return frame0
+            }
         }
         link.close(BridgeError(.peerLost, "not connected yet"))
         try handlers.add("$evaluate", replacing: true) { _, _ in
@@ -426,7 +426,7 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
         guard let message = link.read(frames[...], maxBytes: configuration.maxMessageBytes) else { return }
         switch message {
         case .welcome(let message):
-            signing?.hostReadsBatches = message.batch
+            link.outbox.batches = signing != nil && message.batch
             let welcome = Welcome(host: message.host, sessionID: message.session, actions: message.actions,
                                   heartbeat: .milliseconds(message.heartbeatMs), maxMessageBytes: message.maxMessageBytes,
                                   maxInFlight: message.maxInFlight, catalogue: message.catalogue,
@@ -489,7 +489,8 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
     }
 
     private func openNewConnection() {
-        signing?.renew()  // a new connection opens a new channel
+        signing?.renew()  // a new connection opens a new channel, which has no batches before its welcome says so
+        link.outbox.batches = false
         thread.discard(link.outbox)
         do {
             thread.replaceSocket(with: try Self.dealer(configuration, context))
@@ -535,8 +536,6 @@ private final class PeerSigning: @unchecked Sendable {
     let key: ConnectionKey
     private var channel: KeyedChannel
     private var opened = false
-    /// The host said in its `welcome` on this channel that it reads batches (SPEC 3.3).
-    var hostReadsBatches = false
     let refused = Atomic<Int>(0)
     /// Batches read from the host and sent to it (SPEC 3.3), for diagnostics and tests.
     let batchesRead = Atomic<Int>(0)
@@ -550,7 +549,6 @@ private final class PeerSigning: @unchecked Sendable {
     func renew() {
         channel = .peer(key)
         opened = false
-        hostReadsBatches = false
     }
 
     /// The current channel's nonce (a new connection has a new one).

@@ -161,15 +161,19 @@ final class SocketThread: @unchecked Sendable {
 
     /// Sends one multipart message now if libzmq takes it, else queues it in `outbox`: the `envelope` parts (a
     /// routing id, a signature), then `frames`. The two are kept apart so that no array is built per message to
-    /// join them. `awaitingSignature`: the envelope lacks frame 0, which the outbox's signer makes as the message
-    /// goes, for it alone or for a batch of what the round queued with it (SPEC 3.3; never to an attached
-    /// connection). Only on the thread.
+    /// join them. `awaitingSignature`: the envelope lacks frame 0 (a keyed connection's), which the outbox's signer
+    /// makes as the message goes, in the order sent: for it alone, or for a batch of what the round queued with it
+    /// (SPEC 3.3). Only on the thread.
     func send(_ frames: [[UInt8]], after envelope: [[UInt8]], via outbox: Outbox, awaitingSignature: Bool = false) {
-        let message = OutboundMessage(envelope: envelope, frames: frames, awaitsSignature: awaitingSignature)
+        var message = OutboundMessage(envelope: envelope, frames: frames, awaitsSignature: awaitingSignature)
         // A visitor sends to attached connections only; the socket is the thread's (its flush sends the rest). A
         // round holds what goes through the socket for its burst.
         let direct = !(visited || holdingSends) || attachedConnection(message) != nil
-        if direct && outbox.messages.isEmpty && outbox.retryAt == nil && !awaitingSignature {
+        if direct && outbox.messages.isEmpty && outbox.retryAt == nil {
+            if awaitingSignature {
+                guard let signed = outbox.signedAlone(message) else { return }  // the channel is gone
+                message = signed
+            }
             switch transmitting(message) {
             case .sent: return
             case .refused: break
@@ -425,8 +429,8 @@ final class SocketThread: @unchecked Sendable {
     /// with ROUTER_MANDATORY) when the peer has gone.
     /// The attached connection (a WebSocket) `message` goes to, if it goes to one rather than to the socket.
     private func attachedConnection(_ message: OutboundMessage) -> (any AttachedConnection)? {
-        guard !attached.isEmpty, message.envelope.count == 2 else { return nil }
-        return attached[message.envelope[0]]
+        guard !attached.isEmpty, let routingID = message.envelope.first else { return nil }  // only a host attaches
+        return attached[routingID]
     }
 
     private func transmitting(_ message: OutboundMessage) -> Transmission {

@@ -196,6 +196,7 @@ struct SignatureTests {
         var receiver = KeyedChannel.host(Self.key, nonce: nonce)
         let outbox = Outbox()
         outbox.signer = { _, frames, batch in batch ? sender.signBatch(frames[0]) : sender.sign(frames) }
+        outbox.batches = true
         // 1,500 small messages, one of 70,000 bytes, then 3 more: batches of 1,000 and 500, the large one alone,
         // then a batch of 3.
         let small = (0..<1_500).map { [Array(#"{"v":1,"type":"event","action":"n","payload":\#($0)}"#.utf8)] }
