@@ -702,12 +702,13 @@ class Link:
         except Exception:  # a bug here must not end the conversation
             log.exception("failed to handle %r", message)
 
-    def receive_batch(self, frames: list[bytes]) -> None:
+    def receive_batch(self, frames: list[bytes]) -> int:
         """Handle a batch (SPEC 3.3) whose signature was accepted: its messages in order, each exactly as if it had
         come alone. A batch whose structure is bad is answered ``bad_message`` once, and none of it is read; a bad
-        message in a good batch is answered on its own. Never raises."""
+        message in a good batch is answered on its own. Returns how many messages it held (1 for a bad batch). Never
+        raises."""
         if self.retired:
-            return
+            return 1
         try:
             if len(frames) != 2:
                 raise wire.WireError(errors.BAD_MESSAGE, f"a batch is one frame after its signature, not {len(frames) - 1}")
@@ -715,13 +716,14 @@ class Link:
         except wire.WireError as error:
             self.last_heard = self.loop.time()
             self.refuse_unreadable(error)
-            return
+            return 1
         for message in messages:
             if isinstance(message, list):
                 self.receive(message)
             elif not self.retired:
                 self.last_heard = self.loop.time()
                 self.refuse_unreadable(message)
+        return len(messages)
 
     def _dispatch(self, message: wire.Message) -> None:
         match message:

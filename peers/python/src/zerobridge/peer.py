@@ -1235,7 +1235,8 @@ class Peer:
             assert channel is not None
             return self._send_batch(socket, pump, channel, messages)
 
-        def receive(frames: list[bytes]) -> None:
+        def receive(frames: list[bytes]) -> int:
+            """Read one ZeroMQ message; how many protocol messages it held (a batch holds several)."""
             if channel is None:
                 link.receive(frames)
             elif len(frames) > 2 and frames[0][:2] == b"b." and (size := sum(map(len, frames[1:]))) > BATCH_RECEIVE_LIMIT:
@@ -1244,9 +1245,9 @@ class Peer:
             elif self._accepts(channel, link, frames):
                 if frames[0][0] == _BATCH_FORM:  # `b.<counter>.<mac>`, accepted
                     self._batches_read += 1
-                    link.receive_batch(frames)
-                else:
-                    link.receive(frames)
+                    return link.receive_batch(frames)
+                link.receive(frames)
+            return 1
 
         link = Link(
             send=send,
@@ -1417,7 +1418,7 @@ HELLO_RETRY_INTERVAL = 1.0
 # connection file is read again while the host refuses the peer's key.
 REFUSAL_WARN_INTERVAL = 10.0
 KEY_CHECK_INTERVAL = 1.0
-# How many messages one wake-up of the reader handles before letting other tasks run.
+# How many messages one wake-up of the reader handles before letting other tasks run (a batch counts its messages).
 _DRAIN_BATCH = 256
 # libzmq's send high-water mark (messages): past it, sends wait in the link's own bounded queue.
 SEND_HWM = 1000
@@ -1448,7 +1449,7 @@ class _SocketPump:
     per turn for sends): messages that wait, or room the link waits for, are acted on without a further signal."""
 
     def __init__(
-        self, socket: zmq.asyncio.Socket, *, receive: Callable[[list[bytes]], None], writable: Callable[[], None]
+        self, socket: zmq.asyncio.Socket, *, receive: Callable[[list[bytes]], int], writable: Callable[[], None]
     ) -> None:
         plain: zmq.Socket[Any] = zmq.Socket.shadow(socket.underlying)
         self._recv = plain.recv
@@ -1508,7 +1509,8 @@ class _SocketPump:
 
     def _drain(self) -> None:
         recv, get, receive = self._recv, self._get, self._receive
-        for count in range(_DRAIN_BATCH):
+        read = 0  # protocol messages: a batch counts each of its messages
+        while read < _DRAIN_BATCH:
             try:
                 frames = [recv(_NOBLOCK)]
                 while get(_RCVMORE):
@@ -1519,10 +1521,11 @@ class _SocketPump:
                 if not self._closed:  # not seen on a DEALER: the next signal of the descriptor tries again
                     log.warning("receive failed: %s", error)
                 return
-            receive(frames)
+            first = read == 0
+            read += receive(frames)
             if self._closed:
                 return
-            if count == 0 and not get(_EVENTS) & _POLLIN:
+            if first and not get(_EVENTS) & _POLLIN:
                 # A lone message (a sequential call's answer) ends the wake-up without a receive that fails: raising
                 # zmq.Again costs several times a look at ZMQ_EVENTS. Longer runs are read until Again.
                 return
