@@ -347,7 +347,13 @@ async def test_progress_reported_in_one_turn_goes_in_batches_in_order(fake_host:
             received = [(b["type"], b["id"]) for _, b in host._received if isinstance(b, dict) and b.get("id", "").startswith("s")]
             for n in range(3):
                 assert received.index(("response", f"s{n}")) > max(i for i, r in enumerate(received) if r == ("progress", f"s{n}"))
-            assert peer.batches_sent >= 1 and b"b" in peer_signatures(host, routing)
+            peer_signatures(host, routing)
+            batched = [json.loads(m[0]) for r, frames in host.raw if r == routing and frames[0][:2] == b"b."
+                       for m in REFERENCE.read_batch(frames[1])]
+            alone = [json.loads(frames[1]) for r, frames in host.raw if r == routing and frames[0][:2] == b"m."]
+            # The first message of the turn goes at once, alone; the rest of what the handlers reported, together.
+            assert len([b for b in batched if b["type"] == "progress"]) >= 87
+            assert len([b for b in alone if b["type"] == "progress"]) <= 3
 
 
 async def test_a_new_connection_forgets_batches_until_its_welcome_says_so_again(fake_host: Any) -> None:
@@ -363,3 +369,24 @@ async def test_a_new_connection_forgets_batches_until_its_welcome_says_so_again(
             for i in range(20):
                 assert (await host.next("event", action="note"))["payload"] == i
             assert set(peer_signatures(host, second)) == {b"m"} and peer.batches_sent == 0
+
+
+async def test_a_turn_that_reports_much_progress_hands_it_over_in_batches_without_coalescing(fake_host: Any) -> None:
+    """With batches, progress after a turn's first message waits for the turn's end; a turn that reports more than
+    a request may hold unsent (64) hands it over at once instead: a host that reads gets every payload."""
+    async def flood(payload: int, context: zerobridge.RequestContext) -> str:
+        for i in range(1, payload + 1):
+            context.progress(i)
+        return "done"
+
+    async with fake_host(key=KEY, batch=True) as host:
+        async with zerobridge.connect(host.endpoint, name="p", key=KEY, handlers={"flood": flood},
+                                      connect_timeout=WAIT) as peer:
+            routing, _ = await host.next_with_routing("hello")
+            host.send(routing, {"v": 1, "type": "request", "id": "f", "action": "flood", "payload": 2000, "progress": True})
+            assert (await host.next("response", id="f"))["result"] == "done"
+            progress = host.bodies("progress")
+            assert [p["payload"] for p in progress] == list(range(1, 2001)) and not any("skipped" in p for p in progress)
+            assert [p["seq"] for p in progress] == list(range(1, 2001))
+            assert peer.batches_sent >= 2000 // 1000
+            peer_signatures(host, routing)

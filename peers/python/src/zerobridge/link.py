@@ -404,11 +404,14 @@ class Link:
         # once a message. A turn that queues much (a loop of posts that never yields) hands over at once, so the
         # transport takes what it can as before, not only the bound.
         if not self._pump_scheduled:
-            self._pump_scheduled = True
-            self.loop.call_soon(self._pump_turn)
+            self._pump_at_turn_end()
             self._pump()
         elif len(self._queue) >= _BATCH_MESSAGES or self.queued_bytes >= _BATCH_BYTES:
             self._pump()
+
+    def _pump_at_turn_end(self) -> None:
+        self._pump_scheduled = True
+        self.loop.call_soon(self._pump_turn)
 
     def _pump_turn(self) -> None:
         self._pump_scheduled = False
@@ -566,7 +569,9 @@ class Link:
         if context._answered or not context._wants_progress:
             return
         pending = context._pending
-        if not pending and not self._blocked and not self._queue:
+        # With batches, what follows the first message of a turn waits for the turn's end, to go out together.
+        later_in_turn = self._batching and self._pump_scheduled
+        if not pending and not self._blocked and not self._queue and not later_in_turn:
             try:
                 frames = values.encode(wire.Progress(context.id, context._seq + 1, payload, replaced or None))
             except UnsendableValue as error:
@@ -575,6 +580,8 @@ class Link:
             if self._send_frames(frames) is not False:
                 context._seq += 1
                 self.last_sent = self.loop.time()
+                if self._batching:
+                    self._pump_at_turn_end()
                 return
             self._blocked = True
             pending.append([payload, _size(frames), replaced])
@@ -586,9 +593,11 @@ class Link:
         except UnsendableValue as error:
             self._refuse_progress(context, error)
             return
-        if pending and (
-            len(pending) >= PROGRESS_PER_REQUEST or self.pending_progress_bytes + size > PROGRESS_LIMIT_BYTES
-        ):
+        full = len(pending) >= PROGRESS_PER_REQUEST or self.pending_progress_bytes + size > PROGRESS_LIMIT_BYTES
+        if full and later_in_turn and not self._blocked:
+            self._pump()  # what waits for the turn's end goes now (a turn that reports much), rather than coalesced
+            full = len(pending) >= PROGRESS_PER_REQUEST or self.pending_progress_bytes + size > PROGRESS_LIMIT_BYTES
+        if pending and full:
             newest = pending[-1]  # replaced by the new payload, and counted
             self.pending_progress_bytes += size - newest[1]
             newest[0], newest[1], newest[2] = payload, size, newest[2] + 1 + replaced
@@ -596,7 +605,7 @@ class Link:
             pending.append([payload, size, replaced])
             self.pending_progress_bytes += size
             self._progress_waiting[context.id] = context
-        if not self._blocked and not self._queue:
+        if not self._blocked and not self._queue and not later_in_turn:
             self._flush_progress()
 
     def _progress_size(self, context: RequestContext, payload: Any, replaced: int) -> int:
