@@ -1001,9 +1001,15 @@ final class Session: @unchecked Sendable {
         self.id = id
         self.heartbeat = heartbeat
         link = Link(thread: thread, handlers: handlers, limits: limits, logger: logger, telemetry: telemetry) { frames, outbox in
-            // Signed in send order, which is the order the peer reads them in (the counters must increase).
-            thread.send(frames, after: signer == nil ? address.envelope : address.route, via: outbox,
-                        awaitingSignature: signer != nil)
+            // Signed in send order, which is the order the peer reads them in (the counters must increase): as it
+            // goes to libzmq, with what the round sends with it, to a peer that reads batches (SPEC 3.3); otherwise
+            // now, as before batches, which costs a peer that does not read them nothing more.
+            if outbox.batches { return thread.send(frames, after: address.route, via: outbox, awaitingSignature: true) }
+            guard let signer else { return thread.send(frames, after: address.envelope, via: outbox) }
+            guard let signature = signer(address.route, frames, false) else {
+                return logger.debug("nothing sent before the connection's channel is open")
+            }
+            thread.send(frames, after: [address.routingID, signature], via: outbox)
         }
         link.outbox.signer = signer
         remote = RemotePeer(info: .init(name: nil, sessionID: id, actions: [], features: []), link: link,
@@ -1020,6 +1026,10 @@ final class Session: @unchecked Sendable {
     /// keyed ZeroMQ connection, that it reads them.
     var sendsBatches: Bool {
         get { link.outbox.batches }
-        set { link.outbox.batches = newValue }
+        set {
+            // What waits to be signed as it goes is signed before anything signed at once from now on.
+            if !newValue { link.outbox.signAwaiting() }
+            link.outbox.batches = newValue
+        }
     }
 }
