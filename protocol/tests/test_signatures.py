@@ -11,6 +11,7 @@ import re
 import struct
 
 import pytest
+from test_websocket_frames import Refused, split  # SPEC 3.2's reference reader: a batch's frame 1 is read the same
 
 FIXTURE = json.loads((pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "signatures.json").read_text())[0]
 KEY = bytes.fromhex(FIXTURE["key"])
@@ -63,26 +64,6 @@ def test_batch_sign_cases_use_the_b_form() -> None:
         assert case["frame0"] == f"b.{case['counter']}.{mac(case['kind'], case['channel'], str(case['counter']), frames(case))}"
         # A batch's frame 1 is a batch the reference decoder reads (section 3.3).
         assert all(isinstance(message, list) for message in read_batch(frames(case)[0]))
-
-
-class Refused(Exception):
-    """bad_message with "id": null (SPEC 3.2, 3.3)."""
-
-
-def split(payload: bytes, most: int | None = None) -> list[bytes]:
-    parts, at = [], 0
-    while at < len(payload):
-        if most is not None and len(parts) == most:
-            raise Refused(f"more than {most:,} parts")
-        if len(payload) - at < 4:
-            raise Refused("a length cut short")
-        (length,) = struct.unpack_from(">I", payload, at)
-        at += 4
-        if length > len(payload) - at:
-            raise Refused("a length runs past the end")
-        parts.append(payload[at:at + length])
-        at += length
-    return parts
 
 
 def read_batch(frame1: bytes) -> list[list[bytes] | Refused]:

@@ -53,30 +53,37 @@ struct KeyedConnectionTests {
         return (host, key)
     }
 
-    @Test("a Swift peer given the key is served; everything it receives is signed for its channel")
-    func swiftPeer() async throws {
-        let (host, key) = try Self.keyedHost()
-        var configuration = BridgePeer.Configuration(endpoint: host.boundEndpoint!, name: "signer")
+    /// A keyed conformance host and a Swift peer given its key, connected.
+    static func keyedHostAndPeer(_ name: String) async throws -> (BridgeHost, BridgePeer) {
+        let (host, key) = try keyedHost()
+        var configuration = BridgePeer.Configuration(endpoint: host.boundEndpoint!, name: name)
         configuration.key = key
         let peer = try BridgePeer(configuration: configuration)
         try await peer.connect(timeout: patience)
-        let call = peer.stream("count", ["n": 3])
-        var seen = 0
-        for try await _ in call.progress { seen += 1 }
-        #expect(seen == 3)
-        #expect(try await peer.call("echo", "signed") == "signed")
+        return (host, peer)
+    }
+
+    /// Nothing was refused either way; both closed.
+    static func closeUnrefused(_ host: BridgeHost, _ peer: BridgePeer) async {
         #expect(host.refusedMessages == 0 && peer.refusedMessages == 0)
         await peer.close()
         await host.shutdown()
     }
 
+    @Test("a Swift peer given the key is served; everything it receives is signed for its channel")
+    func swiftPeer() async throws {
+        let (host, peer) = try await Self.keyedHostAndPeer("signer")
+        let call = peer.stream("count", ["n": 3])
+        var seen = 0
+        for try await _ in call.progress { seen += 1 }
+        #expect(seen == 3)
+        #expect(try await peer.call("echo", "signed") == "signed")
+        await Self.closeUnrefused(host, peer)
+    }
+
     @Test("a Swift peer and a keyed host exchange batches both ways (SPEC 3.3): 64 calls at once and a stream, every answer right and in order")
     func batchesBothWays() async throws {
-        let (host, key) = try Self.keyedHost()
-        var configuration = BridgePeer.Configuration(endpoint: host.boundEndpoint!, name: "batcher")
-        configuration.key = key
-        let peer = try BridgePeer(configuration: configuration)
-        try await peer.connect(timeout: patience)
+        let (host, peer) = try await Self.keyedHostAndPeer("batcher")
         // Until both sides have sent batches: each round is 64 calls made at once.
         var rounds = 0
         while peer.batches.read == 0 || peer.batches.sent == 0 {
@@ -93,9 +100,7 @@ struct KeyedConnectionTests {
         var seen: [Int] = []
         for try await progress in call.progress { seen.append(progress["i"]?.intValue ?? -1) }
         #expect(seen.last == 500 && zip(seen, seen.dropFirst()).allSatisfy { $0 < $1 }, "\(seen.prefix(8))")
-        #expect(host.refusedMessages == 0 && peer.refusedMessages == 0)
-        await peer.close()
-        await host.shutdown()
+        await Self.closeUnrefused(host, peer)
     }
 
     @Test("a keyed host reads a batch's messages as if each came alone: a bad one is answered on its own, a bad batch once, a batch signed wrongly not at all (SPEC 3.3)")
