@@ -96,16 +96,17 @@ final class Outbox: @unchecked Sendable {
     func signAwaiting() {
         var offset = 0
         while offset < messages.count {
-            if !messages.pending[messages.pending.startIndex + offset].awaitsSignature || signRun(at: offset) { offset += 1 }
+            if !messages[offset].awaitsSignature || signRun(at: offset) { offset += 1 }
         }
     }
 
     /// Signs the messages awaiting their signature from `offset` on, as one batch or the first alone; false when
     /// they were dropped instead.
     private func signRun(at offset: Int) -> Bool {
-        let run = messages.pending.dropFirst(offset)
+        // By index, not through a slice of the queue: a slice alive while the queue changes would copy all of it.
         var count = 0, bytes = 0, size = 0
-        for message in run {
+        while offset + count < messages.count {
+            let message = messages[offset + count]
             guard message.awaitsSignature, count < (batches ? WebSocketFraming.maxBatchMessages : 1) else { break }
             let entry = WebSocketFraming.batchEntryBytes(message.frames)
             guard count == 0 || bytes + entry <= WebSocketFraming.batchBytes else { break }
@@ -113,14 +114,15 @@ final class Outbox: @unchecked Sendable {
             bytes += entry
             size += message.size
         }
-        guard count > 0, let first = run.first else { return false }
+        guard count > 0 else { return false }
+        let first = messages[offset]
         let signed: OutboundMessage?
         if count == 1 {
             signed = signedAlone(first)
         } else {
             var batch: [UInt8] = []
             batch.reserveCapacity(bytes)
-            for message in run.prefix(count) { WebSocketFraming.appendBatchEntry(message.frames, to: &batch) }
+            for index in offset..<offset + count { WebSocketFraming.appendBatchEntry(messages[index].frames, to: &batch) }
             signed = signer?(first.envelope, [batch], true).map {
                 OutboundMessage(envelope: first.envelope + [$0], frames: [batch])
             }
@@ -167,8 +169,8 @@ struct OutboundQueue {
 
     mutating func append(_ message: OutboundMessage) { items.append(message) }
 
-    /// The messages from the first on.
-    var pending: ArraySlice<OutboundMessage> { items[head...] }
+    /// The message `offset` places after the first.
+    subscript(offset: Int) -> OutboundMessage { items[head + offset] }
 
     /// The `count` messages from `offset` on become `message`, or are removed when it is nil.
     mutating func replace(_ count: Int, at offset: Int, with message: OutboundMessage?) {

@@ -733,11 +733,8 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
         // On keyed connections every message is signed for its connection's channel as it goes to libzmq (for the
         // connection it goes to: a resumed session moves); nothing is sent unsigned but the refusals above, so a
         // connection without a channel yet gets nothing but those. Without a key, frame 0 is empty, or marks a batch.
-        var signer: Outbox.Signer = Outbox.unkeyed(_:_:batch:)
-        if keyed != nil {
-            signer = { [unowned self] envelope, frames, batch in
-                batch ? keyed?.signBatch(for: envelope[0], frames[0]) : keyed?.sign(for: envelope[0], frames)
-            }
+        let signer: Outbox.Signer? = keyed == nil ? nil : { [unowned self] envelope, frames, batch in
+            batch ? keyed?.signBatch(for: envelope[0], frames[0]) : keyed?.sign(for: envelope[0], frames)
         }
         let session = Session(routingID: routingID, id: id, heartbeat: configuration.heartbeat, thread: socketThread!,
                               handlers: handlers, limits: .init(maxInFlight: configuration.maxInFlight, hostWide: inFlightTotal),
@@ -969,14 +966,16 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
 final class Session: @unchecked Sendable {
     /// Where the session's messages go; a resumed session moves to the peer's new connection.
     private final class Address: @unchecked Sendable {
-        /// The part in front of every message to the peer: its routing id, built once, not per message (frame 0 is
-        /// made as the message goes: SPEC 3.1, 3.3).
+        /// The parts in front of every message to the peer: its routing id and the empty signature (no key).
+        /// Built once, not per message.
+        private(set) var envelope: [[UInt8]]
+        /// The routing id alone, for a message whose frame 0 is made as it goes (SPEC 3.3).
         private(set) var route: [[UInt8]]
         var routingID: [UInt8] {
-            get { route[0] }
-            set { route = [newValue] }
+            get { envelope[0] }
+            set { envelope = [newValue, []]; route = [newValue] }
         }
-        init(_ routingID: [UInt8]) { route = [routingID] }
+        init(_ routingID: [UInt8]) { envelope = [routingID, []]; route = [routingID] }
     }
 
     private let address: Address
@@ -1003,20 +1002,25 @@ final class Session: @unchecked Sendable {
     let link: Link
     let remote: RemotePeer
 
-    /// `signer` makes frame 0 of the session's messages as they go (SPEC 3.1, 3.3).
+    /// `signer`: on a keyed host, what signs the session's messages (SPEC 3.1, 3.3).
     init(routingID: [UInt8], id: String, heartbeat: Duration, thread: SocketThread, handlers: HandlerTable,
-         limits: Link.Limits, logger: Logger, telemetry: Telemetry, defaultTimeout: Duration,
-         signer: @escaping Outbox.Signer = Outbox.unkeyed(_:_:batch:)) {
+         limits: Link.Limits, logger: Logger, telemetry: Telemetry, defaultTimeout: Duration, signer: Outbox.Signer? = nil) {
         let address = Address(routingID)
         self.address = address
         self.id = id
         self.heartbeat = heartbeat
         link = Link(thread: thread, handlers: handlers, limits: limits, logger: logger, telemetry: telemetry) { frames, outbox in
-            // Signed in send order, which is the order the peer reads them in (the counters must increase), with
-            // what the round sends with it when the peer reads batches.
-            thread.send(frames, after: address.route, via: outbox, awaitingSignature: true)
+            // Signed in send order, which is the order the peer reads them in (the counters must increase): as it
+            // goes to libzmq, with what the round sends with it, to a peer that reads batches (SPEC 3.3); otherwise
+            // now, as before batches, which costs a peer that does not read them nothing more.
+            if outbox.batches { return thread.send(frames, after: address.route, via: outbox, awaitingSignature: true) }
+            guard let signer else { return thread.send(frames, after: address.envelope, via: outbox) }
+            guard let signature = signer(address.route, frames, false) else {
+                return logger.debug("nothing sent before the connection's channel is open")
+            }
+            thread.send(frames, after: [address.routingID, signature], via: outbox)
         }
-        link.outbox.signer = signer
+        link.outbox.signer = signer ?? Outbox.unkeyed(_:_:batch:)  // without a key, frame 0 marks a batch (SPEC 3.3)
         remote = RemotePeer(info: .init(name: nil, sessionID: id, actions: [], features: []), link: link,
                             defaultTimeout: defaultTimeout)
         link.remote = remote
@@ -1031,6 +1035,10 @@ final class Session: @unchecked Sendable {
     /// keyed ZeroMQ connection, that it reads them.
     var sendsBatches: Bool {
         get { link.outbox.batches }
-        set { link.outbox.batches = newValue }
+        set {
+            // What waits to be signed as it goes is signed before anything signed at once from now on.
+            if !newValue { link.outbox.signAwaiting() }
+            link.outbox.batches = newValue
+        }
     }
 }

@@ -166,20 +166,20 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
         let signing = configuration.key.map(PeerSigning.init(key:))
         self.signing = signing
         link = Link(thread: thread, handlers: handlers, limits: .init(maxInFlight: 4096),
-                    logger: configuration.logger, telemetry: Telemetry()) { [thread] frames, outbox in
-            // Frame 0 made as it goes to libzmq, in send order, by the outbox's signer: a signature when keyed, and
-            // for a batch of what the round sends with it once the host reads batches (SPEC 3.1, 3.3).
-            thread.send(frames, after: [], via: outbox, awaitingSignature: true)
+                    logger: configuration.logger, telemetry: Telemetry()) { [thread, logger = configuration.logger] frames, outbox in
+            // Frame 0 made in send order: as it goes to libzmq, with what the round sends with it, once the host
+            // reads batches (SPEC 3.3); before that, now.
+            if outbox.batches { return thread.send(frames, after: [], via: outbox, awaitingSignature: true) }
+            guard let signing else { return thread.send(frames, after: [[]], via: outbox) }
+            guard let signature = signing.frame0(for: frames) else {
+                return logger.debug("not sent: a keyed connection opens with hello")
+            }
+            thread.send(frames, after: [signature], via: outbox)
         }
         link.tracedRequests = configuration.tracedRequests
         link.outbox.signer = Outbox.unkeyed(_:_:batch:)
         if let signing {
-            let logger = configuration.logger
-            link.outbox.signer = { _, frames, batch in
-                let frame0 = batch ? signing.signBatch(frames[0]) : signing.frame0(for: frames)
-                if frame0 == nil { logger.debug("not sent: a keyed connection opens with hello") }
-                return frame0
-            }
+            link.outbox.signer = { _, frames, batch in batch ? signing.signBatch(frames[0]) : signing.frame0(for: frames) }
         }
         link.close(BridgeError(.peerLost, "not connected yet"))
         try handlers.add("$evaluate", replacing: true) { _, _ in

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import importlib.util
 import inspect
 import json
 import os
@@ -199,7 +200,21 @@ def start_host(ipc_dir: Path) -> Iterator[Callable[..., HostProcess]]:
         process.stop()
 
 
-# --- the host's side of keyed connections (SPEC 3.1) ----------------------------------------
+# --- the host's side of keyed connections (SPEC 3.1, 3.3) -----------------------------------
+
+
+def _protocol_reference() -> Any:
+    """protocol/tests/test_signatures.py: the reference reader and writer of batches the fixtures are checked with,
+    so the stand-in host reads and writes them by rules that are not the peer's own code."""
+    path = Path(__file__).resolve().parents[3] / "protocol" / "tests" / "test_signatures.py"
+    spec = importlib.util.spec_from_file_location("zerobridge_protocol_signatures", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+REFERENCE = _protocol_reference()
 
 
 class HostChannels:
@@ -223,10 +238,11 @@ class HostChannels:
         channel = self.channels.get(connection)
         if channel is not None:
             if not isinstance(signature, signing.Signed):
-                return "not signed m.<counter>.<mac> on an open channel"
+                return "not signed m.<counter>.<mac> (or b.) on an open channel"
             if signature.counter <= channel[1]:
                 return "counter not increasing"
-            if not hmac.compare_digest(signature.mac, signing.mac(self.key, signing.P2H, channel[0], signature.counter, frames)):
+            kind = signing.P2H_BATCH if signature.batch else signing.P2H
+            if not hmac.compare_digest(signature.mac, signing.mac(self.key, kind, channel[0], signature.counter, frames)):
                 return "wrong MAC"
             channel[1] = signature.counter
             return None
@@ -245,11 +261,11 @@ class HostChannels:
         self.channels[connection] = [signature.nonce, 0, 0]
         return None
 
-    def sign(self, connection: bytes, frames: list[bytes]) -> bytes:
-        """Frame 0 for the next message to `connection` (which must have a channel)."""
+    def sign(self, connection: bytes, frames: list[bytes], kind: str = signing.H2P) -> bytes:
+        """Frame 0 for the next message (or, kind `h2p-batch`, batch) to `connection` (which must have a channel)."""
         channel = self.channels[connection]
         channel[2] += 1
-        return signing.sign_message(self.key, signing.H2P, channel[0], channel[2], frames)
+        return signing.sign_message(self.key, kind, channel[0], channel[2], frames)
 
 
 def _body_type(frame: bytes) -> Any:
@@ -277,12 +293,16 @@ class FakeHost:
     CURVE server that accepts any client key. With `key` it is a keyed host (SPEC 3.1): it processes only what
     `HostChannels` accepts, answers the rest with an unsigned `unauthorized` (recorded in `refused`), and signs what it
     sends. `raw` holds every message received as frames, `sent` every message sent, both with their routing ids.
-    `info` (an object) goes in every welcome as `welcome.info` (SPEC 1.3)."""
+    `info` (an object) goes in every welcome as `welcome.info` (SPEC 1.3). A keyed host reads batches (SPEC 3.3) with
+    the protocol's reference reader, counting them in `batches_received`; `batch=True` says so in its welcomes, and
+    `send_batch` sends one."""
 
     def __init__(self, *, heartbeat_ms: int = 5000, max_message_bytes: int = 1 << 20, endpoint: str | None = None,
                  rcvhwm: int | None = None, tokens: bool = True, curve_secret_key: bytes | None = None,
-                 key: bytes | None = None, info: dict[str, Any] | None = None):
+                 key: bytes | None = None, info: dict[str, Any] | None = None, batch: bool = False):
         self.heartbeat_ms = heartbeat_ms
+        self.batch = batch
+        self.batches_received = 0
         self.info = info
         self.tokens: dict[str, str] | None = {} if tokens else None  # session -> its resume token
         self.refuse_names = False
@@ -347,32 +367,41 @@ class FakeHost:
                     self.refused.append((routing, why))
                     self.send_frames(routing, [b"", UNAUTHORIZED_ANSWER], sign=False)
                     continue
-            try:
-                body = json.loads(frames[1])
-            except (IndexError, ValueError):
-                body = {"unreadable": frames}
-            if not self.silent and isinstance(body, dict):
-                if body.get("type") == "hello" and self.refuse_names:
-                    self.send(routing, {"v": 1, "type": "response", "id": None, "ok": False, "error": {
-                        "code": "name_taken", "message": f"the name {body.get('peer')!r} is held by another live session"}})
-                elif body.get("type") == "hello":
-                    self.routing = routing
-                    session = body.get("session")
-                    # Resume only what this host made, and (1.2) only with that session's token.
-                    if session not in self.known_sessions or (
-                        self.tokens is not None and body.get("resume_token") != self.tokens.get(session)
-                    ):
-                        self.sessions += 1
-                        session = f"session-{self.sessions}"
-                        self.known_sessions.add(session)
-                        if self.tokens is not None:
-                            self.tokens[session] = secrets.token_hex(32)
-                    self.send(routing, self.welcome(session))
-                elif body.get("type") == "ping":
-                    self.send(routing, {"v": 1, "type": "pong"})
-            async with self._changed:
-                self._received.append((routing, body))
-                self._changed.notify_all()
+                if frames[0].startswith(b"b."):
+                    self.batches_received += 1
+                    for message in REFERENCE.read_batch(frames[1]):  # a whole batch refused raises: the test fails
+                        assert isinstance(message, list), f"the peer sent a bad message in a batch: {message}"
+                        await self._handle(routing, [b"", *message])
+                    continue
+            await self._handle(routing, frames)
+
+    async def _handle(self, routing: bytes, frames: list[bytes]) -> None:
+        try:
+            body = json.loads(frames[1])
+        except (IndexError, ValueError):
+            body = {"unreadable": frames}
+        if not self.silent and isinstance(body, dict):
+            if body.get("type") == "hello" and self.refuse_names:
+                self.send(routing, {"v": 1, "type": "response", "id": None, "ok": False, "error": {
+                    "code": "name_taken", "message": f"the name {body.get('peer')!r} is held by another live session"}})
+            elif body.get("type") == "hello":
+                self.routing = routing
+                session = body.get("session")
+                # Resume only what this host made, and (1.2) only with that session's token.
+                if session not in self.known_sessions or (
+                    self.tokens is not None and body.get("resume_token") != self.tokens.get(session)
+                ):
+                    self.sessions += 1
+                    session = f"session-{self.sessions}"
+                    self.known_sessions.add(session)
+                    if self.tokens is not None:
+                        self.tokens[session] = secrets.token_hex(32)
+                self.send(routing, self.welcome(session))
+            elif body.get("type") == "ping":
+                self.send(routing, {"v": 1, "type": "pong"})
+        async with self._changed:
+            self._received.append((routing, body))
+            self._changed.notify_all()
 
     def welcome(self, session: str) -> dict[str, Any]:
         body = {
@@ -388,6 +417,8 @@ class FakeHost:
             body["resume_token"] = self.tokens[session]
         if self.info is not None:
             body["info"] = self.info
+        if self.batch:
+            body["batch"] = True
         return body
 
     def send(self, routing: bytes | None, body: dict[str, Any] | bytes, *attachments: bytes) -> None:
@@ -401,6 +432,16 @@ class FakeHost:
         assert target is not None, "no peer has said hello yet"
         if sign and self.keyed is not None:
             frames = [self.keyed.sign(target, frames[1:]), *frames[1:]]
+        self.sent.append((target, frames))
+        self.socket.send_multipart([target, *frames])
+
+    def send_batch(self, routing: bytes | None, *messages: list[bytes] | dict[str, Any]) -> None:
+        """Send one batch (SPEC 3.3) of `messages` (bodies, or frames 1..n) to `routing` (default: the peer), signed
+        h2p-batch for its channel; one message alone goes in a batch too."""
+        target = routing if routing is not None else self.routing
+        assert target is not None and self.keyed is not None, "a keyed host, after a hello"
+        batch = REFERENCE.write_batch([m if isinstance(m, list) else [json.dumps(m).encode()] for m in messages])
+        frames = [self.keyed.sign(target, [batch], signing.H2P_BATCH), batch]
         self.sent.append((target, frames))
         self.socket.send_multipart([target, *frames])
 

@@ -21,6 +21,10 @@ from zerobridge import link as link_module
 from zerobridge import peer as peer_module
 
 LONG = 30.0  # seconds: an upper bound for what must happen, never an expectation of speed
+# The flow-control tests run plain and on a keyed connection whose host reads batches (SPEC 3.3): batches change how
+# messages are handed to the transport, not the bounds.
+KEY = bytes(range(32))
+MODES = {"plain": {}, "keyed batches": {"key": KEY}}
 
 
 def wall_ms() -> int:
@@ -228,13 +232,14 @@ async def test_after_the_host_is_lost_new_calls_fail_at_once_and_a_new_connectio
 PAYLOADS = 200_000
 
 
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("kind", ["async", "sync"])
 async def test_progress_to_a_host_that_stops_reading_is_coalesced_never_waited_for(
-    fake_host: Any, ipc_dir: Path, kind: str
+    fake_host: Any, ipc_dir: Path, kind: str, mode: str
 ) -> None:
     endpoint = f"ipc://{ipc_dir}/slow.sock"
-    async with fake_host(endpoint=endpoint, rcvhwm=10, heartbeat_ms=600000) as host:
-        peer = zerobridge.connect(endpoint, name="p")
+    async with fake_host(endpoint=endpoint, rcvhwm=10, heartbeat_ms=600000, batch=True, **MODES[mode]) as host:
+        peer = zerobridge.connect(endpoint, name="p", **MODES[mode])
         finished = threading.Event()
         observed = {"pending": 0, "pending_bytes": 0}
 
@@ -295,6 +300,7 @@ async def test_progress_to_a_host_that_stops_reading_is_coalesced_never_waited_f
             assert progress[-1]["payload"] == {"i": PAYLOADS}  # the newest always gets through
             payloads = [b["payload"]["i"] for b in progress]
             assert payloads == sorted(payloads)
+            assert (host.batches_received > 0) == (mode == "keyed batches")
             print(f"{kind}: {len(progress)} progress messages sent, {skipped} payloads coalesced, peak {peak} bytes")
 
 
@@ -350,15 +356,17 @@ async def test_events_count_toward_max_in_flight_and_one_over_is_answered_overlo
             assert len([b for b in host.bodies("response") if b["id"] is None]) == 1
 
 
+@pytest.mark.parametrize("mode", MODES)
 async def test_posting_into_a_full_queue_fails_overloaded_and_calls_wait_up_to_their_deadline(
-    fake_host: Any, ipc_dir: Path, monkeypatch: pytest.MonkeyPatch
+    fake_host: Any, ipc_dir: Path, monkeypatch: pytest.MonkeyPatch, mode: str
 ) -> None:
     monkeypatch.setattr(peer_module, "SEND_HWM", 4)  # libzmq holds few messages: the peer's own queue fills sooner
     endpoint = f"ipc://{ipc_dir}/full.sock"
     big = "x" * (256 << 10)
     huge = 4 << 20
-    async with fake_host(endpoint=endpoint, rcvhwm=2, heartbeat_ms=600000, max_message_bytes=16 << 20) as host:
-        peer = zerobridge.connect(endpoint, name="p", handlers={"huge": lambda payload: "y" * huge})
+    async with fake_host(endpoint=endpoint, rcvhwm=2, heartbeat_ms=600000, max_message_bytes=16 << 20, batch=True,
+                         **MODES[mode]) as host:
+        peer = zerobridge.connect(endpoint, name="p", handlers={"huge": lambda payload: "y" * huge}, **MODES[mode])
         async with peer:
             await host.next("hello", timeout=LONG)
             host.stop_reading()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import random
+from collections.abc import Callable
 
 import pytest
 
@@ -57,11 +58,12 @@ def test_a_channel_signs_and_checks_with_the_same_mac() -> None:
     assert channel.refusal(b"m.2.%s" % reference(key, signing.P2H, "ab" * 16, 2, answer), answer) == "wrong signature"
 
 
-def strict_refusal(received: int, frame0: bytes, mac_of: object) -> str | None:
+def strict_refusal(received: int, frame0: bytes, mac_of: Callable[[bytes, int], bytes]) -> str | None:
     """The verdict by the strict pattern alone, as PeerChannel.refusal said it before it took a well-formed frame 0
-    apart by hand: the reference for the fast path."""
-    match = signing._MESSAGE.fullmatch(frame0)
-    counter = int(match[1]) if match is not None else 0
+    apart by hand: the reference for the fast path. `mac_of(form, counter)`: the MAC of a message (form `m`) or a
+    batch (`b`, SPEC 3.3) at that counter."""
+    match = signing._SIGNED.fullmatch(frame0)
+    counter = int(match[2]) if match is not None else 0
     if not 1 <= counter <= signing.MAX_COUNTER:
         signature = signing.parse(frame0)
         if signature is None:
@@ -69,35 +71,42 @@ def strict_refusal(received: int, frame0: bytes, mac_of: object) -> str | None:
         return "an opening signature (only a peer opens a channel)"
     if counter <= received:
         return f"counter {counter} replayed or out of order (last accepted {received})"
-    return None if match[2] == mac_of(counter) else "wrong signature"  # type: ignore[operator]
+    assert match is not None
+    return None if match[3] == mac_of(match[1], counter) else "wrong signature"
 
 
 def test_every_frame_0_gets_the_strict_patterns_verdict() -> None:
-    """Well-formed, replayed, wrongly signed and garbled frames 0 (upper case, signs, leading zeros, spaces,
-    underscores, a missing or extra dot, one digit too many or too few, counters past 2^63 - 1, openings): the
-    channel refuses or accepts each exactly as the strict pattern does, and says the same reason."""
+    """Well-formed, replayed, wrongly signed and garbled frames 0 of messages and batches (upper case, signs, leading
+    zeros, spaces, underscores, a missing or extra dot, one digit too many or too few, counters past 2^63 - 1,
+    openings, a message's MAC under a batch's form and the other way round): the channel refuses or accepts each
+    exactly as the strict pattern does, and says the same reason."""
     key = bytes(range(32))
     body = [b'{"v":1,"type":"response","id":"1","result":null}']
     channel = signing.PeerChannel(key, nonce="cd" * 16)
-    mac_of = lambda counter: reference(key, signing.H2P, "cd" * 16, counter, body)  # noqa: E731
+
+    def mac_of(form: bytes, counter: int) -> bytes:
+        return reference(key, signing.H2P_BATCH if form == b"b" else signing.H2P, "cd" * 16, counter, body)
+
     rng = random.Random(26)
     garble = [
-        lambda f: f.upper(), lambda f: f.replace(b"m.", b"m.+", 1), lambda f: f.replace(b"m.", b"m.0", 1),
-        lambda f: f.replace(b"m.", b"m. ", 1), lambda f: f.replace(b"m.", b"m.1_", 1), lambda f: f.replace(b".", b"", 1),
-        lambda f: f + b".", lambda f: f[:-1], lambda f: f + b"a", lambda f: f.replace(b"m.", b"h.", 1),
-        lambda f: b"m.%d.%s" % (2**63, f.rsplit(b".", 1)[1]), lambda f: b"m.%d.%s" % (10**19, f.rsplit(b".", 1)[1]),
-        lambda f: b"m..%s" % f.rsplit(b".", 1)[1], lambda f: b"", lambda f: b"m." + b"1" * 200,
+        lambda f: f.upper(), lambda f: f[:2] + b"+" + f[2:], lambda f: f[:2] + b"0" + f[2:],
+        lambda f: f[:2] + b" " + f[2:], lambda f: f[:2] + b"1_" + f[2:], lambda f: f.replace(b".", b"", 1),
+        lambda f: f + b".", lambda f: f[:-1], lambda f: f + b"a", lambda f: b"h" + f[1:],
+        lambda f: f[:2] + b"%d.%s" % (2**63, f.rsplit(b".", 1)[1]), lambda f: f[:2] + b"%d.%s" % (10**19, f.rsplit(b".", 1)[1]),
+        lambda f: f[:2] + b".%s" % f.rsplit(b".", 1)[1], lambda f: b"", lambda f: f[:2] + b"1" * 200,
         lambda f: b"h.%s.5.%s" % (b"cd" * 16, f.rsplit(b".", 1)[1]), lambda f: f[:-1] + b"g",
-        lambda f: f.replace(b"m.", b"m.\xd9\xa1", 1),  # an Arabic-Indic digit one: not an ASCII digit
+        lambda f: f[:2] + b"\xd9\xa1" + f[2:],  # an Arabic-Indic digit one: not an ASCII digit
+        lambda f: (b"b" if f[:1] == b"m" else b"m") + f[1:],  # the other form: a message's MAC as a batch's, or back
     ]
     received = 0
-    for step in range(600):
+    for step in range(900):
         counter = rng.choice([received, received + 1, received + rng.randrange(1, 1000), max(1, received - 1)])
-        frame0 = b"m.%d.%s" % (counter, mac_of(counter))
+        form = rng.choice([b"m", b"b"])
+        frame0 = b"%b.%d.%s" % (form, counter, mac_of(form, counter))
         if step % 3 == 0:
             frame0 = rng.choice(garble)(frame0)
         elif step % 3 == 1 and rng.random() < 0.5:
-            frame0 = b"m.%d.%s" % (counter, mac_of(counter + 1))  # signed for another place
+            frame0 = b"%b.%d.%s" % (form, counter, mac_of(form, counter + 1))  # signed for another place
         expected = strict_refusal(received, frame0, mac_of)
         assert channel.refusal(frame0, body) == expected, frame0
         if expected is None:

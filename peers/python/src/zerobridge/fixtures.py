@@ -646,7 +646,7 @@ _FIELDS: dict[str, dict[str, Any]] = {
               "heartbeat_ms": _NO_DEFAULT, "catalogue": _NO_DEFAULT, "topics": []},
     "welcome": {"host": _NO_DEFAULT, "session": _NO_DEFAULT, "resume_token": _NO_DEFAULT, "actions": _NO_DEFAULT,
                 "heartbeat_ms": _NO_DEFAULT, "limits": _NO_DEFAULT, "catalogue": _NO_DEFAULT, "info": _NO_DEFAULT,
-                "library_version": _NO_DEFAULT},
+                "library_version": _NO_DEFAULT, "batch": False},
     "ping": {},
     "pong": {},
     "bye": {},

@@ -43,6 +43,7 @@ from .values import UnsendableValue
 log = logging.getLogger("zerobridge")
 
 Send = Callable[[list[bytes]], bool]
+SendBatch = Callable[[list[list[bytes]]], bool]
 Serve = Callable[[wire.Request, "RequestContext"], Awaitable[Any]]
 ServeEvent = Callable[[wire.Event], Awaitable[None]]
 OnMessage = Callable[[wire.Message], None]
@@ -67,6 +68,18 @@ def now_ms() -> int:
 
 def _size(frames: list[bytes]) -> int:
     return len(frames[1]) if len(frames) == 2 else sum(map(len, frames[1:]))
+
+
+def _batch_length(queue: collections.deque[list[bytes]]) -> int:
+    """How many of the first queued messages go in one batch: as many as keep it within 65,536 bytes and 1,000
+    messages (SPEC 3.3). 0 when the first is larger than that: it goes alone."""
+    count = size = 0
+    for frames in queue:
+        size += wire.batch_entry_size(frames)
+        if size > wire.BATCH_MAX_BYTES or count == wire.BATCH_MAX_MESSAGES:
+            break
+        count += 1
+    return count
 
 
 # What one turn of the loop queues before it is handed to the transport at once rather than at the turn's end.
@@ -290,12 +303,17 @@ class Link:
         serve_event: ServeEvent | None = None,
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
         loop: asyncio.AbstractEventLoop | None = None,
+        send_batch: SendBatch | None = None,
     ) -> None:
         self.loop = loop or asyncio.get_running_loop()
         self.loop_thread = threading.get_ident()
         self.max_message_bytes: int | None = None
         self.max_in_flight = max_in_flight
         self._send_frames = send
+        # Batches (SPEC 3.3): what hands several messages to the transport as one, and whether the other side said
+        # it reads them (the owner sets it).
+        self._send_batch = send_batch
+        self._batching = False
         self._serve = serve
         self._serve_event = serve_event
         self._on_message = on_message
@@ -351,6 +369,18 @@ class Link:
         """True while the outgoing queue holds more than :data:`QUEUE_LIMIT_BYTES`."""
         return self.queued_bytes > QUEUE_LIMIT_BYTES
 
+    @property
+    def batching(self) -> bool:
+        """Whether messages ready together go to the transport as batches (SPEC 3.3): the owner turns it on once the
+        other side says it reads them."""
+        return self._batching
+
+    @batching.setter
+    def batching(self, on: bool) -> None:
+        if on and self._send_batch is None:
+            raise ValueError("this link was given no send_batch")
+        self._batching = on
+
     # --- sending -------------------------------------------------------------------------
 
     def send(self, message: wire.Message) -> None:
@@ -374,11 +404,14 @@ class Link:
         # once a message. A turn that queues much (a loop of posts that never yields) hands over at once, so the
         # transport takes what it can as before, not only the bound.
         if not self._pump_scheduled:
-            self._pump_scheduled = True
-            self.loop.call_soon(self._pump_turn)
+            self._pump_at_turn_end()
             self._pump()
         elif len(self._queue) >= _BATCH_MESSAGES or self.queued_bytes >= _BATCH_BYTES:
             self._pump()
+
+    def _pump_at_turn_end(self) -> None:
+        self._pump_scheduled = True
+        self.loop.call_soon(self._pump_turn)
 
     def _pump_turn(self) -> None:
         self._pump_scheduled = False
@@ -397,6 +430,16 @@ class Link:
             if not queue:
                 self._flush_progress()
                 return
+            if self._batching and len(queue) > 1 and (count := _batch_length(queue)) > 1:
+                assert self._send_batch is not None
+                messages = list(itertools.islice(queue, count))
+                if self._send_batch(messages) is False:
+                    self._blocked = True
+                    return
+                for _ in range(count):
+                    queue.popleft()
+                self.queued_bytes -= sum(map(_size, messages))
+                continue
             frames = queue[0]
             if self._send_frames(frames) is False:
                 self._blocked = True
@@ -526,7 +569,9 @@ class Link:
         if context._answered or not context._wants_progress:
             return
         pending = context._pending
-        if not pending and not self._blocked and not self._queue:
+        # With batches, what follows the first message of a turn waits for the turn's end, to go out together.
+        later_in_turn = self._batching and self._pump_scheduled
+        if not pending and not self._blocked and not self._queue and not later_in_turn:
             try:
                 frames = values.encode(wire.Progress(context.id, context._seq + 1, payload, replaced or None))
             except UnsendableValue as error:
@@ -535,6 +580,8 @@ class Link:
             if self._send_frames(frames) is not False:
                 context._seq += 1
                 self.last_sent = self.loop.time()
+                if self._batching:
+                    self._pump_at_turn_end()
                 return
             self._blocked = True
             pending.append([payload, _size(frames), replaced])
@@ -546,9 +593,11 @@ class Link:
         except UnsendableValue as error:
             self._refuse_progress(context, error)
             return
-        if pending and (
-            len(pending) >= PROGRESS_PER_REQUEST or self.pending_progress_bytes + size > PROGRESS_LIMIT_BYTES
-        ):
+        full = len(pending) >= PROGRESS_PER_REQUEST or self.pending_progress_bytes + size > PROGRESS_LIMIT_BYTES
+        if full and later_in_turn and not self._blocked:
+            self._pump()  # what waits for the turn's end goes now (a turn that reports much), rather than coalesced
+            full = len(pending) >= PROGRESS_PER_REQUEST or self.pending_progress_bytes + size > PROGRESS_LIMIT_BYTES
+        if pending and full:
             newest = pending[-1]  # replaced by the new payload, and counted
             self.pending_progress_bytes += size - newest[1]
             newest[0], newest[1], newest[2] = payload, size, newest[2] + 1 + replaced
@@ -556,7 +605,7 @@ class Link:
             pending.append([payload, size, replaced])
             self.pending_progress_bytes += size
             self._progress_waiting[context.id] = context
-        if not self._blocked and not self._queue:
+        if not self._blocked and not self._queue and not later_in_turn:
             self._flush_progress()
 
     def _progress_size(self, context: RequestContext, payload: Any, replaced: int) -> int:
@@ -573,13 +622,24 @@ class Link:
         log.warning("progress of request %s (%r) refused: %s", context.id, context.action, error.message)
         self._end_served(context.id, errors.HANDLER_ERROR, f"a progress payload was refused: {error.message}")
 
-    def _encode_progress(self, context: RequestContext, payload: Any, replaced: int) -> list[bytes]:
-        message = wire.Progress(context.id, context._seq + 1, payload, replaced or None)
+    def _encode_progress(self, context: RequestContext, payload: Any, replaced: int, ahead: int = 0) -> list[bytes]:
+        """The progress message ``ahead`` after the next one ``context`` sends."""
+        message = wire.Progress(context.id, context._seq + 1 + ahead, payload, replaced or None)
         return wire.encode(message)
 
     def _flush_progress(self) -> None:
-        """Send unsent progress, oldest first within each request, one request after another."""
+        """Send unsent progress, oldest first within each request, one request after another (in batches when the
+        other side reads them)."""
         while self._progress_waiting:
+            if self._batching and (taken := self._progress_batch()):
+                assert self._send_batch is not None
+                if self._send_batch([frames for _, _, frames in taken]) is False:
+                    self._blocked = True
+                    return
+                for context, size, _ in taken:
+                    self._sent_pending(context, size)
+                self.last_sent = self.loop.time()
+                continue
             for context in list(self._progress_waiting.values()):
                 payload, size, replaced = context._pending[0]
                 frames = self._encode_progress(context, payload, replaced)
@@ -588,6 +648,29 @@ class Link:
                     return
                 self._sent_pending(context, size)
                 self.last_sent = self.loop.time()
+
+    def _progress_batch(self) -> list[tuple[RequestContext[Any], int, list[bytes]]]:
+        """The unsent progress that goes in the next batch, in the order :meth:`_flush_progress` sends it one by one
+        (each request's oldest, request after request, then each one's next), as (context, its pending size,
+        frames); empty when fewer than two fit in a batch."""
+        taken: list[tuple[RequestContext[Any], int, list[bytes]]] = []
+        bytes_taken = 0
+        depth = 0
+        while True:
+            added = False
+            for context in self._progress_waiting.values():
+                if depth >= len(context._pending):
+                    continue
+                payload, size, replaced = context._pending[depth]
+                frames = self._encode_progress(context, payload, replaced, depth)
+                bytes_taken += wire.batch_entry_size(frames)
+                if bytes_taken > wire.BATCH_MAX_BYTES or len(taken) == wire.BATCH_MAX_MESSAGES:
+                    return taken if len(taken) > 1 else []
+                taken.append((context, size, frames))
+                added = True
+            if not added:
+                return taken if len(taken) > 1 else []
+            depth += 1
 
     def _sent_pending(self, context: RequestContext, size: int) -> None:
         context._pending.popleft()
@@ -621,12 +704,35 @@ class Link:
         try:
             message = wire.decode(frames)
         except wire.WireError as error:
-            self._on_unreadable(error)
+            self.refuse_unreadable(error)
             return
         try:
             self._dispatch(message)
         except Exception:  # a bug here must not end the conversation
             log.exception("failed to handle %r", message)
+
+    def receive_batch(self, frames: list[bytes]) -> int:
+        """Handle a batch (SPEC 3.3) whose signature was accepted: its messages in order, each exactly as if it had
+        come alone. A batch whose structure is bad is answered ``bad_message`` once, and none of it is read; a bad
+        message in a good batch is answered on its own. Returns how many messages it held (1 for a bad batch). Never
+        raises."""
+        if self.retired:
+            return 1
+        try:
+            if len(frames) != 2:
+                raise wire.WireError(errors.BAD_MESSAGE, f"a batch is one frame after its signature, not {len(frames) - 1}")
+            messages = wire.split_batch(frames[1])
+        except wire.WireError as error:
+            self.last_heard = self.loop.time()
+            self.refuse_unreadable(error)
+            return 1
+        for message in messages:
+            if isinstance(message, list):
+                self.receive(message)
+            elif not self.retired:
+                self.last_heard = self.loop.time()
+                self.refuse_unreadable(message)
+        return len(messages)
 
     def _dispatch(self, message: wire.Message) -> None:
         match message:
@@ -651,7 +757,8 @@ class Link:
             case _:
                 self._on_message(message)
 
-    def _on_unreadable(self, error: wire.WireError) -> None:
+    def refuse_unreadable(self, error: wire.WireError) -> None:
+        """Answer a message that cannot be read (``"id": null`` unless its id was readable), and log it."""
         # Answered like any bad message (SPEC 7.5, 15.4), with the id when readable. A malformed
         # response to one of our calls also ends that call: no better answer will come.
         if error.type == "response" and error.id is not None:

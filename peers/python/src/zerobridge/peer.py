@@ -435,6 +435,8 @@ class Peer:
         # Keyed connections (SPEC 3.1): what was refused, why (for the timeout's message), when it was last warned
         # about (a flood must not flood the log), and the timer that reads the connection file again.
         self._refused_count = 0
+        self._batches_read = 0  # batches from the host accepted and read (SPEC 3.3)
+        self._batches_sent = 0  # batches handed to libzmq
         self._refusal: str | None = None
         self._refusal_warned: dict[bool, float] = {}
         self._key_check: asyncio.TimerHandle | None = None
@@ -487,6 +489,18 @@ class Peer:
         """How many messages from the host were not processed for their signature on a keyed connection (SPEC 3.1),
         the host's unsigned ``unauthorized`` answers included, since the peer was made."""
         return self._refused_count
+
+    @property
+    def batches_read(self) -> int:
+        """How many batches (SPEC 3.3: several messages under one signature, on a keyed connection) this peer read
+        from the host since it was made; for diagnostics."""
+        return self._batches_read
+
+    @property
+    def batches_sent(self) -> int:
+        """How many batches this peer sent the host since it was made (it sends them on a keyed connection whose
+        host said it reads them, SPEC 3.3); for diagnostics."""
+        return self._batches_sent
 
     @property
     def connected(self) -> bool:
@@ -984,6 +998,9 @@ class Peer:
             self._fetch_task = self._spawn(self._fetch_host_catalogue())
         self.limits = welcome.limits
         self._link.max_message_bytes = welcome.limits.max_message_bytes
+        # Batches to the host once its welcome on this channel says it reads them (SPEC 3.3); a new connection opens a
+        # new channel with a new link, which starts without.
+        self._link.batching = welcome.batch and bool(self.info.key)
         if welcome.heartbeat_ms != self.heartbeat_ms or self._heartbeat_task is None:
             self.heartbeat_ms = welcome.heartbeat_ms
             self._restart_heartbeat()
@@ -1109,7 +1126,7 @@ class Peer:
             wire.Hello(
                 peer=self.name,
                 actions=self.actions,
-                features=("evaluate",) if self.evaluate_enabled and self._evaluate_withdrawn is None else (),
+                features=self._features(),
                 session=self.session if resume else None,
                 resume_token=self._resume_token if resume else None,
                 heartbeat_ms=self._heartbeat_wish,
@@ -1117,6 +1134,12 @@ class Peer:
                 topics=self.topics,
             )
         )
+
+    def _features(self) -> tuple[str, ...]:
+        """``hello.features``: ``evaluate`` when the user turned it on (and it holds), ``batch`` on a keyed connection,
+        where this peer reads batches (SPEC 3.3)."""
+        features = ("evaluate",) if self.evaluate_enabled and self._evaluate_withdrawn is None else ()
+        return (*features, "batch") if self.info.key else features
 
     def _restart_heartbeat(self) -> None:
         if self._heartbeat_task is not None:
@@ -1208,9 +1231,23 @@ class Peer:
         def send(frames: list[bytes]) -> bool:  # this link only ever sends on this socket
             return self._send_frames(socket, pump, channel, frames)
 
-        def receive(frames: list[bytes]) -> None:
-            if channel is None or self._accepts(channel, link, frames):
+        def send_batch(messages: list[list[bytes]]) -> bool:
+            assert channel is not None
+            return self._send_batch(socket, pump, channel, messages)
+
+        def receive(frames: list[bytes]) -> int:
+            """Read one ZeroMQ message; how many protocol messages it held (a batch holds several)."""
+            if channel is None:
                 link.receive(frames)
+            elif len(frames) > 2 and frames[0][:2] == b"b." and (size := sum(map(len, frames[1:]))) > BATCH_RECEIVE_LIMIT:
+                # Refused before its MAC is computed (SPEC 3.3); one frame is already bounded by RECEIVE_LIMIT.
+                link.refuse_unreadable(wire.WireError(errors.TOO_LARGE, f"a batch of {size} bytes; the limit is {BATCH_RECEIVE_LIMIT}"))
+            elif self._accepts(channel, link, frames):
+                if frames[0][0] == _BATCH_FORM:  # `b.<counter>.<mac>`, accepted
+                    self._batches_read += 1
+                    return link.receive_batch(frames)
+                link.receive(frames)
+            return 1
 
         link = Link(
             send=send,
@@ -1218,6 +1255,7 @@ class Peer:
             serve_event=self._serve_event,
             on_message=self._on_message,
             max_in_flight=self.max_in_flight,
+            send_batch=send_batch if channel is not None else None,
         )
         self._link = link
         pump = _SocketPump(socket, receive=receive, writable=link.writable)
@@ -1285,6 +1323,25 @@ class Peer:
             return True
         if channel is not None:
             channel.unsent()
+        return False
+
+    def _send_batch(
+        self, socket: zmq.asyncio.Socket, pump: _SocketPump, channel: signing.PeerChannel, messages: list[list[bytes]]
+    ) -> bool:
+        """Hand ``messages`` (each with its empty frame 0) to libzmq as one batch under one signature (SPEC 3.3), as
+        :meth:`_send_frames` hands one message."""
+        if socket.closed:
+            log.debug("not sent (socket closed): a batch of %d messages", len(messages))
+            return True
+        batch = wire.join_batch(messages)
+        try:
+            if pump.send([channel.sign_batch(batch), batch]):
+                self._batches_sent += 1
+                return True
+        except zmq.ZMQError as error:
+            log.warning("send failed: %s", error)
+            return True
+        channel.unsent()
         return False
 
     async def _watch_transport(self, monitor: zmq.asyncio.Socket, link: Link, *, keyed: bool) -> None:
@@ -1361,12 +1418,15 @@ HELLO_RETRY_INTERVAL = 1.0
 # connection file is read again while the host refuses the peer's key.
 REFUSAL_WARN_INTERVAL = 10.0
 KEY_CHECK_INTERVAL = 1.0
-# How many messages one wake-up of the reader handles before letting other tasks run.
+# How many messages one wake-up of the reader handles before letting other tasks run (a batch counts its messages).
 _DRAIN_BATCH = 256
 # libzmq's send high-water mark (messages): past it, sends wait in the link's own bounded queue.
 SEND_HWM = 1000
 # The largest frame taken from the host: 64 MiB and the 64 KiB slack of SPEC 7.10, as the Swift peer.
 RECEIVE_LIMIT = (64 << 20) + (64 << 10)
+# The largest batch read (frames 1..n; SPEC 3.3: the limit and 128 KiB); a larger one is answered too_large unread.
+BATCH_RECEIVE_LIMIT = (64 << 20) + (128 << 10)
+_BATCH_FORM = ord("b")
 
 
 # Plain integers: pyzmq's enum flags cost a conversion on every call.
@@ -1389,7 +1449,7 @@ class _SocketPump:
     per turn for sends): messages that wait, or room the link waits for, are acted on without a further signal."""
 
     def __init__(
-        self, socket: zmq.asyncio.Socket, *, receive: Callable[[list[bytes]], None], writable: Callable[[], None]
+        self, socket: zmq.asyncio.Socket, *, receive: Callable[[list[bytes]], int], writable: Callable[[], None]
     ) -> None:
         plain: zmq.Socket[Any] = zmq.Socket.shadow(socket.underlying)
         self._recv = plain.recv
@@ -1449,7 +1509,8 @@ class _SocketPump:
 
     def _drain(self) -> None:
         recv, get, receive = self._recv, self._get, self._receive
-        for count in range(_DRAIN_BATCH):
+        read = 0  # protocol messages: a batch counts each of its messages
+        while read < _DRAIN_BATCH:
             try:
                 frames = [recv(_NOBLOCK)]
                 while get(_RCVMORE):
@@ -1460,10 +1521,11 @@ class _SocketPump:
                 if not self._closed:  # not seen on a DEALER: the next signal of the descriptor tries again
                     log.warning("receive failed: %s", error)
                 return
-            receive(frames)
+            first = read == 0
+            read += receive(frames)
             if self._closed:
                 return
-            if count == 0 and not get(_EVENTS) & _POLLIN:
+            if first and not get(_EVENTS) & _POLLIN:
                 # A lone message (a sequential call's answer) ends the wake-up without a receive that fails: raising
                 # zmq.Again costs several times a look at ZMQ_EVENTS. Longer runs are read until Again.
                 return

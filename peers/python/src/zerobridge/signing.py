@@ -7,6 +7,9 @@ MAC is the lowercase hex HMAC-SHA256, keyed with the connection key, of
 ``zerobridge-1\\n<kind>\\n<channel>\\n<ms or counter>\\n`` and then, for each of frames 1..n, its
 length (8 bytes big-endian) and its bytes; ``kind`` is ``hello``, ``p2h`` or ``h2p``.
 
+A batch (SPEC 3.3, since 1.10: several messages in one frame, :func:`zerobridge.wire.join_batch`) is signed
+``b.<counter>.<mac>`` with kind ``p2h-batch`` or ``h2p-batch``, its counter in the same sequence as ``m.``.
+
 :class:`PeerChannel` is the peer's side of one connection. Nothing here does I/O.
 """
 
@@ -20,13 +23,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 HELLO, P2H, H2P = "hello", "p2h", "h2p"
+P2H_BATCH, H2P_BATCH = "p2h-batch", "h2p-batch"
 MAX_COUNTER = 2**63 - 1
 # Strict forms: fixed-length lowercase hex, decimals without sign or leading zeros. 19 digits at most, so nothing
 # huge is ever turned into an int (the range check follows).
 _OPENING = re.compile(rb"h\.([0-9a-f]{32})\.(0|[1-9][0-9]{0,18})\.([0-9a-f]{64})")
-_MESSAGE = re.compile(rb"m\.([1-9][0-9]{0,18})\.([0-9a-f]{64})")
+_SIGNED = re.compile(rb"([mb])\.([1-9][0-9]{0,18})\.([0-9a-f]{64})")
 _HELLO_BODY = b'{"v":1,"type":"hello"'  # how wire.encode starts a hello
-_MESSAGE_MAX = len(b"m.%d." % (2**63 - 1)) + 64  # the longest `m.<counter>.<mac>`
+_SIGNED_MAX = len(b"m.%d." % (2**63 - 1)) + 64  # the longest `m.<counter>.<mac>` (or `b.`)
 _ZERO = ord("0")
 
 
@@ -84,8 +88,10 @@ def sign_opening(key: bytes, channel: str, ms: int, frames: Sequence[bytes]) -> 
 
 
 def sign_message(key: bytes, kind: str, channel: str, counter: int, frames: Sequence[bytes]) -> bytes:
-    """Frame 0 of any later message (``kind`` ``p2h`` or ``h2p``, ``counter`` 1..2^63-1)."""
-    return b"m.%d.%s" % (counter, mac(key, kind, channel, counter, frames))
+    """Frame 0 of any later message (``kind`` ``p2h`` or ``h2p``, ``counter`` 1..2^63-1), or of a batch (``kind``
+    ``p2h-batch`` or ``h2p-batch``; ``frames`` is then the batch's one frame)."""
+    form = b"b" if kind in (P2H_BATCH, H2P_BATCH) else b"m"
+    return b"%b.%d.%s" % (form, counter, mac(key, kind, channel, counter, frames))
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,14 +105,15 @@ class Opening:
 class Signed:
     counter: int
     mac: bytes
+    batch: bool = False  # `b.<counter>.<mac>`: a batch (SPEC 3.3)
 
 
 def parse(frame0: bytes) -> Opening | Signed | None:
     """Frame 0 read by the rules; None for anything else (empty, garbled, upper case, out of range)."""
     frame0 = bytes(frame0)
-    if (match := _MESSAGE.fullmatch(frame0)) is not None:
-        counter = int(match[1])
-        return Signed(counter, match[2]) if counter <= MAX_COUNTER else None
+    if (match := _SIGNED.fullmatch(frame0)) is not None:
+        counter = int(match[2])
+        return Signed(counter, match[3], match[1] == b"b") if counter <= MAX_COUNTER else None
     if (match := _OPENING.fullmatch(frame0)) is not None:
         ms = int(match[2])
         return Opening(match[1].decode("ascii"), ms, match[3]) if ms <= MAX_COUNTER else None
@@ -116,17 +123,21 @@ def parse(frame0: bytes) -> Opening | Signed | None:
 class PeerChannel:
     """The peer's side of one keyed connection: a fresh channel, opened by the hello it signs first; then ``p2h``
     counters 1, 2, ... out, and in only the host's ``h2p`` messages on this channel with increasing counters (the
-    answer to the hello included, be it a welcome or a ``name_taken``)."""
+    answer to the hello included, be it a welcome or a ``name_taken``). Batches (SPEC 3.3) share the counters both
+    ways, under their own kinds."""
 
-    __slots__ = ("_key", "nonce", "_opened", "_sent", "_received", "_sending", "_receiving")
+    __slots__ = ("_key", "nonce", "_opened", "_sent", "_received", "_sending", "_receiving", "_sending_batch",
+                 "_receiving_batch")
 
     def __init__(self, key: bytes, nonce: str | None = None) -> None:
         self._key = key
         self.nonce = nonce or new_nonce()
         self._sending = _ChannelMAC(key, P2H, self.nonce)
         self._receiving = _ChannelMAC(key, H2P, self.nonce)
+        self._sending_batch = _ChannelMAC(key, P2H_BATCH, self.nonce)
+        self._receiving_batch = _ChannelMAC(key, H2P_BATCH, self.nonce)
         self._opened = False
-        self._sent = 0  # the counter of the last message signed after the opening
+        self._sent = 0  # the counter of the last message or batch signed after the opening
         self._received = 0  # the greatest counter accepted from the host
 
     def __repr__(self) -> str:  # the key is a secret: never in a log line
@@ -148,6 +159,13 @@ class PeerChannel:
         self._sent += 1
         return b"m.%d.%s" % (self._sent, self._sending.hexdigest(self._sent, frames))
 
+    def sign_batch(self, batch: bytes) -> bytes:
+        """Frame 0 for a batch (its one frame ``batch``), after the opening: the opening hello is never in one."""
+        if not self._opened:
+            raise RuntimeError("a batch is never sent before the channel's opening hello")
+        self._sent += 1
+        return b"b.%d.%s" % (self._sent, self._sending_batch.hexdigest(self._sent, (batch,)))
+
     def unsent(self) -> None:
         """The message just signed did not go out. An opening is made again; a counter may skip (receivers allow
         gaps), so nothing else is undone."""
@@ -155,11 +173,12 @@ class PeerChannel:
             self._opened = False
 
     def refusal(self, frame0: bytes, frames: Sequence[bytes]) -> str | None:
-        """Why a message from the host is refused, or None when it is accepted (and its counter recorded)."""
+        """Why a message (or a batch: frame 0 ``b.``) from the host is refused, or None when it is accepted (and its
+        counter recorded)."""
         # This runs for every message received, so a well-formed `m.<counter>.<mac>` is taken apart by hand: our MAC
-        # is lowercase hex, so only a strictly formed signature can match it. A refused message goes through the
-        # strict pattern, to say why.
-        if frame0[:2] == b"m." and len(frame0) <= _MESSAGE_MAX and (dot := frame0.find(b".", 2)) > 2:
+        # is lowercase hex, so only a strictly formed signature can match it. Anything else goes through the strict
+        # pattern: a batch (one check for many messages), and a refused message, to say why.
+        if frame0[:2] == b"m." and len(frame0) <= _SIGNED_MAX and (dot := frame0.find(b".", 2)) > 2:
             digits = frame0[2:dot]
             if len(digits) <= 19 and digits.isdigit() and digits[0] != _ZERO:
                 counter = int(digits)
@@ -168,8 +187,8 @@ class PeerChannel:
                 ):
                     self._received = counter
                     return None
-        match = _MESSAGE.fullmatch(frame0)
-        counter = int(match[1]) if match is not None else 0
+        match = _SIGNED.fullmatch(frame0)
+        counter = int(match[2]) if match is not None else 0
         if not 1 <= counter <= MAX_COUNTER:
             signature = parse(frame0)
             if signature is None:
@@ -177,6 +196,10 @@ class PeerChannel:
             return "an opening signature (only a peer opens a channel)"
         if counter <= self._received:
             return f"counter {counter} replayed or out of order (last accepted {self._received})"
+        assert match is not None
+        if match[1] == b"b" and hmac.compare_digest(match[3], self._receiving_batch.hexdigest(counter, frames)):
+            self._received = counter
+            return None
         return "wrong signature"
 
 
@@ -211,6 +234,8 @@ __all__ = [
     "HELLO",
     "MAX_COUNTER",
     "P2H",
+    "P2H_BATCH",
+    "H2P_BATCH",
     "Opening",
     "PeerChannel",
     "Signed",

@@ -220,6 +220,16 @@ class SyncPeer:
         return self._peer.refused_messages
 
     @property
+    def batches_read(self) -> int:
+        """Batches read from the host (SPEC 3.3), for diagnostics."""
+        return self._peer.batches_read
+
+    @property
+    def batches_sent(self) -> int:
+        """Batches sent to the host (SPEC 3.3), for diagnostics."""
+        return self._peer.batches_sent
+
+    @property
     def host_catalogue(self) -> str | None:
         """The hash of the host's catalogue from its latest ``welcome`` (None from a host before 1.3)."""
         return self._peer.host_catalogue

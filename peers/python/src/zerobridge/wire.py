@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import struct
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard, Union
@@ -125,6 +126,7 @@ class Welcome:
     catalogue: str | None = None  # the hash of the host's catalogue (SPEC 7.8); absent from a host before 1.3
     info: dict[str, Any] | None = None  # context the host gives every peer, opaque (SPEC 5, since 1.3)
     library_version: str | None = None  # the version of the host's library (SPEC 5, decision 44), informative only
+    batch: bool = False  # the host reads batches on this keyed connection (SPEC 3.3, since 1.10)
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,6 +257,8 @@ def _body_of(message: Message, attachments: list[bytes]) -> dict[str, Any]:
                 body["info"] = _extract_attachments(message.info, attachments)
             if message.library_version is not None:
                 body["library_version"] = message.library_version
+            if message.batch:
+                body["batch"] = True
         case Ping() | Pong() | Bye():
             pass
     return body
@@ -288,6 +292,93 @@ def _any_nested(items: Iterable[Any]) -> bool:
         if isinstance(item, _NESTED):
             return True
     return False
+
+
+# --- batches (SPEC 3.2, 3.3) ---------------------------------------------------------------------
+# A batch is its messages back to back, each a 4-byte big-endian length and then the message's frames (frame 0 first),
+# each behind a 4-byte length of its own: the WebSocket batch of SPEC 3.2, carried on a keyed ZeroMQ connection under
+# one signature (SPEC 3.3).
+
+BATCH_MAX_MESSAGES = 1000  # the most messages a batch may hold (a receiver refuses more)
+BATCH_MAX_BYTES = 65_536  # a sender starts a new batch before one would pass this
+MAX_FRAMES = 16_386  # frame 0, the body and 16,384 attachments: a message with more is refused unread
+_LENGTH = struct.Struct(">I")
+_EMPTY_FRAME = _LENGTH.pack(0)
+
+
+def batch_entry_size(frames: Sequence[bytes]) -> int:
+    """The bytes ``frames`` (frame 0 included) take in a batch."""
+    return 4 + 4 * len(frames) + sum(map(len, frames))
+
+
+def join_batch(messages: Iterable[Sequence[bytes]]) -> bytes:
+    """A batch of ``messages``, each given as its frames with frame 0 (empty in a ZeroMQ batch, SPEC 3.3)."""
+    pack = _LENGTH.pack
+    parts: list[bytes] = []
+    for frames in messages:
+        parts.append(pack(batch_entry_size(frames) - 4))
+        for frame in frames:
+            parts.append(pack(len(frame)))
+            parts.append(frame)
+    return b"".join(parts)
+
+
+def split_batch(batch: bytes) -> list[list[bytes] | WireError]:
+    """The messages of a batch, each as its frames (frame 0 empty, then the body and attachments) or as the
+    ``bad_message`` (``"id": null``) it alone is answered with. Raises WireError when the batch is refused whole
+    (empty, a length cut short or running past the end, more than :data:`BATCH_MAX_MESSAGES`): nothing of it is
+    handed on before all its lengths are checked."""
+    unpack, end = _LENGTH.unpack_from, len(batch)
+    messages: list[Any] = []  # each message's frames, or where it lies when it is not the common kind
+    others = False
+    at = 0
+    while at < end:
+        if len(messages) == BATCH_MAX_MESSAGES:
+            raise WireError(BAD_MESSAGE, f"a batch holds at most {BATCH_MAX_MESSAGES:,} messages")
+        if end - at < 4:
+            raise WireError(BAD_MESSAGE, "a batch's last length is cut short")
+        (length,) = unpack(batch, at)
+        at += 4
+        if length > end - at:
+            raise WireError(BAD_MESSAGE, f"a batch's message says {length} bytes, {end - at} follow")
+        stop = at + length
+        # Most messages are an empty frame 0 and a body: taken at once, without the general loop.
+        if length >= 8 and batch[at : at + 4] == _EMPTY_FRAME and unpack(batch, at + 4)[0] == length - 8:
+            messages.append([b"", batch[at + 8 : stop]])
+        else:
+            messages.append((at, stop))
+            others = True
+        at = stop
+    if not messages:
+        raise WireError(BAD_MESSAGE, "an empty batch")
+    if others:
+        for index, message in enumerate(messages):
+            if isinstance(message, tuple):
+                frames = _batch_message(batch, *message)
+                messages[index] = frames if isinstance(frames, list) else WireError(BAD_MESSAGE, frames)
+    return messages
+
+
+def _batch_message(batch: bytes, at: int, stop: int) -> list[bytes] | str:
+    """The frames of the batch's message in ``batch[at:stop]``, or why it is refused."""
+    unpack = _LENGTH.unpack_from
+    frames: list[bytes] = []
+    while at < stop:
+        if len(frames) == MAX_FRAMES:
+            return f"a message in a batch has more than {MAX_FRAMES:,} frames"
+        if stop - at < 4:
+            return "a message in a batch has a frame length cut short"
+        (length,) = unpack(batch, at)
+        at += 4
+        if length > stop - at:
+            return f"a frame in a batch's message says {length} bytes, {stop - at} follow"
+        frames.append(batch[at : at + length])
+        at += length
+    if len(frames) < 2:
+        return f"a message in a batch needs frame 0 and a body; it has {len(frames)} frame(s)"
+    if frames[0]:
+        return "frame 0 of a message in a batch must be empty: the batch's signature covers it"
+    return frames
 
 
 # --- decoding ------------------------------------------------------------------------------
@@ -516,6 +607,9 @@ def decode(frames: Sequence[bytes]) -> Message:
                     raise ValueError('"limits" needs positive integers max_message_bytes and max_in_flight')
                 if "actions" not in body:
                     raise ValueError('"actions" is missing')
+                batch = body.get("batch", False)
+                if not isinstance(batch, bool):
+                    raise ValueError('"batch" must be a boolean')
                 return Welcome(
                     host=_name(body, "host"),
                     session=_name(body, "session"),
@@ -526,6 +620,7 @@ def decode(frames: Sequence[bytes]) -> Message:
                     catalogue=_catalogue(body),
                     info=_info(body),
                     library_version=_name(body, "library_version") if "library_version" in body else None,
+                    batch=batch,
                 )
             case "ping":
                 return Ping()
