@@ -5,6 +5,7 @@
 // Microseconds per MAC, the best of N timed runs each; a size is the whole MAC input (header, lengths and frames).
 import { createHmac, randomBytes } from 'node:crypto';
 import { hmacSha256, prepareHmacKey } from '../peers/node/src/sha256.js';
+import { timed as timedRuns } from '../peers/node/bench/timed.js';
 
 const args = { repeat: 5 };
 for (let i = 2; i < process.argv.length; i += 2) {
@@ -18,20 +19,8 @@ const key = randomBytes(32);
 const prepared = prepareHmacKey(key);
 const out = new Uint8Array(32);
 
-/** Microseconds per call of `run`, the best of `args.repeat` runs of about 50 ms each. */
-function timed(run) {
-  let calls = 1;
-  for (let started = process.hrtime.bigint(); process.hrtime.bigint() - started < 20_000_000n; calls *= 2) {
-    for (let i = 0; i < calls; i += 1) run();
-  }
-  let best = Infinity;
-  for (let round = 0; round < args.repeat; round += 1) {
-    const started = process.hrtime.bigint();
-    for (let i = 0; i < calls; i += 1) run();
-    best = Math.min(best, Number(process.hrtime.bigint() - started) / 1000 / calls);
-  }
-  return Math.round(best * 1000) / 1000;
-}
+// Runs of about 20 ms (the loop's own default is 50).
+const timed = (run) => timedRuns(run, { repeat: args.repeat, runMs: 20 });
 
 const result = {};
 for (const size of SIZES) {

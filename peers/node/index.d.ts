@@ -547,6 +547,12 @@ export class Peer extends EventTarget {
   readonly rejectedMessages: number;
 
   /**
+   * Batches (SPEC 3.3) on keyed connections since the peer started, for diagnostics: `read` from the host, `sent` to
+   * it (only once a connection's `welcome` said `"batch": true`). Both 0 without a key.
+   */
+  readonly batches: { readonly read: number; readonly sent: number };
+
+  /**
    * `request.action`: calls an action on the host and resolves with `response.result`.
    * Rejects with a BridgeError: the host's error code, or `timeout`, `cancelled`, `peer_lost`,
    * `too_large`, `overloaded`. While the host is lost (silent, said bye, connection broken) and has

@@ -1,5 +1,6 @@
 // Keyed connections (SPEC 3.1), the platform-neutral part: frame 0 as `h.<nonce>.<ms>.<mac>` (the opening hello of a
-// connection's channel) or `m.<counter>.<mac>` (everything after it), the MAC an HMAC-SHA256 with the connection key.
+// connection's channel), `m.<counter>.<mac>` (everything after it) or, since 1.10, `b.<counter>.<mac>` (a batch of
+// messages under one signature, SPEC 3.3), the MAC an HMAC-SHA256 with the connection key.
 // The HMAC itself is the platform's (`primitives`), synchronous: src/sha256.js's for a small message and node:crypto's
 // for a large one in Node (src/signing.js), src/sha256.js's in a page (src/browser.js); the channel's bookkeeping is
 // the same for both.
@@ -26,7 +27,7 @@ const SCRATCH = new Uint8Array(16_384);
 const NEWLINE = 0x0a;
 
 /**
- * What the MAC of frames 1..n (`frames`) covers, for `kind` (`hello`, `p2h`, `h2p`) on `channel` at `stamp` (the
+ * What the MAC of frames 1..n (`frames`) covers, for `kind` (`hello`, `p2h`, `h2p`, `p2h-batch`, `h2p-batch`) on `channel` at `stamp` (the
  * opening's ms or the counter), as parts to feed the HMAC in order: each frame goes in after its length as 8 bytes
  * big-endian, so frame boundaries count. The parts may be a shared array's: feed them before the next call.
  */
@@ -90,7 +91,7 @@ function writeLength(bytes, at, length) {
 }
 
 const HEX_DIGITS = Uint8Array.from('0123456789abcdef', (c) => c.charCodeAt(0));
-const [DOT, DIGIT_0, LETTER_H, LETTER_M] = ['.', '0', 'h', 'm'].map((c) => c.charCodeAt(0));
+const [DOT, DIGIT_0, LETTER_B, LETTER_H, LETTER_M] = ['.', '0', 'b', 'h', 'm'].map((c) => c.charCodeAt(0));
 
 /** `prefix` (ASCII), a decimal stamp, `.`, then the MAC in lowercase hex, written into one new array. */
 function signatureBytes(prefix, stamp, mac) {
@@ -109,6 +110,12 @@ export const openingSignature = (channel, ms, mac) => signatureBytes(`h.${channe
 
 /** Frame 0 of any later message, from its MAC: `counter` (a BigInt or an integer) 1..2^63-1. */
 export const messageSignature = (counter, mac) => signatureBytes('m.', counter, mac);
+
+/** Frame 0 of a batch (SPEC 3.3), from its MAC: `counter` from the same sequence as messages'. */
+export const batchSignature = (counter, mac) => signatureBytes('b.', counter, mac);
+
+/** Whether frame 0 has a batch's form (`b.`): what follows says whether it is a well-formed one. */
+export const isBatchSignature = (frame0) => frame0.length > 2 && frame0[0] === LETTER_B && frame0[1] === DOT;
 
 // A lowercase hex digit's value, or -1 (the strict form has no upper case): one lookup per digit.
 const LOWER_HEX = new Int8Array(256).fill(-1);
@@ -154,26 +161,27 @@ function macAtEnd(frame, start, out) {
 }
 
 /**
- * For a well-formed `m.<counter>.<mac>` frame 0: the index of the dot after the counter, with the MAC's bytes written
- * into `mac`; -1 for anything else.
+ * For a well-formed `m.<counter>.<mac>` or `b.<counter>.<mac>` frame 0: the index of the dot after the counter, with
+ * the MAC's bytes written into `mac`; -1 for anything else.
  */
 function messageCounterEnd(frame0, mac) {
-  if (frame0.length < 4 || frame0.length > 120 || frame0[0] !== LETTER_M || frame0[1] !== DOT) return -1;
+  if (frame0.length < 4 || frame0.length > 120 || (frame0[0] !== LETTER_M && frame0[0] !== LETTER_B) || frame0[1] !== DOT) return -1;
   const end = decimalEnd(frame0, 2);
   return end >= 0 && macAtEnd(frame0, end + 1, mac) !== null ? end : -1;
 }
 
 /**
- * Frame 0 read by the rules: `{ nonce, ms, mac }` for an opening, `{ counter, mac }` for a message (ms and counter
- * as BigInts, mac as 32 bytes), or null for anything else (empty, garbled, upper-case, out of range). Read byte by
- * byte in one pass.
+ * Frame 0 read by the rules: `{ nonce, ms, mac }` for an opening, `{ counter, mac }` for a message, `{ batch: true,
+ * counter, mac }` for a batch (ms and counter as BigInts, mac as 32 bytes), or null for anything else (empty, garbled,
+ * upper-case, out of range). Read byte by byte in one pass.
  */
 export function parseSignature(frame0) {
   const mac = new Uint8Array(32);
   const counterEnd = messageCounterEnd(frame0, mac);
   if (counterEnd >= 0) {
     const counter = BigInt(decimalValue(frame0, 2, counterEnd));
-    return counter >= 1n && counter <= MAX_COUNTER ? { counter, mac } : null;
+    if (counter < 1n || counter > MAX_COUNTER) return null;
+    return frame0[0] === LETTER_B ? { batch: true, counter, mac } : { counter, mac };
   }
   if (frame0.length < 2 + 32 + 1 || frame0.length > 120 || frame0[0] !== LETTER_H || frame0[1] !== DOT) return null;
   let nonce = '';
@@ -206,9 +214,10 @@ function bodyOf(frame) {
 
 /**
  * The peer's side of one keyed connection: a fresh channel, opened by the first message it signs (which must be
- * the connection's hello); it then signs `p2h` with counters 1, 2, ... and accepts the host's `h2p` messages with
- * increasing counters: before the first welcome only the answers to the hello, the welcome or a `response` with
- * `"id": null` (a `name_taken`: SPEC 3.1 has it signed for the channel like anything else).
+ * the connection's hello); it then signs `p2h` messages and `p2h-batch` batches with counters 1, 2, ... (one sequence)
+ * and accepts the host's `h2p` messages and `h2p-batch` batches with increasing counters: before the first welcome
+ * only the answers to the hello, the welcome or a `response` with `"id": null` (a `name_taken`: SPEC 3.1 has it signed
+ * for the channel like anything else), each message of a batch held to that on its own (beforeWelcome()).
  *
  * `primitives` are the platform's HMAC-SHA256 over macParts(), synchronous: `mac(key, parts)` gives the 32 bytes
  * (possibly an array it reuses: read before its next call), `equal(a, b)` whether two MACs are the same in time that
@@ -229,6 +238,8 @@ export class PeerChannel {
     // What every MAC's input starts with, per direction: built once per channel, not per message.
     this.sendHeader = macHeader('p2h', nonce);
     this.receiveHeader = macHeader('h2p', nonce);
+    this.sendBatchHeader = macHeader('p2h-batch', nonce);
+    this.receiveBatchHeader = macHeader('h2p-batch', nonce);
     this.receivedMac = new Uint8Array(32);
   }
 
@@ -244,7 +255,18 @@ export class PeerChannel {
     return messageSignature(this.sent, this.primitives.mac(this.key, parts));
   }
 
-  /** Why a message from the host is refused, or null when it is accepted (and its counter recorded). */
+  /** Frame 0 for the next batch (SPEC 3.3), `batch` its frame 1; the channel is open (a batch never opens one). */
+  signBatch(batch) {
+    if (!this.opened) throw new Error('a batch cannot open a channel: its first message is the hello (SPEC 3.3)');
+    this.sent += 1;
+    const parts = macInput(this.sendBatchHeader, DIGITS, 0, writeDigits(this.sent), [batch]);
+    return batchSignature(this.sent, this.primitives.mac(this.key, parts));
+  }
+
+  /**
+   * Why a message or a batch (frame 0 `b.`) from the host is refused, or null when it is accepted (and its counter
+   * recorded). An accepted batch's messages are then each held to beforeWelcome().
+   */
   refusal(frame0, frames) {
     const counterEnd = messageCounterEnd(frame0, this.receivedMac);
     if (counterEnd < 0) {
@@ -254,14 +276,27 @@ export class PeerChannel {
     const counter = decimalValue(frame0, 2, counterEnd);
     if (counter < 1 || counter > MAX_COUNTER) return 'not a signature';
     if (counter <= this.received) return `counter ${counter} replayed or out of order (last accepted ${this.received})`;
-    const expected = this.primitives.mac(this.key, macInput(this.receiveHeader, frame0, 2, counterEnd, frames));
+    const batch = frame0[0] === LETTER_B;
+    const header = batch ? this.receiveBatchHeader : this.receiveHeader;
+    const expected = this.primitives.mac(this.key, macInput(header, frame0, 2, counterEnd, frames));
     if (!this.primitives.equal(this.receivedMac, expected)) return 'wrong signature';
-    if (!this.welcomed) {
-      const body = bodyOf(frames[0]);
-      if (body?.type === 'welcome') this.welcomed = true;
-      else if (!(body?.type === 'response' && body.id === null)) return 'a message before the channel\'s first welcome';
+    if (!batch) {
+      const early = this.beforeWelcome(frames[0]);
+      if (early !== null) return early;
     }
     this.received = counter;
+    return null;
+  }
+
+  /**
+   * Why a message (its body frame) signed for the channel is still refused, or null: before the channel's first
+   * welcome only the welcome and a `response` with `"id": null` are taken.
+   */
+  beforeWelcome(body) {
+    if (this.welcomed) return null;
+    const parsed = bodyOf(body);
+    if (parsed?.type === 'welcome') this.welcomed = true;
+    else if (!(parsed?.type === 'response' && parsed.id === null)) return 'a message before the channel\'s first welcome';
     return null;
   }
 }

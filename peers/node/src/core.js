@@ -3,10 +3,11 @@
 // Node peer a ZMTP DEALER, src/peer.js; the browser peer a WebSocket, src/browser.js), the HMAC of its channels and
 // its SHA-256. Nothing here imports node:*: src/browser.js loads it in a page.
 
-import { Link, DEFAULT_MAX_IN_FLIGHT } from './link.js';
+import { Link, DEFAULT_MAX_IN_FLIGHT, nextTurn } from './link.js';
 import { BridgeError } from './errors.js';
 import { bodies, decode, encode, isName, isObject } from './wire.js';
-import { clockSkewDiagnosis } from './channel.js';
+import { clockSkewDiagnosis, isBatchSignature } from './channel.js';
+import { BATCH_BYTES, MAX_BATCH_MESSAGES, batchEntryLength, decodeSignedBatch, encodeWebSocketBatch } from './websocket-frames.js';
 import { buildCatalogue, catalogueProblem, describeAction } from './describe.js';
 import { schemaProblem } from './validate.js';
 import { startPayload, attachPayload, cancelPayload, listPayload, recordFrom, recordsFrom } from './jobs.js';
@@ -62,6 +63,16 @@ export class PeerCore extends EventTarget {
   #unsent = [];
   #unsentBytes = 0;
   #rejected = 0;
+  // Batches on keyed ZeroMQ connections (SPEC 3.3): whether the current channel's welcome said the host reads them;
+  // the messages ready to go out together at the end of this turn (signed then, in order), their bytes in a batch and
+  // what they weigh against the send buffer; and the batches read and sent, for diagnostics.
+  #batching = false;
+  #outbox = [];
+  #outboxBytes = 0;
+  #outboxWeight = 0;
+  #outboxQueued = false;
+  #batchesRead = 0;
+  #batchesSent = 0;
   #lastWarned = 0;
   // The host's first unauthorized answer (its error: message, data), for the connect timeout's error: the first names
   // the cause; the hellos retried on a refused channel are refused for being on it.
@@ -90,8 +101,9 @@ export class PeerCore extends EventTarget {
 
   /**
    * `where`: what the platform's peer made of its arguments: `{endpoint, key (bytes or null), name, launched}`.
-   * `platform`: `{transport(peer), channel(key), sha256Hex(text), log}`: the transport (ZmtpDealer's interface), a
-   * PeerChannel for a connection key (src/channel.js), the SHA-256 of catalogue hashes, the default log.
+   * `platform`: `{transport(peer), channel(key), sha256Hex(text), log, batches}`: the transport (ZmtpDealer's
+   * interface), a PeerChannel for a connection key (src/channel.js), the SHA-256 of catalogue hashes, the default log,
+   * and whether keyed connections carry batches (SPEC 3.3: true on ZeroMQ, not on WebSocket).
    */
   constructor(where, options, platform) {
     super();
@@ -163,7 +175,7 @@ export class PeerCore extends EventTarget {
     this.dealer = platform.transport(this);
     this.link = new Link({
       send: (frames) => this.sendFrames(frames),
-      isFull: () => this.dealer.queuedBytes + this.#unsentBytes >= this.dealer.sendBufferBytes,
+      isFull: () => this.dealer.queuedBytes + this.#unsentBytes + this.#outboxWeight >= this.dealer.sendBufferBytes,
       handlers: this.handlers,
       evaluate: () => (this.evaluate ? this.#evaluateWithdrawn : 'this peer does not evaluate scripts (connect with evaluate: true to allow it)'),
       evaluator: this.evaluator,
@@ -199,6 +211,11 @@ export class PeerCore extends EventTarget {
   /** Messages from the host not processed for their signature on a keyed connection (SPEC 3.1), since the peer started. */
   get rejectedMessages() {
     return this.#rejected;
+  }
+
+  /** Batches (SPEC 3.3) read from the host and sent to it on keyed connections since the peer started: `{read, sent}`. */
+  get batches() {
+    return { read: this.#batchesRead, sent: this.#batchesSent };
   }
 
   /** This peer's CURVE public key (Z85), for the host's allow-list; null without CURVE. */
@@ -431,6 +448,7 @@ export class PeerCore extends EventTarget {
         this.log('debug', `could not say bye: ${error.message}`);
       }
     }
+    this.#sendOutbox(); // what this turn made, the bye last, before the connection closes
     try {
       await this.dealer.close(lingerMs);
     } finally {
@@ -472,8 +490,63 @@ export class PeerCore extends EventTarget {
       for (let i = 1; i < frames.length; i += 1) this.#unsentBytes += frames[i].length;
       return;
     }
+    if (this.#batching) this.#collect(frames);
+    else this.#sendSigned(frames);
+  }
+
+  #sendSigned(frames) {
     const rest = frames.slice(1);
     this.dealer.send([this.#channel.sign(rest), ...rest]);
+  }
+
+  /**
+   * Adds a message to the batch that goes out at the end of this turn (SPEC 3.3: what is ready together, never a
+   * timer). A batch is sent before it would pass BATCH_BYTES or MAX_BATCH_MESSAGES; a message too large for one goes
+   * alone, after what was collected before it.
+   */
+  #collect(frames) {
+    const bytes = batchEntryLength(frames);
+    if (bytes > BATCH_BYTES) {
+      this.#sendOutbox();
+      this.#sendSigned(frames);
+      return;
+    }
+    if (this.#outbox.length === MAX_BATCH_MESSAGES || this.#outboxBytes + bytes > BATCH_BYTES) this.#sendOutbox();
+    this.#outbox.push(frames);
+    this.#outboxBytes += bytes;
+    for (let i = 1; i < frames.length; i += 1) this.#outboxWeight += frames[i].length;
+    if (this.#outboxQueued) return;
+    this.#outboxQueued = true;
+    // The next check phase: after the handlers and answers this turn started (they run at setImmediate themselves).
+    nextTurn(() => {
+      this.#outboxQueued = false;
+      try {
+        this.#sendOutbox();
+      } catch (error) { // the transport closed under it: what it held goes as a write to a closed connection does
+        this.log('warn', `could not send the messages of this turn: ${error?.message ?? error}`);
+      }
+    });
+  }
+
+  /** Sends what was collected: one message alone, signed `m.`; more as one batch under one `b.` signature. */
+  #sendOutbox() {
+    const messages = this.#outbox;
+    if (messages.length === 0) return;
+    this.#dropOutbox();
+    if (messages.length === 1) {
+      this.#sendSigned(messages[0]);
+      return;
+    }
+    const batch = encodeWebSocketBatch(messages);
+    this.dealer.send([this.#channel.signBatch(batch), batch]);
+    this.#batchesSent += 1;
+  }
+
+  /** Forgets what was collected: its connection is gone, and with it everything written to it. */
+  #dropOutbox() {
+    this.#outbox = [];
+    this.#outboxBytes = 0;
+    this.#outboxWeight = 0;
   }
 
   #dropUnsent() {
@@ -484,6 +557,7 @@ export class PeerCore extends EventTarget {
   sayHello() {
     this.helloScheduled = false;
     const features = this.evaluate && this.#evaluateWithdrawn === null ? ['evaluate'] : [];
+    if (this.#key !== null && this.#platform.batches) features.push('batch'); // SPEC 3.3: keyed ZeroMQ connections only
     // A hello while a session is in force keeps it (handlers or topics changed). After a loss it asks to resume the last
     // session, which takes that session's token (SPEC 6); without one (a 1.1 host) we start afresh.
     const last = this.#welcomed;
@@ -506,6 +580,7 @@ export class PeerCore extends EventTarget {
   onConnected() {
     if (this.state === CLOSED) return;
     if (this.#key !== null) this.#channel = this.#platform.channel(this.#key); // SPEC 3.1: a fresh channel per connection
+    this.#batching = false; // SPEC 3.3: until this channel's welcome says the host reads batches
     this.link.lastHeard = Date.now();
     this.session = null;
     this.nameTaken = false;
@@ -522,6 +597,8 @@ export class PeerCore extends EventTarget {
 
   onDisconnected() {
     this.#channel = null;
+    this.#batching = false;
+    this.#dropOutbox();
     if (this.state === CLOSED) return;
     // The dealer redials by itself; what was written to the broken connection is gone with it.
     if (this.state === READY || this.state === GREETING) this.hostLost(`the connection to the host at ${this.endpoint} broke`, false);
@@ -559,6 +636,8 @@ export class PeerCore extends EventTarget {
     }
     if (!redial) return;
     this.#channel = null;
+    this.#batching = false;
+    this.#dropOutbox();
     this.#dropUnsent(); // dropped with the dealer's queue: nothing meant for the lost host goes out later
     this.redials += 1;
     // The first redial is at once; a host that keeps refusing us (bye again, silence again) is retried with backoff.
@@ -590,15 +669,48 @@ export class PeerCore extends EventTarget {
       this.#refuse(frames, frames.length < 2 ? 'fewer than 2 frames' : 'no channel');
       return;
     }
-    const rest = frames.slice(1);
+    const batch = isBatchSignature(frames[0]);
+    if (batch && !this.#platform.batches) {
+      this.#refuse(frames, 'a batch signature: batches are for keyed ZeroMQ connections (SPEC 3.3)');
+      return;
+    }
     let why;
     try {
-      why = channel.refusal(frames[0], rest);
+      why = channel.refusal(frames[0], frames.slice(1));
     } catch (error) {
       why = `cannot check its signature: ${error?.message ?? error}`;
     }
-    if (why === null) this.link.receive(frames);
-    else this.#refuse(frames, why);
+    if (why !== null) this.#refuse(frames, why);
+    else if (batch) this.#readBatch(frames, channel);
+    else this.link.receive(frames);
+  }
+
+  /**
+   * A batch whose signature `channel` accepted (SPEC 3.3): one whose structure is bad is answered bad_message once;
+   * otherwise its messages are read in order as if each had come alone, signed, and a bad one is answered on its own.
+   */
+  #readBatch(frames, channel) {
+    this.#batchesRead += 1;
+    this.link.lastHeard = Date.now();
+    let messages;
+    try {
+      if (frames.length !== 2) throw new BridgeError('bad_message', `a batch is one frame after its signature, not ${frames.length - 1}`);
+      messages = decodeSignedBatch(frames[1]);
+    } catch (error) {
+      if (!(error instanceof BridgeError)) throw error;
+      this.link.refuse(error);
+      return;
+    }
+    for (const message of messages) {
+      // A message of it that ended the connection (a bye, a close) takes the rest of the batch with it.
+      if (this.#channel !== channel || this.state === CLOSED) return;
+      if (message instanceof BridgeError) this.link.refuse(message);
+      else {
+        const early = channel.beforeWelcome(message[1]);
+        if (early === null) this.link.receive(message);
+        else this.#refuse(message, early);
+      }
+    }
   }
 
   /**
@@ -649,6 +761,8 @@ export class PeerCore extends EventTarget {
         this.hostInfo = body.info ?? null; // SPEC 5 (1.3): opaque context from the host's configuration
         this.hostLibraryVersion = body.library_version ?? null; // decision 44: the host's ZeroBridge version
         this.limits = body.limits;
+        // SPEC 3.3: this channel's welcome says whether its host reads batches (only ever offered on keyed ZeroMQ).
+        this.#batching = body.batch === true && this.#channel !== null && this.#platform.batches === true;
         if (body.heartbeat_ms !== this.heartbeatMs) {
           this.heartbeatMs = body.heartbeat_ms;
           this.startHeartbeat();

@@ -18,7 +18,7 @@ const HELD_PROGRESS_BYTES = 1024 * 1024;
 export const DEFAULT_MAX_IN_FLIGHT = 4096;
 const MAX_TIMER_MS = 2 ** 31 - 1; // setTimeout fires at once for longer delays
 // A later turn of the event loop: Node's setImmediate, a page's setTimeout (a browser has no setImmediate).
-const nextTurn = globalThis.setImmediate ?? ((run) => setTimeout(run, 0));
+export const nextTurn = globalThis.setImmediate ?? ((run) => setTimeout(run, 0));
 
 /** A one-shot timer for any delay, even past setTimeout's 24.8-day limit (far deadlines). */
 class Timer {
@@ -376,14 +376,7 @@ export class Link {
     this.lastHeard = Date.now();
     const decoded = decode(frames);
     if (decoded.error) {
-      const { error, id, type } = decoded;
-      this.log('warn', `bad message from the host (${error.code}): ${error.message}`);
-      this.trySend(bodies.failure(id, error.toJSON()));
-      if (type === 'response' && id !== null && this.calls.has(id)) {
-        // The answer to our call arrived but cannot be read: fail the call now rather than at its deadline.
-        this.settle(id, new BridgeError(error.code, `the host's response could not be read: ${error.message}`));
-      }
-      this.onBadMessage({ code: error.code, message: error.message, type });
+      this.refuse(decoded.error, decoded.id, decoded.type);
       return;
     }
     const { body } = decoded;
@@ -418,6 +411,20 @@ export class Link {
       case 'pong': return undefined;
       default: return this.onSession(body); // welcome, bye, hello
     }
+  }
+
+  /**
+   * Answers a message from the host that cannot be read (SPEC 7.5; a batch or a message of one, SPEC 3.3): `error` a
+   * BridgeError (`bad_message`, `unsupported_version`), `id` and `type` the message's when readable. Never throws.
+   */
+  refuse(error, id = null, type = null) {
+    this.log('warn', `bad message from the host (${error.code}): ${error.message}`);
+    this.trySend(bodies.failure(id, error.toJSON()));
+    if (type === 'response' && id !== null && this.calls.has(id)) {
+      // The answer to our call arrived but cannot be read: fail the call now rather than at its deadline.
+      this.settle(id, new BridgeError(error.code, `the host's response could not be read: ${error.message}`));
+    }
+    this.onBadMessage({ code: error.code, message: error.message, type });
   }
 
   trySend(body) {

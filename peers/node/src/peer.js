@@ -113,6 +113,7 @@ export class Peer extends PeerCore {
       channel: (connectionKey) => new PeerChannel(connectionKey),
       sha256Hex,
       log: defaultLog,
+      batches: true,
     });
   }
 }

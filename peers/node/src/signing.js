@@ -2,10 +2,10 @@
 // for a small message, node:crypto's for a large one), and the primitives the tests' host signs with (node:crypto's).
 
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
-import { PeerChannel as Channel, macParts, messageSignature, newNonce, openingSignature } from './channel.js';
+import { PeerChannel as Channel, batchSignature, macParts, messageSignature, newNonce, openingSignature } from './channel.js';
 import { hmacSha256, prepareHmacKey } from './sha256.js';
 
-export { CLOCK_WINDOW_MS, bodyType, clockSkewDiagnosis, newNonce, parseKey, parseSignature } from './channel.js';
+export { CLOCK_WINDOW_MS, bodyType, clockSkewDiagnosis, isBatchSignature, newNonce, parseKey, parseSignature } from './channel.js';
 
 /** Lowercase hex SHA-256 of the UTF-8 bytes of `text` (the catalogue hash, SPEC 7.8). */
 export const sha256Hex = (text) => createHash('sha256').update(text, 'utf8').digest('hex');
@@ -42,8 +42,14 @@ export const mac = (key, kind, channel, stamp, frames) => hmac(key, macParts(kin
 /** Frame 0 of a channel's opening hello. */
 export const signOpening = (key, channel, ms, frames) => Buffer.from(openingSignature(channel, ms, mac(key, 'hello', channel, ms, frames)));
 
-/** Frame 0 of any later message: `counter` (a BigInt or an integer) 1..2^63-1. */
-export const signMessage = (key, kind, channel, counter, frames) => Buffer.from(messageSignature(counter, mac(key, kind, channel, counter, frames)));
+/**
+ * Frame 0 of any later message: `counter` (a BigInt or an integer) 1..2^63-1; `b.` for a batch's kinds (`p2h-batch`,
+ * `h2p-batch`, SPEC 3.3, `frames` then the batch's one frame), `m.` for the others.
+ */
+export function signMessage(key, kind, channel, counter, frames) {
+  const form = kind.endsWith('-batch') ? batchSignature : messageSignature;
+  return Buffer.from(form(counter, mac(key, kind, channel, counter, frames)));
+}
 
 /** The peer's side of one keyed connection, signing and checking at once (src/channel.js). */
 export class PeerChannel extends Channel {

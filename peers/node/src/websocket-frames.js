@@ -36,19 +36,20 @@ function writePrefixed(out, view, at, parts) {
 
 /**
  * Splits `bytes` into the parts behind their 4-byte lengths (views into it, no copies): at most `max` of them,
- * the lengths checked as they are read. Throws a BridgeError (`bad_message`) that says which rule, naming the parts `what`.
+ * the lengths checked as they are read. Throws a BridgeError (`bad_message`) that says which rule, naming the parts `what`
+ * and what holds them `where`.
  */
-function readPrefixed(bytes, max, what) {
+function readPrefixed(bytes, max, what, where) {
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const parts = [];
   let at = 0;
   while (at < bytes.length) {
-    if (parts.length === max) throw new BridgeError('bad_message', `a WebSocket message holds at most ${max} ${what}s (SPEC 3.2)`);
-    if (bytes.length - at < 4) throw new BridgeError('bad_message', `a ${what} length is cut short at byte ${at} of the WebSocket message`);
+    if (parts.length === max) throw new BridgeError('bad_message', `a ${where} holds at most ${max} ${what}s (SPEC 3.2)`);
+    if (bytes.length - at < 4) throw new BridgeError('bad_message', `a ${what} length is cut short at byte ${at} of the ${where}`);
     const length = view.getUint32(at);
     at += 4;
     if (length > bytes.length - at) {
-      throw new BridgeError('bad_message', `${what} ${parts.length} says ${length} bytes but ${bytes.length - at} follow in the WebSocket message`);
+      throw new BridgeError('bad_message', `${what} ${parts.length} says ${length} bytes but ${bytes.length - at} follow in the ${where}`);
     }
     parts.push(bytes.subarray(at, at + length));
     at += length;
@@ -84,29 +85,45 @@ export function encodeWebSocketBatch(messages) {
 
 /**
  * The frames of a WebSocket message's payload (views into it, no copies). Throws a BridgeError (`bad_message`) for a
- * length cut short, one past the end, fewer than 2 frames or more than MAX_WEBSOCKET_FRAMES.
+ * length cut short, one past the end, fewer than 2 frames or more than MAX_WEBSOCKET_FRAMES. `where` names the
+ * payload in the error's message.
  */
-export function decodeWebSocketMessage(payload) {
-  const frames = readPrefixed(asBytes(payload), MAX_WEBSOCKET_FRAMES, 'frame');
+export function decodeWebSocketMessage(payload, where = 'WebSocket message') {
+  const frames = readPrefixed(asBytes(payload), MAX_WEBSOCKET_FRAMES, 'frame', where);
   if (frames.length < 2) throw new BridgeError('bad_message', `a message needs at least 2 frames (signature, body), got ${frames.length}`);
   return frames;
 }
 
 /**
- * The messages of a batch's payload (SPEC 3.2, since 1.9), in order: each its frames (views, no copies), or the
- * BridgeError (`bad_message`) that refuses that message alone. Throws a BridgeError (`bad_message`) for a batch refused
- * whole (empty, a length cut short or past the end, more than MAX_BATCH_MESSAGES), its lengths checked before any
- * message is read.
+ * The messages of a batch's payload (SPEC 3.2, since 1.9; frame 1 of a keyed ZeroMQ batch, SPEC 3.3, since 1.10), in
+ * order: each its frames (views, no copies), or the BridgeError (`bad_message`) that refuses that message alone. Throws
+ * a BridgeError (`bad_message`) for a batch refused whole (empty, a length cut short or past the end, more than
+ * MAX_BATCH_MESSAGES), its lengths checked before any message is read. `where` names the batch in errors' messages.
  */
-export function decodeWebSocketBatch(payload) {
-  const entries = readPrefixed(asBytes(payload), MAX_BATCH_MESSAGES, 'message');
+export function decodeWebSocketBatch(payload, where = 'WebSocket message') {
+  const entries = readPrefixed(asBytes(payload), MAX_BATCH_MESSAGES, 'message', where);
   if (entries.length === 0) throw new BridgeError('bad_message', 'an empty batch holds no message (SPEC 3.2)');
   return entries.map((entry) => {
     try {
-      return decodeWebSocketMessage(entry);
+      return decodeWebSocketMessage(entry, `message of the ${where}`);
     } catch (error) {
       if (error instanceof BridgeError) return error;
       throw error;
     }
   });
+}
+
+/**
+ * The messages of a keyed ZeroMQ batch's frame 1 (SPEC 3.3, since 1.10), as decodeWebSocketBatch() reads them, with a
+ * message whose frame 0 is not empty refused alone (the batch's signature covers them all). Throws likewise.
+ */
+export function decodeSignedBatch(frame1) {
+  const messages = decodeWebSocketBatch(frame1, 'batch');
+  for (let i = 0; i < messages.length; i += 1) {
+    const frames = messages[i];
+    if (!(frames instanceof BridgeError) && frames[0].length !== 0) {
+      messages[i] = new BridgeError('bad_message', `frame 0 of message ${i} of a batch is not empty: the batch's signature covers them all (SPEC 3.3)`);
+    }
+  }
+  return messages;
 }

@@ -1,4 +1,4 @@
-// The host's side of keyed connections (SPEC 3.1), for the tests: the fixture's host cases and the scripted hosts
+// The host's side of keyed connections (SPEC 3.1, and its batches: 3.3), for the tests: the fixture's host cases and the scripted hosts
 // that sign and check like a real one. The peer never plays this side, so it lives here, on src/signing.js.
 
 import { mac, macMatches, parseSignature, signMessage, bodyType } from '../src/signing.js';
@@ -31,7 +31,8 @@ export class KeyedHost {
       if (parsed === null) return frame0.length === 0 ? 'no signature' : 'not a signature';
       if (parsed.counter === undefined) return 'a second opening on a connection whose channel is open';
       if (parsed.counter <= channel.received) return 'counter replayed or out of order';
-      if (!macMatches(parsed.mac, mac(this.key, 'p2h', channel.nonce, parsed.counter, frames))) return 'wrong signature';
+      const kind = parsed.batch ? 'p2h-batch' : 'p2h'; // SPEC 3.3: a batch's own kind, so neither passes for the other
+      if (!macMatches(parsed.mac, mac(this.key, kind, channel.nonce, parsed.counter, frames))) return 'wrong signature';
       channel.received = parsed.counter;
       return null;
     }
@@ -64,12 +65,15 @@ export class KeyedHost {
     }
   }
 
-  /** Frame 0 for the next message to `connection` (frames 1..n); throws while the connection has no channel. */
-  sign(connection, frames) {
+  /**
+   * Frame 0 for the next message to `connection` (frames 1..n), or with `batch` for the next batch (`frames` its one
+   * frame, SPEC 3.3); throws while the connection has no channel.
+   */
+  sign(connection, frames, { batch = false } = {}) {
     const channel = this.channels.get(connection);
     if (!channel) throw new Error(`connection ${connection} has no channel: nothing can be signed for it yet`);
     channel.sent += 1n;
-    return signMessage(this.key, 'h2p', channel.nonce, channel.sent, frames);
+    return signMessage(this.key, batch ? 'h2p-batch' : 'h2p', channel.nonce, channel.sent, frames);
   }
 
   /** The channel of `connection` (its nonce and counters), or undefined. */

@@ -2,14 +2,25 @@
 // child process cannot do on cue: stop reading (so that what the peer sends piles up in its own queue),
 // write several messages in one turn (so that the peer reads them together), and tell connections apart. Given a
 // key, it plays a keyed host (SPEC 3.1): it checks each message on arrival (in order, as counters need) and records
-// why it would refuse it in `refusal` (null: accepted), and signs what it sends; tests forge with sendFrames().
+// why it would refuse it in `refusal` (null: accepted), and signs what it sends; tests forge with sendFrames(). It
+// reads batches (SPEC 3.3) as a host does, each of their messages recorded as if it had come alone (`batch` set), and
+// sends them with sendBatch().
 
 import { ZmtpRouter } from '../src/zmtp-router.js';
 import { FakeHost } from './fake-host.js';
 import { within, transports } from './processes.js';
 import { Peer } from '../index.js';
 import { KeyedHost } from './keyed-host.js';
-import { parseKey } from '../src/signing.js';
+import { isBatchSignature, parseKey } from '../src/signing.js';
+import { decodeSignedBatch, encodeWebSocketBatch } from '../src/websocket-frames.js';
+
+const bodyOf = (frame) => {
+  try {
+    return JSON.parse(Buffer.from(frame).toString('utf8'));
+  } catch {
+    return null; // not JSON: only a predicate that looks at the raw frames can match it
+  }
+};
 
 export class RouterHost extends FakeHost {
   static async start(bindEndpoint, { key } = {}) {
@@ -22,18 +33,21 @@ export class RouterHost extends FakeHost {
     super(router);
     this.keyed = key ? new KeyedHost(parseKey(key)) : null;
     this.messages = []; // everything received and not taken by next(), in arrival order
+    this.batches = []; // the batches accepted: { messages, bytes } each, in arrival order
     this.connected = []; // routing ids (hex) in the order their connections completed the handshake
     this.disconnected = new Set(); // routing ids (hex) whose connections closed
     this.wakers = new Set();
     router.on('message', (routingId, frames) => {
-      let body = null;
-      try {
-        body = JSON.parse(frames[1].toString('utf8'));
-      } catch {
-        // not JSON: only a predicate that looks at the raw frames can match it
-      }
       const refusal = this.keyed?.receive(routingId.toString('hex'), frames[0], frames.slice(1));
-      this.messages.push({ routingId, signature: frames[0], body, frames, refusal });
+      if (refusal === null && isBatchSignature(frames[0])) {
+        const messages = decodeSignedBatch(frames[1]); // the peer's batches are well formed: a test fails on one that is not
+        this.batches.push({ messages: messages.length, bytes: frames[1].length });
+        for (const message of messages) {
+          this.messages.push({ routingId, signature: frames[0], body: bodyOf(message[1]), frames: message, refusal, batch: true });
+        }
+      } else {
+        this.messages.push({ routingId, signature: frames[0], body: bodyOf(frames[1]), frames, refusal });
+      }
       this.wake();
     });
     router.on('connect', (routingId) => {
@@ -96,6 +110,17 @@ export class RouterHost extends FakeHost {
 
   sendFrames(frames, routingId = this.routingId) {
     this.router.send(routingId, frames);
+  }
+
+  /**
+   * Sends a batch (SPEC 3.3), signed for the connection's channel: `bodies` (objects) as its messages, or a frame 1
+   * given as bytes (a malformed one, for tests of what the peer refuses).
+   */
+  sendBatch(bodies, routingId = this.routingId) {
+    const batch = bodies instanceof Uint8Array
+      ? bodies
+      : encodeWebSocketBatch(bodies.map((body) => [Buffer.alloc(0), Buffer.from(JSON.stringify(body))]));
+    this.router.send(routingId, [this.keyed.sign(Buffer.from(routingId).toString('hex'), [batch], { batch: true }), batch]);
   }
 
   /** Sends the bodies in this one turn: the peer reads them together. */

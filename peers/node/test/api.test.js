@@ -28,7 +28,7 @@ test('every public Peer member is declared', async () => {
     assert.match(peerDeclaration, new RegExp(`\\n  ${method}(<[^>]*>)?\\(`), `${method} is declared`);
   }
   const peer = new Peer('tcp://127.0.0.1:9', { name: 'api' });
-  for (const field of ['endpoint', 'name', 'session', 'host', 'hostActions', 'hostCatalogue', 'hostLibraryVersion', 'heartbeatMs', 'limits', 'connected', 'closed', 'rejectedMessages', 'curvePublicKey']) {
+  for (const field of ['endpoint', 'name', 'session', 'host', 'hostActions', 'hostCatalogue', 'hostLibraryVersion', 'heartbeatMs', 'limits', 'connected', 'closed', 'rejectedMessages', 'batches', 'curvePublicKey']) {
     assert.ok(field in peer, `${field} exists`);
     assert.match(peerDeclaration, new RegExp(`readonly ${field}:`), `${field} is declared`);
   }

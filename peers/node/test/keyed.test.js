@@ -9,7 +9,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Peer, BridgeError } from '../index.js';
 import { parseKey, parseSignature, signMessage } from '../src/signing.js';
-import { RouterHost } from '../test-helpers/router-host.js';
+import { encodeWebSocketBatch } from '../src/websocket-frames.js';
+import { RouterHost, welcomedPeer } from '../test-helpers/router-host.js';
 import { transports, within } from '../test-helpers/processes.js';
 
 const KEY = randomBytes(32).toString('hex');
@@ -34,11 +35,11 @@ async function start(t, { viaFile = true, peer: peerOptions = {}, transport = 'i
   return { host, peer, logs };
 }
 
-/** start(), then the welcome taken. */
-async function setup(t, options) {
+/** start(), then the welcome taken (with `welcome`'s fields). */
+async function setup(t, { welcome, ...options } = {}) {
   const started = await start(t, options);
   const connected = started.peer.connect();
-  await started.host.welcome();
+  await started.host.welcome(welcome);
   await within(connected, 10_000, 'connect() to resolve');
   return started;
 }
@@ -249,3 +250,177 @@ describe('keyed peer: options', () => {
     assert.equal(plain.rejectedMessages, 0);
   });
 });
+
+describe('keyed peer: batches (SPEC 3.3)', () => {
+  const request = (id, action, payload) => ({ v: 1, type: 'request', id, action, payload });
+  const answered = (host, id) => host.next((b) => b?.type === 'response' && b.id === id, 10_000, `the answer to ${id}`);
+
+  test('a keyed hello offers "batch"; an unkeyed one does not', async (t) => {
+    const { host, peer } = await start(t);
+    const connected = peer.connect();
+    assert.deepEqual((await host.welcome()).features, ['batch']);
+    await within(connected, 10_000, 'connect() to resolve');
+    const plain = await welcomedPeer(t, 'unkeyed');
+    assert.deepEqual(plain.hello.features, []);
+  });
+
+  test('the host\'s batches are read in order, each message as if alone; answers to what one batch brought go back as one batch', async (t) => {
+    const { host, peer } = await setup(t, { welcome: { batch: true }, peer: { actions: { double: async (n) => n * 2 } } });
+    const ticks = [];
+    peer.on('tick', (payload) => { ticks.push(payload); });
+    const requests = Array.from({ length: 20 }, (_, i) => request(`r${i}`, 'double', i));
+    host.sendBatch([event('tick', 1), ...requests, event('tick', 2)]);
+    const answers = await Promise.all(requests.map((r) => answered(host, r.id)));
+    assert.deepEqual(answers.map((a) => a.body.result), requests.map((r) => r.payload * 2));
+    assert.deepEqual(ticks, [1, 2]);
+    assert.ok(answers.every((a) => a.batch && a.refusal === null), 'the answers came in batches the host accepted');
+    assert.deepEqual(new Set(answers.map((a) => a.signature.toString('latin1'))).size, 1, 'all in one batch, under one signature');
+    assert.deepEqual(peer.batches, { read: 1, sent: 1 });
+    assert.equal(peer.rejectedMessages, 0);
+  });
+
+  test('calls made together go as one batch, a call alone as a message; counters are one sequence', async (t) => {
+    const { host, peer } = await setup(t, { welcome: { batch: true } });
+    const calls = Array.from({ length: 64 }, (_, i) => peer.call('echo', i));
+    const sent = [];
+    for (let i = 0; i < 64; i += 1) sent.push(await host.nextOfType('request'));
+    assert.ok(sent.every((m) => m.batch && m.refusal === null));
+    assert.deepEqual(host.batches, [{ messages: 64, bytes: host.batches[0].bytes }]);
+    assert.deepEqual(sent.map((m) => m.body.payload), Array.from({ length: 64 }, (_, i) => i), 'in the order they were made');
+    host.sendTogether(sent.map((m) => ({ v: 1, type: 'response', id: m.body.id, ok: true, result: m.body.payload })));
+    assert.deepEqual(await Promise.all(calls), Array.from({ length: 64 }, (_, i) => i));
+
+    const alone = peer.call('echo', 'alone');
+    const single = await host.nextOfType('request');
+    assert.equal(single.batch, undefined, 'a message alone goes as today');
+    assert.equal(single.refusal, null);
+    assert.equal(counterOf(single), counterOf(sent[0]) + 1n, 'the next after the batch\'s: one counter sequence');
+    host.send({ v: 1, type: 'response', id: single.body.id, ok: true, result: 'alone' });
+    assert.equal(await alone, 'alone');
+  });
+
+  test('a batch stays under 1,000 messages and 65,536 bytes; a larger message goes alone, in order', async (t) => {
+    const { host, peer } = await setup(t, { welcome: { batch: true } });
+    for (let i = 0; i < 1500; i += 1) peer.post('many', i);
+    const big = 'x'.repeat(70_000);
+    peer.post('big', big);
+    peer.post('after', 1);
+    peer.post('after', 2);
+    const events = [];
+    for (let i = 0; i < 1503; i += 1) events.push(await host.nextOfType('event'));
+    assert.deepEqual(events.slice(0, 1500).map((m) => m.body.payload), Array.from({ length: 1500 }, (_, i) => i));
+    assert.equal(events[1500].body.payload, big);
+    assert.equal(events[1500].batch, undefined, 'over 64 KiB: sent alone, signed m.');
+    assert.deepEqual(events.slice(1501).map((m) => [m.body.payload, m.batch]), [[1, true], [2, true]]);
+    assert.ok(events.every((m) => m.refusal === null));
+    assert.ok(host.batches.every((b) => b.messages <= 1000 && b.bytes <= 65_536), JSON.stringify(host.batches));
+    assert.ok(host.batches.length >= 3, `1,500 small messages and 2 after the big one: ${host.batches.length} batches`);
+  });
+
+  test('no batch before a welcome says batch: true; a new connection forgets it until its own welcome', async (t) => {
+    const { host, peer } = await setup(t, { welcome: { session: 's1', resume_token: 'a'.repeat(64) } });
+    for (let i = 0; i < 3; i += 1) peer.post('plain', i);
+    for (let i = 0; i < 3; i += 1) assert.equal((await host.nextOfType('event')).batch, undefined, 'the welcome did not say batch');
+    host.send(host.welcomeBody({ session: 's1', resume_token: 'a'.repeat(64), batch: true })); // a later welcome says it
+    await roundTrip(host);
+    for (let i = 0; i < 3; i += 1) peer.post('batched', i);
+    for (let i = 0; i < 3; i += 1) assert.equal((await host.nextOfType('event')).batch, true);
+
+    host.send({ v: 1, type: 'bye' }); // a new connection, a new channel
+    const hello = await host.nextOfType('hello');
+    assert.deepEqual(hello.body.features, ['batch']);
+    host.send(host.welcomeBody({ session: 's1', resume_token: 'a'.repeat(64) }));
+    await roundTrip(host);
+    for (let i = 0; i < 3; i += 1) peer.post('new-channel', i);
+    for (let i = 0; i < 3; i += 1) assert.equal((await host.nextOfType('event')).batch, undefined, 'this channel\'s welcome did not say batch');
+  });
+
+  test('a bad message in a batch is answered bad_message with id null on its own; the others are read', async (t) => {
+    const { host, peer } = await setup(t, { peer: { actions: { double: async (n) => n * 2 } } });
+    const messages = [[EMPTY, Buffer.from(JSON.stringify(request('r1', 'double', 1)))], [EMPTY, Buffer.from('{not json')],
+      [Buffer.from('m.1.x'), Buffer.from(JSON.stringify(request('r2', 'double', 2)))], [EMPTY], [EMPTY, Buffer.from(JSON.stringify(request('r3', 'double', 3)))]];
+    host.sendBatch(encodeWebSocketBatch(messages));
+    assert.equal((await answered(host, 'r1')).body.result, 2);
+    assert.equal((await answered(host, 'r3')).body.result, 6);
+    const refused = [];
+    for (let i = 0; i < 3; i += 1) refused.push((await host.next((b) => b?.type === 'response' && b.id === null)).body.error);
+    assert.deepEqual(refused.map((e) => e.code), ['bad_message', 'bad_message', 'bad_message']);
+    assert.match(refused[1].message, /frame 0 of message 2 of a batch is not empty/);
+    await roundTrip(host);
+    assert.deepEqual(host.messages.filter((m) => m.body?.type === 'response'), [], 'r2 (frame 0 not empty) was not run');
+    assert.equal(peer.rejectedMessages, 0, 'signed for the channel: answered, not dropped');
+  });
+
+  for (const [what, frame1] of [['empty', Buffer.alloc(0)], ['a length cut short', Buffer.from([0, 0, 0, 9, 0, 0])],
+    ['a length past the end', encodeWebSocketBatch([[EMPTY, Buffer.from('{"v":1,"type":"ping"}')]]).subarray(0, 20)]]) {
+    test(`a batch refused whole (${what}) is answered bad_message with id null once, none of it read`, async (t) => {
+      const { host, peer } = await setup(t);
+      host.sendBatch(frame1);
+      const answer = await host.next((b) => b?.type === 'response' && b.id === null);
+      assert.equal(answer.body.error.code, 'bad_message');
+      await roundTrip(host);
+      assert.deepEqual(host.messages.filter((m) => m.body?.type !== 'ping'), [], 'answered once');
+      assert.equal(peer.batches.read, 1);
+    });
+  }
+
+  test('a batch with frames after frame 1 is answered bad_message once', async (t) => {
+    const { host } = await setup(t);
+    const batch = encodeWebSocketBatch([[EMPTY, Buffer.from('{"v":1,"type":"ping"}')]]);
+    const extra = Buffer.from('x');
+    const routing = host.routingId.toString('hex');
+    host.sendFrames([host.keyed.sign(routing, [batch, extra], { batch: true }), batch, extra]);
+    const answer = await host.next((b) => b?.type === 'response' && b.id === null);
+    assert.match(answer.body.error.message, /one frame after its signature, not 2/);
+    await roundTrip(host);
+    assert.deepEqual(host.messages.filter((m) => m.body?.type !== 'ping'), [], 'its ping was not answered');
+  });
+
+  test('batches wrongly signed, replayed, signed as a message or from before the welcome are dropped and counted, never answered', async (t) => {
+    const { host, peer } = await start(t);
+    const ticks = [];
+    peer.on('tick', (payload) => { ticks.push(payload); });
+    const connected = peer.connect();
+    await host.nextOfType('hello');
+    host.sendBatch([event('tick', 'before the welcome'), host.welcomeBody()]); // the welcome in it is taken, the tick is not
+    await within(connected, 10_000, 'connect() to resolve');
+    const routing = host.routingId.toString('hex');
+    const nonce = host.keyed.channel(routing).nonce;
+    const key = parseKey(KEY);
+    const batch = encodeWebSocketBatch([[EMPTY, Buffer.from(JSON.stringify(event('tick', 'signed')))]]);
+    const good = [host.keyed.sign(routing, [batch], { batch: true }), batch];
+    host.sendFrames(good);
+    const tick = Buffer.from(JSON.stringify(event('tick', 'as a message')));
+    const form = (prefix, frame0) => Buffer.from(`${prefix}${frame0.toString('latin1').slice(1)}`, 'latin1');
+    const forged = [
+      good, // replayed
+      [form('m', signMessage(key, 'h2p-batch', nonce, 50, [tick])), tick], // a message signed with a batch's kind
+      [form('b', signMessage(key, 'h2p', nonce, 51, [batch])), batch], // a batch signed with a message's kind
+      [signMessage(key, 'p2h-batch', nonce, 52, [batch]), batch], // the peer's own kind
+      [signMessage(parseKey('00'.repeat(32)), 'h2p-batch', nonce, 53, [batch]), batch],
+      [signMessage(key, 'h2p-batch', nonce, 54, [batch]), Buffer.concat([batch, Buffer.from([0, 0, 0, 0])])], // cut or stretched
+    ];
+    for (const frames of forged) host.sendFrames(frames);
+    host.keyed.channel(routing).sent = 60n; // the host's own messages carry on past the counters forged above
+    await roundTrip(host);
+    assert.deepEqual(ticks, ['signed']);
+    assert.equal(peer.rejectedMessages, 1 + forged.length, 'the early tick and every forgery');
+    assert.deepEqual(host.messages.filter((m) => m.body?.type !== 'pong'), [], 'nothing answered');
+    assert.equal(peer.connected, true);
+  });
+
+  test('progress a handler reports in one turn goes in batches, in order, then its response', async (t) => {
+    const { host } = await setup(t, { welcome: { batch: true }, peer: { actions: {
+      count: async (n, ctx) => { for (let i = 1; i <= n; i += 1) ctx.progress({ i }); return n; },
+    } } });
+    host.send({ v: 1, type: 'request', id: 'c1', action: 'count', payload: 3000, progress: true });
+    const answer = await answered(host, 'c1');
+    assert.equal(answer.body.result, 3000);
+    const progress = host.messages.filter((m) => m.body?.type === 'progress');
+    assert.deepEqual(progress.map((m) => m.body.seq), Array.from({ length: 3000 }, (_, i) => i + 1));
+    assert.deepEqual(progress.map((m) => m.body.payload.i), Array.from({ length: 3000 }, (_, i) => i + 1));
+    assert.ok(progress.every((m) => m.batch && m.refusal === null));
+    assert.ok(host.batches.length >= 3 && host.batches.every((b) => b.messages <= 1000));
+  });
+});
+

@@ -6,6 +6,8 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { PeerChannel, clockSkewDiagnosis, mac, parseKey, parseSignature, signMessage, signOpening } from '../src/signing.js';
+import { decodeSignedBatch, encodeWebSocketBatch } from '../src/websocket-frames.js';
+import { BridgeError } from '../src/errors.js';
 import { KeyedHost } from '../test-helpers/keyed-host.js';
 import { generator } from '../test-helpers/random.js';
 import { repoRoot } from '../test-helpers/processes.js';
@@ -28,11 +30,26 @@ describe('signatures.json: sign', () => {
         ? signOpening(key, c.channel, c.ms, frames)
         : signMessage(key, c.kind, c.channel, c.counter, frames);
       assert.equal(frame0.toString('latin1'), c.frame0);
+      const signed = () => ({ counter: BigInt(c.counter), mac: bytes(c.frame0.split('.')[2], 'hex') });
       assert.deepEqual(parseSignature(frame0), c.kind === 'hello'
         ? { nonce: c.channel, ms: BigInt(c.ms), mac: bytes(c.frame0.split('.')[3], 'hex') }
-        : { counter: BigInt(c.counter), mac: bytes(c.frame0.split('.')[2], 'hex') });
+        : (c.kind.endsWith('-batch') ? { batch: true, ...signed() } : signed()));
     });
   }
+
+  test('the fixture signs batches of both directions (SPEC 3.3)', () => {
+    assert.deepEqual(new Set(fixture.sign.map((c) => c.kind).filter((kind) => kind.endsWith('-batch'))), new Set(['p2h-batch', 'h2p-batch']));
+  });
+
+  test('the peer\'s channel signs a batch as the fixture does, in the sequence its messages take', () => {
+    const batch = fixture.sign.find((c) => c.kind === 'p2h-batch');
+    const channel = new PeerChannel(key, batch.channel);
+    channel.opened = true;
+    channel.sent = batch.counter - 1;
+    assert.equal(Buffer.from(channel.signBatch(toFrame(batch.frames[0]))).toString('latin1'), batch.frame0);
+    assert.match(Buffer.from(channel.sign([Buffer.from('{}')])).toString('latin1'), new RegExp(`^m\\.${batch.counter + 1}\\.`));
+    assert.throws(() => new PeerChannel(key).signBatch(Buffer.from('x')), /cannot open a channel/);
+  });
 });
 
 describe('signatures.json: verify', () => {
@@ -47,10 +64,41 @@ describe('signatures.json: verify', () => {
       c.messages.forEach((m, i) => {
         const frame0 = Buffer.from(m.frame0, 'latin1');
         const frames = m.frames.map(toFrame);
+        if (peer && c.description.includes('batch')) peer.welcomed = true; // these cases start after the welcome (SPEC 3.3)
         const why = host ? host.receive(m.connection ?? 'a', frame0, frames) : peer.refusal(frame0, frames);
         assert.equal(why === null, m.accept, `message ${i} (${m.note ?? m.frame0}): ${why ?? 'accepted'}`);
         if (host) assert.equal(host.clockSkewMs, m.clock_skew_ms ?? null, `message ${i}: the clock skew`);
       });
+    });
+  }
+});
+
+describe('signatures.json: batches (SPEC 3.3)', () => {
+  test('the fixture has batches read whole, refused whole and with messages refused alone', () => {
+    assert.ok(fixture.batches.some((c) => c.error) && fixture.batches.some((c) => c.messages?.some((m) => m.error)));
+  });
+  for (const c of fixture.batches) {
+    test(`signatures.json: batches: ${c.description}`, () => {
+      const frame1 = Buffer.from(c.hex, 'hex');
+      if (c.error) {
+        assert.equal(c.error, 'bad_message');
+        assert.throws(() => decodeSignedBatch(frame1), (error) => error instanceof BridgeError && error.code === 'bad_message');
+        return;
+      }
+      const read = decodeSignedBatch(frame1);
+      assert.equal(read.length, c.messages.length);
+      c.messages.forEach((expected, i) => {
+        if (expected.error) {
+          assert.ok(read[i] instanceof BridgeError && read[i].code === expected.error, `message ${i} is refused alone`);
+          return;
+        }
+        assert.ok(!(read[i] instanceof BridgeError), `message ${i}: ${read[i].message}`);
+        assert.equal(read[i][0].length, 0, `message ${i}: frame 0 is empty`);
+        assert.deepEqual(read[i].slice(1).map((f) => Buffer.from(f)), expected.map(toFrame), `message ${i}`);
+      });
+      if (c.messages.every((m) => !m.error)) {
+        assert.deepEqual(Buffer.from(encodeWebSocketBatch(c.messages.map((m) => [Buffer.alloc(0), ...m.map(toFrame)]))), frame1);
+      }
     });
   }
 });
