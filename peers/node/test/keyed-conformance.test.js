@@ -54,7 +54,7 @@ for (const transport of ['tcp', 'ipc']) {
     for (const keyed of [true, false]) {
       test(`batches flow both ways ${keyed ? 'keyed' : 'without a key'} (SPEC 3.3): 64 calls in flight, 64 of the host's calls in flight and a progress stream, every one answered right`, async (t) => {
         const { file, contents } = await keyedHost(t, transport, keyed ? [] : ['--no-key']);
-        assert.equal(contents.key !== undefined, keyed);
+        assert.equal(Boolean(contents.key), keyed, 'with --no-key the file\'s key is empty');
         const { lines, log } = collectLog();
         const peer = await connect(file, { name: `node-${keyed ? 'keyed' : 'plain'}-batches-${transport}`, actions: { greet: async (p) => `hello ${p.name}` }, timeout: 20_000, log });
         t.after(() => peer.close());
