@@ -682,7 +682,7 @@ export class PeerCore extends EventTarget {
     }
     const batch = isBatchSignature(frames[0]);
     if (batch && !this.#platform.batches) {
-      this.#refuse(frames, 'a batch signature: batches are for keyed ZeroMQ connections (SPEC 3.3)');
+      this.#refuse(frames, 'a batch signature: batches of this form are for ZeroMQ connections (SPEC 3.3)');
       return;
     }
     let why;
