@@ -267,7 +267,7 @@ for (const keyed of [true, false]) describe(`${keyed ? 'keyed' : 'unkeyed'} peer
     await within(connected, 10_000, 'connect() to resolve');
   });
 
-  test('the host\'s batches are read in order, each message as if alone; answers to what one batch brought go back as one batch', async (t) => {
+  test('the host\'s batches are read in order, each message as if alone; answers to what one batch brought go back in batches of 16', async (t) => {
     const { host, peer } = await setup(t, { keyed, welcome: { batch: true }, peer: { actions: { double: async (n) => n * 2 } } });
     const ticks = [];
     peer.on('tick', (payload) => { ticks.push(payload); });
@@ -277,18 +277,18 @@ for (const keyed of [true, false]) describe(`${keyed ? 'keyed' : 'unkeyed'} peer
     assert.deepEqual(answers.map((a) => a.body.result), requests.map((r) => r.payload * 2));
     assert.deepEqual(ticks, [1, 2]);
     assert.ok(answers.every((a) => a.batch && a.refusal === null), 'the answers came in batches the host accepted');
-    assert.deepEqual(new Set(answers.map((a) => a.signature.toString('latin1'))).size, 1, 'all in one batch, under one signature');
-    assert.deepEqual(peer.batches, { read: 1, sent: 1 });
+    assert.deepEqual(host.batches.map((b) => b.messages), [16, 4], 'the first 16 went while the turn made the rest');
+    assert.deepEqual(peer.batches, { read: 1, sent: 2 });
     assert.equal(peer.rejectedMessages, 0);
   });
 
-  test('calls made together go as one batch, a call alone as a message; counters are one sequence', async (t) => {
+  test('calls made together go in batches of 16, a call alone as a message; counters are one sequence', async (t) => {
     const { host, peer } = await setup(t, { keyed, welcome: { batch: true } });
     const calls = Array.from({ length: 64 }, (_, i) => peer.call('echo', i));
     const sent = [];
     for (let i = 0; i < 64; i += 1) sent.push(await host.nextOfType('request'));
     assert.ok(sent.every((m) => m.batch && m.refusal === null));
-    assert.deepEqual(host.batches, [{ messages: 64, bytes: host.batches[0].bytes }]);
+    assert.deepEqual(host.batches.map((b) => b.messages), [16, 16, 16, 16]);
     if (!keyed) assert.ok(sent.every((m) => m.signature.equals(Buffer.from('b'))), 'frame 0 the byte b');
     assert.deepEqual(sent.map((m) => m.body.payload), Array.from({ length: 64 }, (_, i) => i), 'in the order they were made');
     host.sendTogether(sent.map((m) => ({ v: 1, type: 'response', id: m.body.id, ok: true, result: m.body.payload })));
@@ -298,28 +298,34 @@ for (const keyed of [true, false]) describe(`${keyed ? 'keyed' : 'unkeyed'} peer
     const single = await host.nextOfType('request');
     assert.equal(single.batch, undefined, 'a message alone goes as today');
     assert.equal(single.refusal, null);
-    if (keyed) assert.equal(counterOf(single), counterOf(sent[0]) + 1n, 'the next after the batch\'s: one counter sequence');
+    if (keyed) assert.equal(counterOf(single), counterOf(sent[63]) + 1n, 'the next after the last batch\'s: one counter sequence');
     else assert.equal(single.signature.length, 0, 'frame 0 empty, as without batches');
     host.send({ v: 1, type: 'response', id: single.body.id, ok: true, result: 'alone' });
     assert.equal(await alone, 'alone');
   });
 
-  test('a batch stays under 1,000 messages and 65,536 bytes; a larger message goes alone, in order', async (t) => {
+  test('a batch holds at most 16 messages of a turn and 65,536 bytes; a larger message goes alone, in order', async (t) => {
     const { host, peer } = await setup(t, { keyed, welcome: { batch: true } });
     for (let i = 0; i < 1500; i += 1) peer.post('many', i);
+    const large = 'y'.repeat(9000); // 8 of them pass 65,536 bytes: a batch is cut before that
+    for (let i = 0; i < 16; i += 1) peer.post('large', large);
     const big = 'x'.repeat(70_000);
     peer.post('big', big);
     peer.post('after', 1);
     peer.post('after', 2);
     const events = [];
-    for (let i = 0; i < 1503; i += 1) events.push(await host.nextOfType('event'));
+    for (let i = 0; i < 1519; i += 1) events.push(await host.nextOfType('event'));
     assert.deepEqual(events.slice(0, 1500).map((m) => m.body.payload), Array.from({ length: 1500 }, (_, i) => i));
-    assert.equal(events[1500].body.payload, big);
-    assert.equal(events[1500].batch, undefined, 'over 64 KiB: sent alone (signed m. when keyed)');
-    assert.deepEqual(events.slice(1501).map((m) => [m.body.payload, m.batch]), [[1, true], [2, true]]);
+    assert.ok(events.slice(1500, 1516).every((m) => m.body.payload === large && m.batch));
+    assert.equal(events[1516].body.payload, big);
+    assert.equal(events[1516].batch, undefined, 'over 64 KiB: sent alone (signed m. when keyed)');
+    assert.deepEqual(events.slice(1517).map((m) => [m.body.payload, m.batch]), [[1, true], [2, true]]);
     assert.ok(events.every((m) => m.refusal === null));
-    assert.ok(host.batches.every((b) => b.messages <= 1000 && b.bytes <= 65_536), JSON.stringify(host.batches));
-    assert.ok(host.batches.length >= 3, `1,500 small messages and 2 after the big one: ${host.batches.length} batches`);
+    assert.ok(host.batches.every((b) => b.messages <= 16 && b.bytes <= 65_536), JSON.stringify(host.batches));
+    const counts = host.batches.map((b) => b.messages);
+    // 1,500 small ones: 93 batches of 16, the 12 left with 4 large ones; 7 large ones (8 pass 65,536 bytes), the 5 left
+    // (sent before the big one goes alone), and the 2 after it.
+    assert.deepEqual(counts, [...Array(94).fill(16), 7, 5, 2]);
   });
 
   test('no batch before a welcome says batch: true; a new connection forgets it until its own welcome', async (t) => {
