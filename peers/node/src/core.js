@@ -23,7 +23,7 @@ const NAME_RETRY_MS = 1000;
 const REFUSAL_WARN_MS = 1000;
 // The most messages of a turn that go in one ZeroMQ batch (SPEC 3.3 allows 1,000): the first 16 leave while the turn
 // still makes the rest, so the host works on them meanwhile instead of waiting for the whole turn (it sends its own in
-// bursts of 16). At 64 calls in flight this raised the rate by about a quarter, keyed and not, for ~1.4 us more host
+// bursts of 16). At 64 calls in flight this raised the rate by a quarter to a half, keyed and not, for ~1 us more host
 // CPU a call (CHANGELOG, issue 26).
 const TURN_BATCH_MESSAGES = 16;
 const isCatalogueHash = (value) => typeof value === 'string' && /^[0-9a-f]{64}$/.test(value);
