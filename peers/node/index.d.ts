@@ -547,8 +547,8 @@ export class Peer extends EventTarget {
   readonly rejectedMessages: number;
 
   /**
-   * Batches (SPEC 3.3) on keyed connections since the peer started, for diagnostics: `read` from the host, `sent` to
-   * it (only once a connection's `welcome` said `"batch": true`). Both 0 without a key.
+   * Batches (SPEC 3.3) on ZeroMQ connections, keyed or not, since the peer started, for diagnostics: `read` from the
+   * host, `sent` to it (only once a connection's `welcome` said `"batch": true`).
    */
   readonly batches: { readonly read: number; readonly sent: number };
 

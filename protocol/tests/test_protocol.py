@@ -317,8 +317,9 @@ def test_peer_conversation(path: Path):
     first = conversation["steps"][0]
     assert first.get("expect", {}).get("type") == "hello", "a peer conversation starts by expecting the peer's hello"
     features = first["expect"].get("features")
-    assert features == (["evaluate"] if conversation.get("evaluate") else []), \
-        "the hello's features say whether the conformance peer runs with evaluation on"
+    expected = {"$unordered": ["batch", "evaluate"]} if conversation.get("evaluate") else ["batch"]
+    assert features == expected, \
+        "the hello's features say that the conformance peer reads batches (SPEC 3.3), and whether evaluation is on"
     for step in conversation["steps"]:
         for language_values in per_language_values(step.get("send")):
             assert {"python", "node"} <= set(language_values), "scripts are given for every peer library"

@@ -41,12 +41,16 @@ final class Outbox: @unchecked Sendable {
     /// it has been dropped.
     var onUnreachable: (() -> Void)?
 
-    /// Makes frame 0 for what is queued awaiting its signature (SPEC 3.3), on a keyed connection whose other side reads
-    /// batches: for `frames` alone, or, when `batch`, for a batch whose frame 1 is `frames[0]`. `envelope` is the
+    /// Makes frame 0 for what is queued awaiting it (SPEC 3.1, 3.3): for `frames` alone, or, when `batch`, for a batch
+    /// whose frame 1 is `frames[0]`. `envelope` is the
     /// message's (a host's routing id). nil: the connection's channel is gone, and nothing can be signed for it.
     typealias Signer = (_ envelope: [[UInt8]], _ frames: [[UInt8]], _ batch: Bool) -> [UInt8]?
-    /// Set by the owner of a keyed conversation. On the thread.
+    /// Set by the owner of the conversation. On the thread.
     var signer: Signer?
+    /// Frame 0 without a key: empty, or the byte that marks a batch (SPEC 3.3).
+    static func unkeyed(_ envelope: [[UInt8]], _ frames: [[UInt8]], batch: Bool) -> [UInt8]? {
+        batch ? [Signature.batchForm] : []
+    }
     /// The other side reads batches (SPEC 3.3): messages queued together are signed as one. On the thread.
     var batches = false
 

@@ -531,33 +531,42 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
             case .message?: break
             case .batch?: return receivedBatch(frames, from: routingID)
             }
+        } else if frames.count > 2, frames[1].count == 1, frames[1].withUnsafeBytes({ $0[0] == Signature.batchForm }) {
+            // Without a key, frame 0 is ignored but for the one byte that marks a batch (SPEC 3.3).
+            let size = frames.dropFirst(2).reduce(0) { $0 + $1.count }, bound = configuration.maxMessageBytes + KeyedConnections.batchSlackBytes
+            guard size <= bound else {
+                return refuse(routingID, BridgeError(.tooLarge, "the batch has \(size) bytes; the limit is \(bound)"))
+            }
+            return receivedBatch(frames, from: routingID)
         }
         process(frames, from: routingID)
     }
 
-    /// A batch signed for the connection's channel (SPEC 3.3): its messages are read in order, each as if it had
-    /// come alone; one that is not a message is answered on its own, and a batch that is not a batch once.
+    /// Answers a message of a connection with an error, through its session when it has one.
+    private func refuse(_ routingID: [UInt8], _ error: BridgeError) {
+        if let session = sessions[routingID] { session.link.refuse(nil, error) } else { answerWithoutSession(routingID, error) }
+    }
+
+    /// A batch (SPEC 3.3), on a keyed connection signed for its channel: its messages are read in order, each as if
+    /// it had come alone; one that is not a message is answered on its own, and a batch that is not a batch once.
     private func receivedBatch(_ frames: [Frame], from routingID: [UInt8]) {
-        guard let session = sessions[routingID] ?? openSessionWithinBound(routingID, frames) else { return }
         guard frames.count == 3 else {
-            return session.link.refuse(nil, BridgeError(.badMessage, "a batch is frame 0 and frame 1; got \(frames.count - 1) frames (SPEC 3.3)"))
+            return refuse(routingID, BridgeError(.badMessage, "a batch is frame 0 and frame 1; got \(frames.count - 1) frames (SPEC 3.3)"))
         }
         let entries: [Result<[Frame], WebSocketFraming.Refusal>]
         switch frames[2].withUnsafeBytes(WebSocketFraming.decodeSignedBatch) {
-        case .failure(let refusal): return session.link.refuse(nil, BridgeError(.badMessage, refusal.reason))
+        case .failure(let refusal): return refuse(routingID, BridgeError(.badMessage, refusal.reason))
         case .success(let decoded): entries = decoded
         }
         for entry in entries {
-            // A message of the batch may end the session (`bye`) and with it the channel: what follows it is not
-            // read, as it would be refused had it come alone.
-            guard keyed?.isOpen(routingID) == true, let link = sessions[routingID]?.link else {
+            // A message of the batch may end the session (`bye`) and with it a keyed connection's channel: what
+            // follows it is not read, as it would be refused had it come alone.
+            guard keyed?.isOpen(routingID) ?? true else {
                 return configuration.logger.debug("the rest of a batch not read: its channel closed while it was read")
             }
             switch entry {
-            case .failure(let refusal):
-                link.refuse(nil, BridgeError(.badMessage, refusal.reason))
-            case .success(let parts):
-                process([frames[0]] + parts, from: routingID)
+            case .failure(let refusal): refuse(routingID, BridgeError(.badMessage, refusal.reason))
+            case .success(let parts): process([frames[0]] + parts, from: routingID)
             }
         }
     }
@@ -644,7 +653,7 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
             }
         if case .tooLarge(let reason) = verdict {
             let error = BridgeError(.tooLarge, reason)
-            if let session = sessions[routingID] { session.link.refuse(nil, error) } else { answerWithoutSession(routingID, error) }
+            refuse(routingID, error)
             return nil
         }
         if verdict == .accepted { return .message }
@@ -723,7 +732,7 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
         let id = "s\(sessionCounter)-\(UUID().uuidString.prefix(8).lowercased())"
         // On keyed connections every message is signed for its connection's channel as it goes to libzmq (for the
         // connection it goes to: a resumed session moves); nothing is sent unsigned but the refusals above, so a
-        // connection without a channel yet gets nothing but those.
+        // connection without a channel yet gets nothing but those. Without a key, frame 0 is empty, or marks a batch.
         let signer: Outbox.Signer? = keyed == nil ? nil : { [unowned self] envelope, frames, batch in
             batch ? keyed?.signBatch(for: envelope[0], frames[0]) : keyed?.sign(for: envelope[0], frames)
         }
@@ -796,8 +805,8 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
             info.topics = Set(hello.topics)
         }
         session.topics = Set(hello.topics)
-        // Batches (SPEC 3.3): on keyed ZeroMQ connections only, to a peer that said it reads them on this channel.
-        let batches = keyed != nil && session.transport == .zmq
+        // Batches (SPEC 3.3): on ZeroMQ connections only, to a peer that said it reads them on this connection.
+        let batches = session.transport == .zmq
         session.sendsBatches = batches && hello.features.contains("batch")
         session.link.thread.tick(by: .now + session.heartbeat / 4)
         // Listed before it is welcomed, so a peer that has its welcome is in `peers` (what it is sent next, a call
@@ -960,7 +969,7 @@ final class Session: @unchecked Sendable {
         /// The parts in front of every message to the peer: its routing id and the empty signature (no key).
         /// Built once, not per message.
         private(set) var envelope: [[UInt8]]
-        /// The routing id alone, for a message whose signature is made as it goes (SPEC 3.3).
+        /// The routing id alone, for a message whose frame 0 is made as it goes (SPEC 3.3).
         private(set) var route: [[UInt8]]
         var routingID: [UInt8] {
             get { envelope[0] }
@@ -993,7 +1002,7 @@ final class Session: @unchecked Sendable {
     let link: Link
     let remote: RemotePeer
 
-    /// `signer`: on a keyed host, what signs the session's messages as they go (SPEC 3.1, 3.3).
+    /// `signer`: on a keyed host, what signs the session's messages (SPEC 3.1, 3.3).
     init(routingID: [UInt8], id: String, heartbeat: Duration, thread: SocketThread, handlers: HandlerTable,
          limits: Link.Limits, logger: Logger, telemetry: Telemetry, defaultTimeout: Duration, signer: Outbox.Signer? = nil) {
         let address = Address(routingID)
@@ -1011,7 +1020,7 @@ final class Session: @unchecked Sendable {
             }
             thread.send(frames, after: [address.routingID, signature], via: outbox)
         }
-        link.outbox.signer = signer
+        link.outbox.signer = signer ?? Outbox.unkeyed(_:_:batch:)  // without a key, frame 0 marks a batch (SPEC 3.3)
         remote = RemotePeer(info: .init(name: nil, sessionID: id, actions: [], features: []), link: link,
                             defaultTimeout: defaultTimeout)
         link.remote = remote

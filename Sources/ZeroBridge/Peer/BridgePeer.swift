@@ -167,16 +167,17 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
         self.signing = signing
         link = Link(thread: thread, handlers: handlers, limits: .init(maxInFlight: 4096),
                     logger: configuration.logger, telemetry: Telemetry()) { [thread, logger = configuration.logger] frames, outbox in
-            guard let signing else { return thread.send(frames, after: [[]], via: outbox) }
-            // Signed in send order: as it goes to libzmq, with what the round sends with it, once the host reads
-            // batches (SPEC 3.3); before that, now.
+            // Frame 0 made in send order: as it goes to libzmq, with what the round sends with it, once the host
+            // reads batches (SPEC 3.3); before that, now.
             if outbox.batches { return thread.send(frames, after: [], via: outbox, awaitingSignature: true) }
+            guard let signing else { return thread.send(frames, after: [[]], via: outbox) }
             guard let signature = signing.frame0(for: frames) else {
                 return logger.debug("not sent: a keyed connection opens with hello")
             }
             thread.send(frames, after: [signature], via: outbox)
         }
         link.tracedRequests = configuration.tracedRequests
+        link.outbox.signer = Outbox.unkeyed(_:_:batch:)
         if let signing {
             link.outbox.signer = { _, frames, batch in batch ? signing.signBatch(frames[0]) : signing.frame0(for: frames) }
         }
@@ -371,7 +372,7 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
     private func sayHello() {
         lastHello = .now
         let hello = Message.hello(.init(
-            peer: configuration.name, actions: handlers.actionNames, features: signing == nil ? [] : ["batch"],
+            peer: configuration.name, actions: handlers.actionNames, features: ["batch"],
             session: welcome?.sessionID ?? lastSessionID, resumeToken: lastResumeToken,
             heartbeatMs: configuration.heartbeat.map { Int($0 / .milliseconds(1)) }, catalogue: handlers.catalogue.hash,
             topics: topics.sorted()))
@@ -383,6 +384,9 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
     }
 
     private func received(_ frames: [Frame]) {
+        if signing == nil, frames.count >= 2, frames[0].count == 1, frames[0].withUnsafeBytes({ $0[0] == Signature.batchForm }) {
+            return receivedBatch(frames)  // without a key, frame 0 is ignored but for the byte that marks a batch
+        }
         if let signing, frames.count >= 2 {
             switch signing.accept(frames, logger: configuration.logger) {
             case .accepted: break
@@ -399,10 +403,15 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
         process(frames)
     }
 
-    /// A batch signed for the channel (SPEC 3.3): its messages are read in order, each as if it had come alone.
+    /// A batch (SPEC 3.3), signed for the channel when keyed: its messages are read in order, each as if it had come
+    /// alone.
     private func receivedBatch(_ frames: [Frame]) {
         guard frames.count == 2 else {
             return link.refuse(nil, BridgeError(.badMessage, "a batch is frame 0 and frame 1; got \(frames.count) frames (SPEC 3.3)"))
+        }
+        let bound = configuration.maxMessageBytes + KeyedConnections.batchSlackBytes
+        guard frames[1].count <= bound else {
+            return link.refuse(nil, BridgeError(.tooLarge, "the batch has \(frames[1].count) bytes; the limit is \(bound)"))
         }
         let entries: [Result<[Frame], WebSocketFraming.Refusal>]
         switch frames[1].withUnsafeBytes(WebSocketFraming.decodeSignedBatch) {
@@ -427,7 +436,7 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
         guard let message = link.read(frames[...], maxBytes: configuration.maxMessageBytes) else { return }
         switch message {
         case .welcome(let message):
-            link.outbox.batches = signing != nil && message.batch
+            link.outbox.batches = message.batch
             let welcome = Welcome(host: message.host, sessionID: message.session, actions: message.actions,
                                   heartbeat: .milliseconds(message.heartbeatMs), maxMessageBytes: message.maxMessageBytes,
                                   maxInFlight: message.maxInFlight, catalogue: message.catalogue,

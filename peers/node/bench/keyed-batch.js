@@ -2,7 +2,7 @@
 // What reading the host's keyed messages costs the Node peer, one by one against one batch (SPEC 3.3): 16 small
 // messages signed `m.` each, against the same 16 in one `b.` batch; each checked by the peer's channel (src/channel.js,
 // its HMAC as src/signing.js picks it) and decoded as src/core.js does (src/wire.js decode() per message, and
-// decodeSignedBatch() for the batch), and the same 16 unkeyed (decoded alone: the floor). Then which HMAC a batch's
+// decodeZeroMQBatch() for the batch), and the same 16 unkeyed (decoded alone: the floor). Then which HMAC a batch's
 // frame 1 is faster with: src/sha256.js or node:crypto.
 // Prints one JSON line.
 //   node peers/node/bench/keyed-batch.js [--repeat N]
@@ -12,7 +12,7 @@ import { PeerChannel, signMessage } from '../src/signing.js';
 import { macParts } from '../src/channel.js';
 import { hmacSha256, prepareHmacKey } from '../src/sha256.js';
 import { decode } from '../src/wire.js';
-import { decodeSignedBatch, encodeWebSocketBatch } from '../src/websocket-frames.js';
+import { decodeZeroMQBatch, encodeWebSocketBatch } from '../src/websocket-frames.js';
 import { timed as timedRuns } from './timed.js';
 
 const args = { repeat: 5 };
@@ -64,7 +64,7 @@ for (const [kind, body] of Object.entries(KINDS)) {
     channel.received = 0;
     if (channel.refusal(batchFrame0, [batch]) !== null) throw new Error('the batch was refused');
     let read = 0;
-    for (const frames of decodeSignedBatch(batch)) if (decode(frames).body) read += 1;
+    for (const frames of decodeZeroMQBatch(batch)) if (decode(frames).body) read += 1;
     return read;
   };
   // The floor: the same 16 unkeyed, decoded alone (what src/core.js does without a key).

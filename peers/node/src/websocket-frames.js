@@ -113,16 +113,22 @@ export function decodeWebSocketBatch(payload, where = 'WebSocket message') {
   });
 }
 
+/** Frame 0 of a batch on a ZeroMQ connection without a key (SPEC 3.3, since 1.10): the one byte `b`. */
+export const UNKEYED_BATCH = Uint8Array.of(0x62);
+
+/** Whether frame 0 on a connection without a key marks a batch: exactly the byte `b` (any other frame 0 is ignored). */
+export const isUnkeyedBatch = (frame0) => frame0.length === 1 && frame0[0] === 0x62;
+
 /**
- * The messages of a keyed ZeroMQ batch's frame 1 (SPEC 3.3, since 1.10), as decodeWebSocketBatch() reads them, with a
- * message whose frame 0 is not empty refused alone (the batch's signature covers them all). Throws likewise.
+ * The messages of a ZeroMQ batch's frame 1 (SPEC 3.3, since 1.10; keyed or not), as decodeWebSocketBatch() reads them,
+ * with a message whose frame 0 is not empty refused alone (the batch's frame 0 stands for them all). Throws likewise.
  */
-export function decodeSignedBatch(frame1) {
+export function decodeZeroMQBatch(frame1) {
   const messages = decodeWebSocketBatch(frame1, 'batch');
   for (let i = 0; i < messages.length; i += 1) {
     const frames = messages[i];
     if (!(frames instanceof BridgeError) && frames[0].length !== 0) {
-      messages[i] = new BridgeError('bad_message', `frame 0 of message ${i} of a batch is not empty: the batch's signature covers them all (SPEC 3.3)`);
+      messages[i] = new BridgeError('bad_message', `frame 0 of message ${i} of a batch is not empty: the batch's frame 0 stands for them all (SPEC 3.3)`);
     }
   }
   return messages;

@@ -12,7 +12,7 @@ import { within, transports } from './processes.js';
 import { Peer } from '../index.js';
 import { KeyedHost } from './keyed-host.js';
 import { isBatchSignature, parseKey } from '../src/signing.js';
-import { decodeSignedBatch, encodeWebSocketBatch } from '../src/websocket-frames.js';
+import { UNKEYED_BATCH, decodeZeroMQBatch, encodeWebSocketBatch, isUnkeyedBatch } from '../src/websocket-frames.js';
 
 const bodyOf = (frame) => {
   try {
@@ -38,9 +38,9 @@ export class RouterHost extends FakeHost {
     this.disconnected = new Set(); // routing ids (hex) whose connections closed
     this.wakers = new Set();
     router.on('message', (routingId, frames) => {
-      const refusal = this.keyed?.receive(routingId.toString('hex'), frames[0], frames.slice(1));
-      if (refusal === null && isBatchSignature(frames[0])) {
-        const messages = decodeSignedBatch(frames[1]); // the peer's batches are well formed: a test fails on one that is not
+      const refusal = this.keyed ? this.keyed.receive(routingId.toString('hex'), frames[0], frames.slice(1)) : null;
+      if (refusal === null && (this.keyed ? isBatchSignature(frames[0]) : isUnkeyedBatch(frames[0]))) {
+        const messages = decodeZeroMQBatch(frames[1]); // the peer's batches are well formed: a test fails on one that is not
         this.batches.push({ messages: messages.length, bytes: frames[1].length });
         for (const message of messages) {
           this.messages.push({ routingId, signature: frames[0], body: bodyOf(message[1]), frames: message, refusal, batch: true });
@@ -113,14 +113,14 @@ export class RouterHost extends FakeHost {
   }
 
   /**
-   * Sends a batch (SPEC 3.3), signed for the connection's channel: `bodies` (objects) as its messages, or a frame 1
-   * given as bytes (a malformed one, for tests of what the peer refuses).
+   * Sends a batch (SPEC 3.3), signed for the connection's channel when keyed (frame 0 `b` without a key): `bodies`
+   * (objects) as its messages, or a frame 1 given as bytes (a malformed one, for tests of what the peer refuses).
    */
   sendBatch(bodies, routingId = this.routingId) {
     const batch = bodies instanceof Uint8Array
       ? bodies
       : encodeWebSocketBatch(bodies.map((body) => [Buffer.alloc(0), Buffer.from(JSON.stringify(body))]));
-    this.router.send(routingId, [this.keyed.sign(Buffer.from(routingId).toString('hex'), [batch], { batch: true }), batch]);
+    this.router.send(routingId, [this.keyed ? this.keyed.sign(Buffer.from(routingId).toString('hex'), [batch], { batch: true }) : UNKEYED_BATCH, batch]);
   }
 
   /** Sends the bodies in this one turn: the peer reads them together. */

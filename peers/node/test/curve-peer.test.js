@@ -202,14 +202,14 @@ describe('$evaluate without CURVE: for the first host that welcomed the peer onl
       const peer = new Peer(host.endpoint, { name: 'evaluator', evaluate: true, log, reconnectIvl: 20, reconnectIvlMax: 200 });
       t.after(() => peer.close());
       const connecting = peer.connect();
-      assert.deepEqual((await host.welcome()).features, ['evaluate']);
+      assert.deepEqual((await host.welcome()).features, ['evaluate', 'batch']);
       await within(connecting, PATIENCE, 'connect()');
       host.send(evaluate('e1', 'return 6 * 7'));
       assert.equal((await responseTo(host, 'e1')).body.result, 42);
       assert.deepEqual(refusedEvaluate(lines), []);
 
       const hello = await lose(host, peer);
-      assert.deepEqual(hello.body.features, [], 'the next host is not offered evaluation');
+      assert.deepEqual(hello.body.features, ['batch'], 'the next host is not offered evaluation');
       host.send(host.welcomeBody());
       host.send(evaluate('e2', 'return 1'));
       const refused = (await responseTo(host, 'e2')).body;
@@ -220,7 +220,7 @@ describe('$evaluate without CURVE: for the first host that welcomed the peer onl
       assert.match(refusedEvaluate(lines)[0], /^warn: .*without CURVE nothing proves/);
 
       host.send({ v: 1, type: 'bye' }); // lost again: still off, and not warned about twice
-      assert.deepEqual((await host.nextOfType('hello', PATIENCE)).body.features, []);
+      assert.deepEqual((await host.nextOfType('hello', PATIENCE)).body.features, ['batch']);
       assert.equal(refusedEvaluate(lines).length, 1);
     });
   }
@@ -232,9 +232,9 @@ describe('$evaluate without CURVE: for the first host that welcomed the peer onl
     const peer = new Peer(host.endpoint, { name: 'patient', evaluate: true, log, reconnectIvl: 20 });
     t.after(() => peer.close());
     const connecting = peer.connect();
-    assert.deepEqual((await host.nextOfType('hello', PATIENCE)).body.features, ['evaluate']);
+    assert.deepEqual((await host.nextOfType('hello', PATIENCE)).body.features, ['evaluate', 'batch']);
     host.socketOf().destroy(); // never welcomed on that connection
-    assert.deepEqual((await host.welcome()).features, ['evaluate']);
+    assert.deepEqual((await host.welcome()).features, ['evaluate', 'batch']);
     await within(connecting, PATIENCE, 'connect()');
     host.send(evaluate('e1', 'return "still on"'));
     assert.equal((await responseTo(host, 'e1')).body.result, 'still on');
@@ -247,7 +247,7 @@ describe('$evaluate without CURVE: for the first host that welcomed the peer onl
     const peer = new Peer(host.endpoint, { name: 'plain', log: () => {} });
     t.after(() => peer.close());
     const connecting = peer.connect();
-    assert.deepEqual((await host.welcome()).features, []);
+    assert.deepEqual((await host.welcome()).features, ['batch']);
     await connecting;
     host.send(evaluate('e1', 'return 1'));
     const { error } = (await responseTo(host, 'e1')).body;

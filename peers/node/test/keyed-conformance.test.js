@@ -1,5 +1,6 @@
 // Keyed connections (SPEC 3.1) end to end: the Node peer through the connection file of the real conformance host
-// (`zerobridge serve --connection-file F`, which puts a new key in F unless told --no-key), over tcp and ipc.
+// (`zerobridge serve --connection-file F`, which puts a new key in F unless told --no-key), over tcp and ipc; and
+// batches (SPEC 3.3) through such a file both with a key and without (--no-key).
 
 import { describe, test, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -50,31 +51,34 @@ for (const transport of ['tcp', 'ipc']) {
       assert.deepEqual(lines.filter((l) => l.startsWith('warn')), []);
     });
 
-    test('batches flow both ways (SPEC 3.3): 64 calls in flight, 64 of the host\'s calls in flight and a progress stream, every one answered right', async (t) => {
-      const { file } = await keyedHost(t, transport);
-      const { lines, log } = collectLog();
-      const peer = await connect(file, { name: `node-keyed-batches-${transport}`, actions: { greet: async (p) => `hello ${p.name}` }, timeout: 20_000, log });
-      t.after(() => peer.close());
-      const calls = Array.from({ length: 64 }, (_, i) => peer.call('add', { a: i, b: 1000 }));
-      assert.deepEqual(await Promise.all(calls), Array.from({ length: 64 }, (_, i) => i + 1000));
-      const sentByCalls = peer.batches.sent;
-      assert.ok(sentByCalls > 0, 'the 64 calls made at once went out in batches');
-      const callbacks = Array.from({ length: 64 }, (_, i) => peer.call('callback', { action: 'greet', payload: { name: `n${i}` } }));
-      assert.deepEqual(await Promise.all(callbacks), Array.from({ length: 64 }, (_, i) => `hello n${i}`));
-      const stream = peer.stream('count', { n: 5000 });
-      let expected = 1;
-      for await (const p of stream.progress) {
-        assert.equal(p.i, expected, 'progress in order, none lost');
-        expected += 1;
-      }
-      assert.deepEqual(await stream.result, { n: 5000 });
-      assert.equal(expected, 5001);
-      const { read, sent } = peer.batches;
-      assert.ok(read > 0, `the host's answers and progress came in batches (read ${read})`);
-      assert.ok(sent > 0, `sent ${sent}`);
-      assert.equal(peer.rejectedMessages, 0);
-      assert.deepEqual(lines.filter((l) => l.startsWith('warn')), []);
-    });
+    for (const keyed of [true, false]) {
+      test(`batches flow both ways ${keyed ? 'keyed' : 'without a key'} (SPEC 3.3): 64 calls in flight, 64 of the host's calls in flight and a progress stream, every one answered right`, async (t) => {
+        const { file, contents } = await keyedHost(t, transport, keyed ? [] : ['--no-key']);
+        assert.equal(Boolean(contents.key), keyed, 'with --no-key the file\'s key is empty');
+        const { lines, log } = collectLog();
+        const peer = await connect(file, { name: `node-${keyed ? 'keyed' : 'plain'}-batches-${transport}`, actions: { greet: async (p) => `hello ${p.name}` }, timeout: 20_000, log });
+        t.after(() => peer.close());
+        const calls = Array.from({ length: 64 }, (_, i) => peer.call('add', { a: i, b: 1000 }));
+        assert.deepEqual(await Promise.all(calls), Array.from({ length: 64 }, (_, i) => i + 1000));
+        const sentByCalls = peer.batches.sent;
+        assert.ok(sentByCalls > 0, 'the 64 calls made at once went out in batches');
+        const callbacks = Array.from({ length: 64 }, (_, i) => peer.call('callback', { action: 'greet', payload: { name: `n${i}` } }));
+        assert.deepEqual(await Promise.all(callbacks), Array.from({ length: 64 }, (_, i) => `hello n${i}`));
+        const stream = peer.stream('count', { n: 5000 });
+        let expected = 1;
+        for await (const p of stream.progress) {
+          assert.equal(p.i, expected, 'progress in order, none lost');
+          expected += 1;
+        }
+        assert.deepEqual(await stream.result, { n: 5000 });
+        assert.equal(expected, 5001);
+        const { read, sent } = peer.batches;
+        assert.ok(read > 0, `the host's answers and progress came in batches (read ${read})`);
+        assert.ok(sent > 0, `sent ${sent}`);
+        assert.equal(peer.rejectedMessages, 0);
+        assert.deepEqual(lines.filter((l) => l.startsWith('warn')), []);
+      });
+    }
 
     test('a broken connection is resumed over a new channel: the same session, served both ways, nothing refused', async (t) => {
       const { file } = await keyedHost(t, transport);

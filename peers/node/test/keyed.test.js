@@ -1,5 +1,5 @@
 // Keyed connections (SPEC 3.1) in the Node peer, against a keyed host in this process (test-helpers/router-host.js
-// with a key): what the peer signs, and what it refuses from the host.
+// with a key): what the peer signs, and what it refuses from the host; and batches (SPEC 3.3), with a key and without.
 
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -10,7 +10,7 @@ import path from 'node:path';
 import { Peer, BridgeError } from '../index.js';
 import { parseKey, parseSignature, signMessage } from '../src/signing.js';
 import { encodeWebSocketBatch } from '../src/websocket-frames.js';
-import { RouterHost, welcomedPeer } from '../test-helpers/router-host.js';
+import { RouterHost } from '../test-helpers/router-host.js';
 import { transports, within } from '../test-helpers/processes.js';
 
 const KEY = randomBytes(32).toString('hex');
@@ -22,15 +22,19 @@ function connectionFile(endpoint, key = KEY) {
   return file;
 }
 
-/** A keyed host and a peer given its key (through a connection file, or as options.key); both closed after the test. */
-async function start(t, { viaFile = true, peer: peerOptions = {}, transport = 'ipc' } = {}) {
-  const host = await RouterHost.start(transports[transport](), { key: KEY });
+/**
+ * A keyed host and a peer given its key (through a connection file, or as options.key); with `keyed` false, a host and
+ * a peer without a key. Both closed after the test.
+ */
+async function start(t, { viaFile = true, keyed = true, peer: peerOptions = {}, transport = 'ipc' } = {}) {
+  const host = await RouterHost.start(transports[transport](), { key: keyed ? KEY : undefined });
   t.after(() => host.stop());
   const logs = [];
   const log = (level, message) => logs.push(`${level}: ${message}`);
-  const peer = viaFile
-    ? new Peer(connectionFile(host.endpoint), { name: 'keyed', log, ...peerOptions })
-    : new Peer(host.endpoint, { name: 'keyed', key: KEY, log, ...peerOptions });
+  const peer = !keyed ? new Peer(host.endpoint, { name: 'plain', log, ...peerOptions })
+    : viaFile
+      ? new Peer(connectionFile(host.endpoint), { name: 'keyed', log, ...peerOptions })
+      : new Peer(host.endpoint, { name: 'keyed', key: KEY, log, ...peerOptions });
   t.after(() => peer.close());
   return { host, peer, logs };
 }
@@ -251,21 +255,20 @@ describe('keyed peer: options', () => {
   });
 });
 
-describe('keyed peer: batches (SPEC 3.3)', () => {
+// The same tests with a key and without: batches differ only in their frame 0 (SPEC 3.3).
+for (const keyed of [true, false]) describe(`${keyed ? 'keyed' : 'unkeyed'} peer: batches (SPEC 3.3)`, () => {
   const request = (id, action, payload) => ({ v: 1, type: 'request', id, action, payload });
   const answered = (host, id) => host.next((b) => b?.type === 'response' && b.id === id, 10_000, `the answer to ${id}`);
 
-  test('a keyed hello offers "batch"; an unkeyed one does not', async (t) => {
-    const { host, peer } = await start(t);
+  test('its hello offers "batch"', async (t) => {
+    const { host, peer } = await start(t, { keyed });
     const connected = peer.connect();
     assert.deepEqual((await host.welcome()).features, ['batch']);
     await within(connected, 10_000, 'connect() to resolve');
-    const plain = await welcomedPeer(t, 'unkeyed');
-    assert.deepEqual(plain.hello.features, []);
   });
 
-  test('the host\'s batches are read in order, each message as if alone; answers to what one batch brought go back as one batch', async (t) => {
-    const { host, peer } = await setup(t, { welcome: { batch: true }, peer: { actions: { double: async (n) => n * 2 } } });
+  test('the host\'s batches are read in order, each message as if alone; answers to what one batch brought go back in batches of 16', async (t) => {
+    const { host, peer } = await setup(t, { keyed, welcome: { batch: true }, peer: { actions: { double: async (n) => n * 2 } } });
     const ticks = [];
     peer.on('tick', (payload) => { ticks.push(payload); });
     const requests = Array.from({ length: 20 }, (_, i) => request(`r${i}`, 'double', i));
@@ -274,18 +277,19 @@ describe('keyed peer: batches (SPEC 3.3)', () => {
     assert.deepEqual(answers.map((a) => a.body.result), requests.map((r) => r.payload * 2));
     assert.deepEqual(ticks, [1, 2]);
     assert.ok(answers.every((a) => a.batch && a.refusal === null), 'the answers came in batches the host accepted');
-    assert.deepEqual(new Set(answers.map((a) => a.signature.toString('latin1'))).size, 1, 'all in one batch, under one signature');
-    assert.deepEqual(peer.batches, { read: 1, sent: 1 });
+    assert.deepEqual(host.batches.map((b) => b.messages), [16, 4], 'the first 16 went while the turn made the rest');
+    assert.deepEqual(peer.batches, { read: 1, sent: 2 });
     assert.equal(peer.rejectedMessages, 0);
   });
 
-  test('calls made together go as one batch, a call alone as a message; counters are one sequence', async (t) => {
-    const { host, peer } = await setup(t, { welcome: { batch: true } });
+  test('calls made together go in batches of 16, a call alone as a message; counters are one sequence', async (t) => {
+    const { host, peer } = await setup(t, { keyed, welcome: { batch: true } });
     const calls = Array.from({ length: 64 }, (_, i) => peer.call('echo', i));
     const sent = [];
     for (let i = 0; i < 64; i += 1) sent.push(await host.nextOfType('request'));
     assert.ok(sent.every((m) => m.batch && m.refusal === null));
-    assert.deepEqual(host.batches, [{ messages: 64, bytes: host.batches[0].bytes }]);
+    assert.deepEqual(host.batches.map((b) => b.messages), [16, 16, 16, 16]);
+    if (!keyed) assert.ok(sent.every((m) => m.signature.equals(Buffer.from('b'))), 'frame 0 the byte b');
     assert.deepEqual(sent.map((m) => m.body.payload), Array.from({ length: 64 }, (_, i) => i), 'in the order they were made');
     host.sendTogether(sent.map((m) => ({ v: 1, type: 'response', id: m.body.id, ok: true, result: m.body.payload })));
     assert.deepEqual(await Promise.all(calls), Array.from({ length: 64 }, (_, i) => i));
@@ -294,31 +298,38 @@ describe('keyed peer: batches (SPEC 3.3)', () => {
     const single = await host.nextOfType('request');
     assert.equal(single.batch, undefined, 'a message alone goes as today');
     assert.equal(single.refusal, null);
-    assert.equal(counterOf(single), counterOf(sent[0]) + 1n, 'the next after the batch\'s: one counter sequence');
+    if (keyed) assert.equal(counterOf(single), counterOf(sent[63]) + 1n, 'the next after the last batch\'s: one counter sequence');
+    else assert.equal(single.signature.length, 0, 'frame 0 empty, as without batches');
     host.send({ v: 1, type: 'response', id: single.body.id, ok: true, result: 'alone' });
     assert.equal(await alone, 'alone');
   });
 
-  test('a batch stays under 1,000 messages and 65,536 bytes; a larger message goes alone, in order', async (t) => {
-    const { host, peer } = await setup(t, { welcome: { batch: true } });
+  test('a batch holds at most 16 messages of a turn and 65,536 bytes; a larger message goes alone, in order', async (t) => {
+    const { host, peer } = await setup(t, { keyed, welcome: { batch: true } });
     for (let i = 0; i < 1500; i += 1) peer.post('many', i);
+    const large = 'y'.repeat(9000); // 8 of them pass 65,536 bytes: a batch is cut before that
+    for (let i = 0; i < 16; i += 1) peer.post('large', large);
     const big = 'x'.repeat(70_000);
     peer.post('big', big);
     peer.post('after', 1);
     peer.post('after', 2);
     const events = [];
-    for (let i = 0; i < 1503; i += 1) events.push(await host.nextOfType('event'));
+    for (let i = 0; i < 1519; i += 1) events.push(await host.nextOfType('event'));
     assert.deepEqual(events.slice(0, 1500).map((m) => m.body.payload), Array.from({ length: 1500 }, (_, i) => i));
-    assert.equal(events[1500].body.payload, big);
-    assert.equal(events[1500].batch, undefined, 'over 64 KiB: sent alone, signed m.');
-    assert.deepEqual(events.slice(1501).map((m) => [m.body.payload, m.batch]), [[1, true], [2, true]]);
+    assert.ok(events.slice(1500, 1516).every((m) => m.body.payload === large && m.batch));
+    assert.equal(events[1516].body.payload, big);
+    assert.equal(events[1516].batch, undefined, 'over 64 KiB: sent alone (signed m. when keyed)');
+    assert.deepEqual(events.slice(1517).map((m) => [m.body.payload, m.batch]), [[1, true], [2, true]]);
     assert.ok(events.every((m) => m.refusal === null));
-    assert.ok(host.batches.every((b) => b.messages <= 1000 && b.bytes <= 65_536), JSON.stringify(host.batches));
-    assert.ok(host.batches.length >= 3, `1,500 small messages and 2 after the big one: ${host.batches.length} batches`);
+    assert.ok(host.batches.every((b) => b.messages <= 16 && b.bytes <= 65_536), JSON.stringify(host.batches));
+    const counts = host.batches.map((b) => b.messages);
+    // 1,500 small ones: 93 batches of 16, the 12 left with 4 large ones; 7 large ones (8 pass 65,536 bytes), the 5 left
+    // (sent before the big one goes alone), and the 2 after it.
+    assert.deepEqual(counts, [...Array(94).fill(16), 7, 5, 2]);
   });
 
   test('no batch before a welcome says batch: true; a new connection forgets it until its own welcome', async (t) => {
-    const { host, peer } = await setup(t, { welcome: { session: 's1', resume_token: 'a'.repeat(64) } });
+    const { host, peer } = await setup(t, { keyed, welcome: { session: 's1', resume_token: 'a'.repeat(64) } });
     for (let i = 0; i < 3; i += 1) peer.post('plain', i);
     for (let i = 0; i < 3; i += 1) assert.equal((await host.nextOfType('event')).batch, undefined, 'the welcome did not say batch');
     host.send(host.welcomeBody({ session: 's1', resume_token: 'a'.repeat(64), batch: true })); // a later welcome says it
@@ -326,7 +337,7 @@ describe('keyed peer: batches (SPEC 3.3)', () => {
     for (let i = 0; i < 3; i += 1) peer.post('batched', i);
     for (let i = 0; i < 3; i += 1) assert.equal((await host.nextOfType('event')).batch, true);
 
-    host.send({ v: 1, type: 'bye' }); // a new connection, a new channel
+    host.send({ v: 1, type: 'bye' }); // a new connection (when keyed, a new channel)
     const hello = await host.nextOfType('hello');
     assert.deepEqual(hello.body.features, ['batch']);
     host.send(host.welcomeBody({ session: 's1', resume_token: 'a'.repeat(64) }));
@@ -336,7 +347,7 @@ describe('keyed peer: batches (SPEC 3.3)', () => {
   });
 
   test('a bad message in a batch is answered bad_message with id null on its own; the others are read', async (t) => {
-    const { host, peer } = await setup(t, { peer: { actions: { double: async (n) => n * 2 } } });
+    const { host, peer } = await setup(t, { keyed, peer: { actions: { double: async (n) => n * 2 } } });
     const messages = [[EMPTY, Buffer.from(JSON.stringify(request('r1', 'double', 1)))], [EMPTY, Buffer.from('{not json')],
       [Buffer.from('m.1.x'), Buffer.from(JSON.stringify(request('r2', 'double', 2)))], [EMPTY], [EMPTY, Buffer.from(JSON.stringify(request('r3', 'double', 3)))]];
     host.sendBatch(encodeWebSocketBatch(messages));
@@ -348,13 +359,13 @@ describe('keyed peer: batches (SPEC 3.3)', () => {
     assert.match(refused[1].message, /frame 0 of message 2 of a batch is not empty/);
     await roundTrip(host);
     assert.deepEqual(host.messages.filter((m) => m.body?.type === 'response'), [], 'r2 (frame 0 not empty) was not run');
-    assert.equal(peer.rejectedMessages, 0, 'signed for the channel: answered, not dropped');
+    assert.equal(peer.rejectedMessages, 0, 'a batch of the connection: answered, not dropped');
   });
 
   for (const [what, frame1] of [['empty', Buffer.alloc(0)], ['a length cut short', Buffer.from([0, 0, 0, 9, 0, 0])],
     ['a length past the end', encodeWebSocketBatch([[EMPTY, Buffer.from('{"v":1,"type":"ping"}')]]).subarray(0, 20)]]) {
     test(`a batch refused whole (${what}) is answered bad_message with id null once, none of it read`, async (t) => {
-      const { host, peer } = await setup(t);
+      const { host, peer } = await setup(t, { keyed });
       host.sendBatch(frame1);
       const answer = await host.next((b) => b?.type === 'response' && b.id === null);
       assert.equal(answer.body.error.code, 'bad_message');
@@ -365,19 +376,19 @@ describe('keyed peer: batches (SPEC 3.3)', () => {
   }
 
   test('a batch with frames after frame 1 is answered bad_message once', async (t) => {
-    const { host } = await setup(t);
+    const { host } = await setup(t, { keyed });
     const batch = encodeWebSocketBatch([[EMPTY, Buffer.from('{"v":1,"type":"ping"}')]]);
     const extra = Buffer.from('x');
-    const routing = host.routingId.toString('hex');
-    host.sendFrames([host.keyed.sign(routing, [batch, extra], { batch: true }), batch, extra]);
+    const frame0 = keyed ? host.keyed.sign(host.routingId.toString('hex'), [batch, extra], { batch: true }) : Buffer.from('b');
+    host.sendFrames([frame0, batch, extra]);
     const answer = await host.next((b) => b?.type === 'response' && b.id === null);
-    assert.match(answer.body.error.message, /one frame after its signature, not 2/);
+    assert.match(answer.body.error.message, /one frame after its frame 0, not 2/);
     await roundTrip(host);
     assert.deepEqual(host.messages.filter((m) => m.body?.type !== 'ping'), [], 'its ping was not answered');
   });
 
-  test('batches wrongly signed, replayed, signed as a message or from before the welcome are dropped and counted, never answered', async (t) => {
-    const { host, peer } = await start(t);
+  if (keyed) test('batches wrongly signed, replayed, signed as a message or from before the welcome are dropped and counted, never answered', async (t) => {
+    const { host, peer } = await start(t, { keyed });
     const ticks = [];
     peer.on('tick', (payload) => { ticks.push(payload); });
     const connected = peer.connect();
@@ -409,8 +420,23 @@ describe('keyed peer: batches (SPEC 3.3)', () => {
     assert.equal(peer.connected, true);
   });
 
+  if (!keyed) test('without a key, only a frame 0 of exactly the byte b is a batch: any other is ignored, its message read alone', async (t) => {
+    const { host, peer } = await setup(t, { keyed });
+    const ticks = [];
+    peer.on('tick', (payload) => { ticks.push(payload); });
+    const batch = encodeWebSocketBatch([[EMPTY, Buffer.from(JSON.stringify(event('tick', 'in a batch')))]]);
+    for (const frame0 of ['bb', 'B', 'b.1.x', 'x']) host.sendFrames([Buffer.from(frame0), batch]); // not JSON as a message
+    host.sendFrames([Buffer.from('b'), batch]);
+    host.sendFrames([Buffer.from('x'), Buffer.from(JSON.stringify(event('tick', 'alone')))]);
+    await roundTrip(host);
+    assert.deepEqual(ticks, ['in a batch', 'alone']);
+    const refused = host.messages.filter((m) => m.body?.type === 'response');
+    assert.deepEqual(refused.map((m) => [m.body.id, m.body.error.code]), Array.from({ length: 4 }, () => [null, 'bad_message']));
+    assert.deepEqual(peer.batches.read, 1);
+  });
+
   test('progress a handler reports in one turn goes in batches, in order, then its response', async (t) => {
-    const { host } = await setup(t, { welcome: { batch: true }, peer: { actions: {
+    const { host } = await setup(t, { keyed, welcome: { batch: true }, peer: { actions: {
       count: async (n, ctx) => { for (let i = 1; i <= n; i += 1) ctx.progress({ i }); return n; },
     } } });
     host.send({ v: 1, type: 'request', id: 'c1', action: 'count', payload: 3000, progress: true });

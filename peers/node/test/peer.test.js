@@ -54,7 +54,7 @@ describe('peer: session', () => {
       // SPEC 7.8: the hash of the catalogue, its descriptions sorted by name, written here in RFC 8785 form by hand.
       const catalogue = createHash('sha256')
         .update('[{"doc":"","name":"early","payload":{},"result":{}},{"doc":"","name":"render","payload":{},"result":{}}]').digest('hex');
-      assert.deepEqual(hello, { v: 1, type: 'hello', peer: 'node-test', actions: ['render', 'early'], features: [], heartbeat_ms: 2000, topics: [], catalogue });
+      assert.deepEqual(hello, { v: 1, type: 'hello', peer: 'node-test', actions: ['render', 'early'], features: ['batch'], heartbeat_ms: 2000, topics: [], catalogue });
       assert.equal(peer.session, 'sess-1');
       assert.deepEqual(peer.hostActions, ['echo', 'add']);
       assert.equal(peer.heartbeatMs, 3000, 'the value in force is the welcome\'s');
@@ -70,7 +70,7 @@ describe('peer: session', () => {
 
   test('lists evaluate in features when evaluation is on', async (t) => {
     const { hello } = await setup(t, { peer: { evaluate: true } });
-    assert.deepEqual(hello.features, ['evaluate']);
+    assert.deepEqual(hello.features, ['evaluate', 'batch']);
   });
 
   test('sends hello again, keeping the session, when handlers change after connect', async (t) => {

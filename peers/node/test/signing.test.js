@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { PeerChannel, clockSkewDiagnosis, mac, parseKey, parseSignature, signMessage, signOpening } from '../src/signing.js';
-import { decodeSignedBatch, encodeWebSocketBatch } from '../src/websocket-frames.js';
+import { decodeZeroMQBatch, encodeWebSocketBatch } from '../src/websocket-frames.js';
 import { BridgeError } from '../src/errors.js';
 import { KeyedHost } from '../test-helpers/keyed-host.js';
 import { generator } from '../test-helpers/random.js';
@@ -82,10 +82,10 @@ describe('signatures.json: batches (SPEC 3.3)', () => {
       const frame1 = Buffer.from(c.hex, 'hex');
       if (c.error) {
         assert.equal(c.error, 'bad_message');
-        assert.throws(() => decodeSignedBatch(frame1), (error) => error instanceof BridgeError && error.code === 'bad_message');
+        assert.throws(() => decodeZeroMQBatch(frame1), (error) => error instanceof BridgeError && error.code === 'bad_message');
         return;
       }
-      const read = decodeSignedBatch(frame1);
+      const read = decodeZeroMQBatch(frame1);
       assert.equal(read.length, c.messages.length);
       c.messages.forEach((expected, i) => {
         if (expected.error) {
