@@ -1,8 +1,8 @@
 """Batches on ZeroMQ connections (SPEC 3.3): every `batches` case and batch signature of
 protocol/fixtures/signatures.json, the peer's batch reader and writer against the protocol's reference ones
 (conftest.REFERENCE) on random and damaged batches, and the peer reading and sending batches against a stand-in host
-(conftest.FakeHost) on real ZeroMQ sockets, keyed and without a key. The real host: test_keyed.py (keyed) and
-test_plain_batches.py (without a key)."""
+(conftest.FakeHost) on real ZeroMQ sockets, keyed and without a key; and batches both ways with the real host, keyed
+and without a key."""
 
 from __future__ import annotations
 
@@ -438,3 +438,34 @@ async def test_a_turn_that_reports_much_progress_hands_it_over_in_batches_withou
             assert [p["seq"] for p in progress] == list(range(1, 2001))
             assert peer.batches_sent >= 2000 // 1000
             peer_forms(host, routing)
+
+
+# --- the real host ---------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("keyed", [True, False], ids=["keyed", "without a key"])
+async def test_batches_flow_both_ways_with_the_real_host(start_host: Callable[..., Any], tmp_path: Path,
+                                                         keyed: bool) -> None:
+    """SPEC 3.3: the host's welcome says it reads batches, so calls made together go as batches; its answers to them,
+    its progress and its own calls into this peer come as batches. Every call answered right, nothing refused."""
+    path = tmp_path / "host.json"
+    host = start_host("--connection-file", str(path), *(() if keyed else ("--no-key",)), endpoint="tcp://127.0.0.1:*")
+    async with zerobridge.connect(path, name="py-batches", handlers={"twice": lambda p: p * 2}, connect_timeout=WAIT) as peer:
+        assert bool(peer.info.key) == keyed
+
+        async def caller(worker: int) -> list[Any]:
+            return [await peer.call("echo", {"w": worker, "i": i}, timeout=WAIT) for i in range(20)]
+
+        answers = await asyncio.gather(*(caller(w) for w in range(64)))  # 64 in flight
+        assert answers == [[{"w": w, "i": i} for i in range(20)] for w in range(64)]
+        assert peer.batches_sent > 0 and peer.batches_read > 0
+        read_before = peer.batches_read
+        async with peer.stream("count", {"n": 3000}, timeout=WAIT) as call:
+            assert [p async for p in call.progress] == [{"i": i, "n": 3000} for i in range(1, 3001)]
+            assert await call.result == {"n": 3000} and call.skipped == 0
+        assert peer.batches_read > read_before  # the progress came in batches
+        sent_before = peer.batches_sent
+        callbacks = [peer.call("callback", {"action": "twice", "payload": i}, timeout=WAIT) for i in range(32)]
+        assert await asyncio.gather(*callbacks) == [2 * i for i in range(32)]  # host -> peer calls, answered in batches
+        assert peer.batches_sent > sent_before and peer.refused_messages == 0
+    assert "refused" not in host.stderr_text() and "bad_message" not in host.stderr_text()
