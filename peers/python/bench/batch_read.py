@@ -1,5 +1,6 @@
-"""What reading costs the Python peer per message on a keyed connection: 16 small messages signed one by one (SPEC
-3.1) against the same 16 in one batch under one signature (SPEC 3.3), and the same 16 unsigned (plain) for scale.
+"""What reading costs the Python peer per message: 16 small messages signed one by one (SPEC 3.1) against the same 16
+in one batch under one signature (SPEC 3.3), and the same 16 without a key, one by one and in one batch (frame 0 the
+byte b).
 No sockets: the signature check, the batch's split and each body's decoding, as the peer's reader does them.
 
     .venv/bin/python peers/python/bench/batch_read.py [--rounds 5] [--messages 16]
@@ -50,6 +51,12 @@ def main() -> None:
             for body in group:
                 decode([b"", body])
 
+    def plain_batches() -> None:
+        decode, split = wire.decode, wire.split_batch
+        for _ in range(groups):
+            for message in split(batch):
+                decode(message)  # type: ignore[arg-type]
+
     def keyed_singles() -> None:
         refusal, decode = signing.PeerChannel(KEY, NONCE).refusal, wire.decode
         bodies_ = group * groups
@@ -67,10 +74,12 @@ def main() -> None:
                     decode(message)  # type: ignore[arg-type]
 
     plain_us = per_message_us(plain, groups, count, args.rounds)
+    plain_batches_us = per_message_us(plain_batches, groups, count, args.rounds)
     singles_us = per_message_us(keyed_singles, groups, count, args.rounds)
     batches_us = per_message_us(keyed_batches, groups, count, args.rounds)
     print(f"reading {count} small messages, best of {args.rounds} rounds of {groups:,} groups, per message:")
     print(f"  plain (decode only)          {plain_us:6.3f} us")
+    print(f"  plain, one batch of {count:<3}      {plain_batches_us:6.3f} us")
     print(f"  keyed, one signature each    {singles_us:6.3f} us   plain / keyed {plain_us / singles_us:.2f}")
     print(f"  keyed, one batch of {count:<3}      {batches_us:6.3f} us   plain / keyed {plain_us / batches_us:.2f}")
 

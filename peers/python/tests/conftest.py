@@ -293,7 +293,7 @@ class FakeHost:
     CURVE server that accepts any client key. With `key` it is a keyed host (SPEC 3.1): it processes only what
     `HostChannels` accepts, answers the rest with an unsigned `unauthorized` (recorded in `refused`), and signs what it
     sends. `raw` holds every message received as frames, `sent` every message sent, both with their routing ids.
-    `info` (an object) goes in every welcome as `welcome.info` (SPEC 1.3). A keyed host reads batches (SPEC 3.3) with
+    `info` (an object) goes in every welcome as `welcome.info` (SPEC 1.3). It reads batches (SPEC 3.3, keyed or not) with
     the protocol's reference reader, counting them in `batches_received`; `batch=True` says so in its welcomes, and
     `send_batch` sends one."""
 
@@ -367,13 +367,17 @@ class FakeHost:
                     self.refused.append((routing, why))
                     self.send_frames(routing, [b"", UNAUTHORIZED_ANSWER], sign=False)
                     continue
-                if frames[0].startswith(b"b."):
-                    self.batches_received += 1
-                    for message in REFERENCE.read_batch(frames[1]):  # a whole batch refused raises: the test fails
-                        assert isinstance(message, list), f"the peer sent a bad message in a batch: {message}"
-                        await self._handle(routing, [b"", *message])
-                    continue
+            if self.is_batch(frames[0]):
+                self.batches_received += 1
+                for message in REFERENCE.read_batch(frames[1]):  # a whole batch refused raises: the test fails
+                    assert isinstance(message, list), f"the peer sent a bad message in a batch: {message}"
+                    await self._handle(routing, [b"", *message])
+                continue
             await self._handle(routing, frames)
+
+    def is_batch(self, frame0: bytes) -> bool:
+        """SPEC 3.3: a batch's frame 0 is `b.<counter>.<mac>` on a keyed connection, exactly `b` without a key."""
+        return frame0.startswith(b"b.") if self.keyed is not None else frame0 == b"b"
 
     async def _handle(self, routing: bytes, frames: list[bytes]) -> None:
         try:
@@ -437,13 +441,17 @@ class FakeHost:
 
     def send_batch(self, routing: bytes | None, *messages: list[bytes] | dict[str, Any]) -> None:
         """Send one batch (SPEC 3.3) of `messages` (bodies, or frames 1..n) to `routing` (default: the peer), signed
-        h2p-batch for its channel; one message alone goes in a batch too."""
-        target = routing if routing is not None else self.routing
-        assert target is not None and self.keyed is not None, "a keyed host, after a hello"
+        h2p-batch for its channel when keyed; one message alone goes in a batch too."""
         batch = REFERENCE.write_batch([m if isinstance(m, list) else [json.dumps(m).encode()] for m in messages])
-        frames = [self.keyed.sign(target, [batch], signing.H2P_BATCH), batch]
-        self.sent.append((target, frames))
-        self.socket.send_multipart([target, *frames])
+        self.send_batch_frames(routing, [batch])
+
+    def send_batch_frames(self, routing: bytes | None, frames: list[bytes]) -> None:
+        """Send `frames` (a batch's frames 1..n, good or not) behind a batch's frame 0: signed h2p-batch for the
+        channel of `routing` (default: the peer) when keyed, the byte b without a key."""
+        target = routing if routing is not None else self.routing
+        assert target is not None, "no peer has said hello yet"
+        frame0 = self.keyed.sign(target, frames, signing.H2P_BATCH) if self.keyed is not None else b"b"
+        self.send_frames(target, [frame0, *frames], sign=False)
 
     async def next(self, type: str, timeout: float = 5.0, **fields: Any) -> dict[str, Any]:
         """The next received body of `type` (with these field values) after those already taken."""

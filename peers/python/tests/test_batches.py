@@ -1,7 +1,8 @@
-"""Batches on keyed connections (SPEC 3.3): every `batches` case and batch signature of
+"""Batches on ZeroMQ connections (SPEC 3.3): every `batches` case and batch signature of
 protocol/fixtures/signatures.json, the peer's batch reader and writer against the protocol's reference ones
-(conftest.REFERENCE) on random and damaged batches, and the peer reading and sending batches against a keyed
-stand-in host (conftest.FakeHost) on real ZeroMQ sockets. The real host: test_keyed.py."""
+(conftest.REFERENCE) on random and damaged batches, and the peer reading and sending batches against a stand-in host
+(conftest.FakeHost) on real ZeroMQ sockets, keyed and without a key; and batches both ways with the real host, keyed
+and without a key."""
 
 from __future__ import annotations
 
@@ -155,19 +156,32 @@ def test_the_reader_s_bounds_on_messages_and_frames() -> None:
     assert isinstance(read[2], wire.WireError) and "16,386 frames" in read[2].message
 
 
-# --- the peer against a keyed stand-in host --------------------------------------------------------------------------
+# --- the peer against a stand-in host, keyed and without a key -----------------------------------------------------
 
 
 def body(message: dict[str, Any]) -> list[bytes]:
     return [json.dumps(message).encode()]
 
 
-def peer_signatures(host: FakeHost, routing: bytes) -> list[bytes]:
-    """Frames 0 of what the peer sent on `routing` after its opening: checks that messages and batches share one
-    counter sequence 1, 2, 3, ... with the kinds of SPEC 3.3; returns each one's form (b"m" or b"b")."""
+@pytest.fixture(params=[KEY, None], ids=["keyed", "without a key"])
+def key(request: pytest.FixtureRequest) -> bytes | None:
+    """Every test below runs on a keyed connection and on one without a key: the same code reads and sends batches,
+    only frame 0 differs (SPEC 3.3)."""
+    return request.param
+
+
+def peer_forms(host: FakeHost, routing: bytes) -> list[bytes]:
+    """The form of each message the peer sent on `routing` after its opening hello: b"b" for a batch, b"m" for a
+    message alone. On a keyed connection it checks that messages and batches share one counter sequence 1, 2, 3, ...
+    with the kinds of SPEC 3.3; without a key, that a message alone has an empty frame 0."""
     messages = [frames for r, frames in host.raw if r == routing]
-    nonce = re.fullmatch(rb"h\.([0-9a-f]{32})\..*", messages[0][0])[1].decode()  # type: ignore[index]
     forms = []
+    if host.keyed is None:
+        for frames in messages[1:]:
+            assert frames[0] in (b"", b"b")
+            forms.append(b"b" if host.is_batch(frames[0]) else b"m")
+        return forms
+    nonce = re.fullmatch(rb"h\.([0-9a-f]{32})\..*", messages[0][0])[1].decode()  # type: ignore[index]
     for counter, frames in enumerate(messages[1:], start=1):
         form = frames[0][:1]
         kind = signing.P2H_BATCH if form == b"b" else signing.P2H
@@ -176,20 +190,20 @@ def peer_signatures(host: FakeHost, routing: bytes) -> list[bytes]:
     return forms
 
 
-async def test_the_hello_offers_batches_on_keyed_connections_only(fake_host: Any) -> None:
+async def test_the_hello_offers_batches_on_every_connection(fake_host: Any) -> None:
     async with fake_host(key=KEY) as host:
         async with zerobridge.connect(host.endpoint, name="keyed", key=KEY, evaluate=True, connect_timeout=WAIT):
             assert (await host.next("hello"))["features"] == ["evaluate", "batch"]
     async with fake_host() as host:
         async with zerobridge.connect(host.endpoint, name="plain", connect_timeout=WAIT):
-            assert (await host.next("hello"))["features"] == []
+            assert (await host.next("hello"))["features"] == ["batch"]
 
 
-async def test_a_batch_from_the_host_is_read_message_by_message(fake_host: Any) -> None:
+async def test_a_batch_from_the_host_is_read_message_by_message(fake_host: Any, key: bytes | None) -> None:
     """Whatever the peer said about batches (the host here did not say it reads them), it reads them (SPEC 3.3)."""
-    async with fake_host(key=KEY) as host:
+    async with fake_host(key=key) as host:
         events: list[Any] = []
-        async with zerobridge.connect(host.endpoint, name="p", key=KEY, handlers={"twice": lambda p: p * 2},
+        async with zerobridge.connect(host.endpoint, name="p", key=key, handlers={"twice": lambda p: p * 2},
                                       connect_timeout=WAIT) as peer:
             peer.on_event("note")(events.append)
             routing, _ = await host.next_with_routing("hello")
@@ -211,9 +225,9 @@ async def test_a_batch_from_the_host_is_read_message_by_message(fake_host: Any) 
             assert peer.batches_read == 1 and peer.refused_messages == 0 and host.refused == []
 
 
-async def test_a_bad_message_in_a_batch_is_answered_alone_and_the_others_are_read(fake_host: Any) -> None:
-    async with fake_host(key=KEY) as host:
-        async with zerobridge.connect(host.endpoint, name="p", key=KEY, handlers={"twice": lambda p: p * 2},
+async def test_a_bad_message_in_a_batch_is_answered_alone_and_the_others_are_read(fake_host: Any, key: bytes | None) -> None:
+    async with fake_host(key=key) as host:
+        async with zerobridge.connect(host.endpoint, name="p", key=key, handlers={"twice": lambda p: p * 2},
                                       connect_timeout=WAIT) as peer:
             routing, _ = await host.next_with_routing("hello")
             batch = REFERENCE.write_batch([body({"v": 1, "type": "request", "id": "a", "action": "twice", "payload": 1})])
@@ -221,7 +235,7 @@ async def test_a_bad_message_in_a_batch_is_answered_alone_and_the_others_are_rea
             batch += struct.pack(">I", len(not_empty)) + not_empty
             batch += REFERENCE.write_batch([[b"not json"],
                                             body({"v": 1, "type": "request", "id": "b", "action": "twice", "payload": 2})])
-            host.send_frames(routing, [host.keyed.sign(routing, [batch], signing.H2P_BATCH), batch], sign=False)
+            host.send_batch_frames(routing, [batch])
             assert (await host.next("response", id="a"))["result"] == 2
             assert (await host.next("response", id="b"))["result"] == 4
             refusals = [await host.next("response", id=None) for _ in range(2)]
@@ -233,9 +247,9 @@ async def test_a_bad_message_in_a_batch_is_answered_alone_and_the_others_are_rea
 
 @pytest.mark.parametrize("what", ["a length running past the end", "an empty batch", "frames after frame 1",
                                   "1,001 messages"])
-async def test_a_batch_whose_structure_is_bad_is_answered_once_and_none_of_it_is_read(fake_host: Any, what: str) -> None:
-    async with fake_host(key=KEY) as host:
-        async with zerobridge.connect(host.endpoint, name="p", key=KEY, handlers={"twice": lambda p: p * 2},
+async def test_a_batch_whose_structure_is_bad_is_answered_once_and_none_of_it_is_read(fake_host: Any, key: bytes | None, what: str) -> None:
+    async with fake_host(key=key) as host:
+        async with zerobridge.connect(host.endpoint, name="p", key=key, handlers={"twice": lambda p: p * 2},
                                       connect_timeout=WAIT) as peer:
             routing, _ = await host.next_with_routing("hello")
             request = REFERENCE.write_batch([body({"v": 1, "type": "request", "id": "x", "action": "twice", "payload": 1})])
@@ -243,13 +257,47 @@ async def test_a_batch_whose_structure_is_bad_is_answered_once_and_none_of_it_is
                       "an empty batch": [b""],
                       "frames after frame 1": [request, b"attachment?"],
                       "1,001 messages": [request * 1001]}[what]
-            host.send_frames(routing, [host.keyed.sign(routing, frames, signing.H2P_BATCH), *frames], sign=False)
+            host.send_batch_frames(routing, frames)
             refusal = await host.next("response", id=None)
             assert refusal["error"]["code"] == "bad_message"
             host.send(routing, {"v": 1, "type": "request", "id": "y", "action": "twice", "payload": 2})  # it goes on
             assert (await host.next("response", id="y"))["result"] == 4
             assert [r.get("id") for r in host.bodies("response")] == [None, "y"]  # "x" was never run
             assert peer.batches_read == 1 and host.refused == []
+
+
+async def test_a_batch_past_the_limit_is_answered_too_large_unread(fake_host: Any, key: bytes | None) -> None:
+    """SPEC 3.3: more than 64 MiB + 128 KiB (the peer's limit and the slack) is refused before any MAC is computed,
+    none of it read; each frame alone is within what libzmq takes from the host."""
+    async with fake_host(key=key) as host:
+        async with zerobridge.connect(host.endpoint, name="p", key=key, handlers={"twice": lambda p: p * 2},
+                                      connect_timeout=WAIT) as peer:
+            routing, _ = await host.next_with_routing("hello")
+            request = REFERENCE.write_batch([body({"v": 1, "type": "request", "id": "x", "action": "twice", "payload": 1})])
+            host.send_batch_frames(routing, [request, bytes(40 << 20), bytes(25 << 20)])
+            refusal = await host.next("response", id=None, timeout=WAIT)
+            assert refusal["error"]["code"] == "too_large" and "batch" in refusal["error"]["message"]
+            host.send(routing, {"v": 1, "type": "request", "id": "y", "action": "twice", "payload": 2})  # it goes on
+            assert (await host.next("response", id="y"))["result"] == 4
+            assert [r.get("id") for r in host.bodies("response")] == [None, "y"] and peer.batches_read == 0
+
+
+async def test_without_a_key_only_the_byte_b_marks_a_batch(fake_host: Any) -> None:
+    """Any other frame 0 is ignored (SPEC 3): its message is read as it comes, a batch's bytes in it are not JSON."""
+    async with fake_host() as host:
+        async with zerobridge.connect(host.endpoint, name="p", handlers={"twice": lambda p: p * 2},
+                                      connect_timeout=WAIT) as peer:
+            routing, _ = await host.next_with_routing("hello")
+            frames0 = (b"B", b"bb", b"b.1." + b"0" * 64, b"\x00")
+            for n, frame0 in enumerate(frames0):
+                request = body({"v": 1, "type": "request", "id": f"r{n}", "action": "twice", "payload": n})
+                host.send_frames(routing, [frame0, *request])
+                host.send_frames(routing, [frame0, REFERENCE.write_batch([request])])
+            answers = [await host.next("response", timeout=WAIT) for _ in range(8)]
+            assert [(a["id"], a["result"]) for a in answers if a["ok"]] == [(f"r{n}", 2 * n) for n in range(len(frames0))]
+            refused = [a for a in answers if not a["ok"]]
+            assert len(refused) == 4 and {(a["id"], a["error"]["code"]) for a in refused} == {(None, "bad_message")}
+            assert peer.batches_read == 0
 
 
 async def test_refused_batches_are_counted_and_never_answered(fake_host: Any) -> None:
@@ -277,9 +325,9 @@ async def test_refused_batches_are_counted_and_never_answered(fake_host: Any) ->
             assert peer.batches_read == 1 and len(host.bodies("response")) == 1 and peer.connected
 
 
-async def test_calls_made_at_once_go_in_batches_once_the_welcome_says_so(fake_host: Any) -> None:
-    async with fake_host(key=KEY, batch=True) as host:
-        async with zerobridge.connect(host.endpoint, name="p", key=KEY, connect_timeout=WAIT) as peer:
+async def test_calls_made_at_once_go_in_batches_once_the_welcome_says_so(fake_host: Any, key: bytes | None) -> None:
+    async with fake_host(key=key, batch=True) as host:
+        async with zerobridge.connect(host.endpoint, name="p", key=key, connect_timeout=WAIT) as peer:
             routing, _ = await host.next_with_routing("hello")
             calls = [asyncio.ensure_future(peer.call("echo", i, timeout=WAIT)) for i in range(40)]
             requests = [await host.next("request", action="echo") for _ in range(40)]
@@ -289,24 +337,24 @@ async def test_calls_made_at_once_go_in_batches_once_the_welcome_says_so(fake_ho
             assert await asyncio.gather(*calls) == list(range(40))
             assert peer.batches_sent >= 1 and host.batches_received == peer.batches_sent
             assert peer.batches_read == 1
-            forms = peer_signatures(host, routing)
+            forms = peer_forms(host, routing)
             assert forms[0] == b"m" and b"b" in forms  # the first of a turn goes at once, alone; the rest together
 
 
-async def test_without_the_welcome_s_word_nothing_is_batched(fake_host: Any) -> None:
-    async with fake_host(key=KEY) as host:
-        async with zerobridge.connect(host.endpoint, name="p", key=KEY, connect_timeout=WAIT) as peer:
+async def test_without_the_welcome_s_word_nothing_is_batched(fake_host: Any, key: bytes | None) -> None:
+    async with fake_host(key=key) as host:
+        async with zerobridge.connect(host.endpoint, name="p", key=key, connect_timeout=WAIT) as peer:
             routing, _ = await host.next_with_routing("hello")
             for i in range(20):
                 await peer.post("note", i)
             for i in range(20):
                 assert (await host.next("event", action="note"))["payload"] == i
-            assert peer.batches_sent == 0 and set(peer_signatures(host, routing)) == {b"m"}
+            assert peer.batches_sent == 0 and set(peer_forms(host, routing)) == {b"m"}
 
 
-async def test_batches_keep_to_65536_bytes_and_1000_messages_and_a_large_message_goes_alone(fake_host: Any) -> None:
-    async with fake_host(key=KEY, batch=True, max_message_bytes=1 << 20) as host:
-        async with zerobridge.connect(host.endpoint, name="p", key=KEY, connect_timeout=WAIT) as peer:
+async def test_batches_keep_to_65536_bytes_and_1000_messages_and_a_large_message_goes_alone(fake_host: Any, key: bytes | None) -> None:
+    async with fake_host(key=key, batch=True, max_message_bytes=1 << 20) as host:
+        async with zerobridge.connect(host.endpoint, name="p", key=key, connect_timeout=WAIT) as peer:
             routing, _ = await host.next_with_routing("hello")
             await peer.post("note", "first")
             for i in range(2500):  # one turn
@@ -317,22 +365,22 @@ async def test_batches_keep_to_65536_bytes_and_1000_messages_and_a_large_message
             assert [(await host.next("event", action="note"))["payload"] for _ in range(2500)] == list(range(2500))
             assert (await host.next("event", action="note"))["payload"] == "x" * 70_000
             assert (await host.next("event", action="note"))["payload"] == "last"
-            batches = [frames for r, frames in host.raw if r == routing and frames[0][:2] == b"b."]
+            batches = [frames for r, frames in host.raw if r == routing and host.is_batch(frames[0])]
             sizes = [len(REFERENCE.read_batch(frames[1])) for frames in batches]
             assert sum(sizes) >= 2000 and max(sizes) <= 1000 and all(len(frames[1]) <= 65_536 for frames in batches)
             large = [frames for r, frames in host.raw if r == routing and b"x" * 70_000 in frames[1]]
-            assert len(large) == 1 and large[0][0][:2] == b"m."
-            peer_signatures(host, routing)
+            assert len(large) == 1 and not host.is_batch(large[0][0])
+            peer_forms(host, routing)
 
 
-async def test_progress_reported_in_one_turn_goes_in_batches_in_order(fake_host: Any) -> None:
+async def test_progress_reported_in_one_turn_goes_in_batches_in_order(fake_host: Any, key: bytes | None) -> None:
     async def steps(payload: int, context: zerobridge.RequestContext) -> str:
         for i in range(1, payload + 1):
             context.progress(i)
         return "done"
 
-    async with fake_host(key=KEY, batch=True) as host:
-        async with zerobridge.connect(host.endpoint, name="p", key=KEY, handlers={"steps": steps},
+    async with fake_host(key=key, batch=True) as host:
+        async with zerobridge.connect(host.endpoint, name="p", key=key, handlers={"steps": steps},
                                       connect_timeout=WAIT) as peer:
             routing, _ = await host.next_with_routing("hello")
             host.send_batch(routing, *(body({"v": 1, "type": "request", "id": f"s{n}", "action": "steps", "payload": 30,
@@ -347,18 +395,18 @@ async def test_progress_reported_in_one_turn_goes_in_batches_in_order(fake_host:
             received = [(b["type"], b["id"]) for _, b in host._received if isinstance(b, dict) and b.get("id", "").startswith("s")]
             for n in range(3):
                 assert received.index(("response", f"s{n}")) > max(i for i, r in enumerate(received) if r == ("progress", f"s{n}"))
-            peer_signatures(host, routing)
-            batched = [json.loads(m[0]) for r, frames in host.raw if r == routing and frames[0][:2] == b"b."
+            peer_forms(host, routing)
+            batched = [json.loads(m[0]) for r, frames in host.raw if r == routing and host.is_batch(frames[0])
                        for m in REFERENCE.read_batch(frames[1])]
-            alone = [json.loads(frames[1]) for r, frames in host.raw if r == routing and frames[0][:2] == b"m."]
+            alone = [json.loads(frames[1]) for r, frames in host.raw if r == routing and not host.is_batch(frames[0])]
             # The first message of the turn goes at once, alone; the rest of what the handlers reported, together.
             assert len([b for b in batched if b["type"] == "progress"]) >= 87
             assert len([b for b in alone if b["type"] == "progress"]) <= 3
 
 
-async def test_a_new_connection_forgets_batches_until_its_welcome_says_so_again(fake_host: Any) -> None:
-    async with fake_host(key=KEY, batch=True) as host:
-        async with zerobridge.connect(host.endpoint, name="p", key=KEY, connect_timeout=WAIT) as peer:
+async def test_a_new_connection_forgets_batches_until_its_welcome_says_so_again(fake_host: Any, key: bytes | None) -> None:
+    async with fake_host(key=key, batch=True) as host:
+        async with zerobridge.connect(host.endpoint, name="p", key=key, connect_timeout=WAIT) as peer:
             first, _ = await host.next_with_routing("hello")
             host.batch = False  # the next welcome does not say it
             host.send(first, {"v": 1, "type": "bye"})  # a loss: a new socket, a new channel
@@ -368,10 +416,10 @@ async def test_a_new_connection_forgets_batches_until_its_welcome_says_so_again(
                 await peer.post("note", i)
             for i in range(20):
                 assert (await host.next("event", action="note"))["payload"] == i
-            assert set(peer_signatures(host, second)) == {b"m"} and peer.batches_sent == 0
+            assert set(peer_forms(host, second)) == {b"m"} and peer.batches_sent == 0
 
 
-async def test_a_turn_that_reports_much_progress_hands_it_over_in_batches_without_coalescing(fake_host: Any) -> None:
+async def test_a_turn_that_reports_much_progress_hands_it_over_in_batches_without_coalescing(fake_host: Any, key: bytes | None) -> None:
     """With batches, progress after a turn's first message waits for the turn's end; a turn that reports more than
     a request may hold unsent (64) hands it over at once instead: a host that reads gets every payload."""
     async def flood(payload: int, context: zerobridge.RequestContext) -> str:
@@ -379,8 +427,8 @@ async def test_a_turn_that_reports_much_progress_hands_it_over_in_batches_withou
             context.progress(i)
         return "done"
 
-    async with fake_host(key=KEY, batch=True) as host:
-        async with zerobridge.connect(host.endpoint, name="p", key=KEY, handlers={"flood": flood},
+    async with fake_host(key=key, batch=True) as host:
+        async with zerobridge.connect(host.endpoint, name="p", key=key, handlers={"flood": flood},
                                       connect_timeout=WAIT) as peer:
             routing, _ = await host.next_with_routing("hello")
             host.send(routing, {"v": 1, "type": "request", "id": "f", "action": "flood", "payload": 2000, "progress": True})
@@ -389,4 +437,35 @@ async def test_a_turn_that_reports_much_progress_hands_it_over_in_batches_withou
             assert [p["payload"] for p in progress] == list(range(1, 2001)) and not any("skipped" in p for p in progress)
             assert [p["seq"] for p in progress] == list(range(1, 2001))
             assert peer.batches_sent >= 2000 // 1000
-            peer_signatures(host, routing)
+            peer_forms(host, routing)
+
+
+# --- the real host ---------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("keyed", [True, False], ids=["keyed", "without a key"])
+async def test_batches_flow_both_ways_with_the_real_host(start_host: Callable[..., Any], tmp_path: Path,
+                                                         keyed: bool) -> None:
+    """SPEC 3.3: the host's welcome says it reads batches, so calls made together go as batches; its answers to them,
+    its progress and its own calls into this peer come as batches. Every call answered right, nothing refused."""
+    path = tmp_path / "host.json"
+    host = start_host("--connection-file", str(path), *(() if keyed else ("--no-key",)), endpoint="tcp://127.0.0.1:*")
+    async with zerobridge.connect(path, name="py-batches", handlers={"twice": lambda p: p * 2}, connect_timeout=WAIT) as peer:
+        assert bool(peer.info.key) == keyed
+
+        async def caller(worker: int) -> list[Any]:
+            return [await peer.call("echo", {"w": worker, "i": i}, timeout=WAIT) for i in range(20)]
+
+        answers = await asyncio.gather(*(caller(w) for w in range(64)))  # 64 in flight
+        assert answers == [[{"w": w, "i": i} for i in range(20)] for w in range(64)]
+        assert peer.batches_sent > 0 and peer.batches_read > 0
+        read_before = peer.batches_read
+        async with peer.stream("count", {"n": 3000}, timeout=WAIT) as call:
+            assert [p async for p in call.progress] == [{"i": i, "n": 3000} for i in range(1, 3001)]
+            assert await call.result == {"n": 3000} and call.skipped == 0
+        assert peer.batches_read > read_before  # the progress came in batches
+        sent_before = peer.batches_sent
+        callbacks = [peer.call("callback", {"action": "twice", "payload": i}, timeout=WAIT) for i in range(32)]
+        assert await asyncio.gather(*callbacks) == [2 * i for i in range(32)]  # host -> peer calls, answered in batches
+        assert peer.batches_sent > sent_before and peer.refused_messages == 0
+    assert "refused" not in host.stderr_text() and "bad_message" not in host.stderr_text()

@@ -21,10 +21,10 @@ from zerobridge import link as link_module
 from zerobridge import peer as peer_module
 
 LONG = 30.0  # seconds: an upper bound for what must happen, never an expectation of speed
-# The flow-control tests run plain and on a keyed connection whose host reads batches (SPEC 3.3): batches change how
-# messages are handed to the transport, not the bounds.
+# The flow-control tests run plain without batches, and with batches (SPEC 3.3) plain and keyed: batches change how
+# messages are handed to the transport, not the bounds. A mode is (the key, whether the host's welcome says batch).
 KEY = bytes(range(32))
-MODES = {"plain": {}, "keyed batches": {"key": KEY}}
+MODES = {"plain": (None, False), "plain batches": (None, True), "keyed batches": (KEY, True)}
 
 
 def wall_ms() -> int:
@@ -238,8 +238,9 @@ async def test_progress_to_a_host_that_stops_reading_is_coalesced_never_waited_f
     fake_host: Any, ipc_dir: Path, kind: str, mode: str
 ) -> None:
     endpoint = f"ipc://{ipc_dir}/slow.sock"
-    async with fake_host(endpoint=endpoint, rcvhwm=10, heartbeat_ms=600000, batch=True, **MODES[mode]) as host:
-        peer = zerobridge.connect(endpoint, name="p", **MODES[mode])
+    key, batch = MODES[mode]
+    async with fake_host(endpoint=endpoint, rcvhwm=10, heartbeat_ms=600000, batch=batch, key=key) as host:
+        peer = zerobridge.connect(endpoint, name="p", key=key)
         finished = threading.Event()
         observed = {"pending": 0, "pending_bytes": 0}
 
@@ -300,7 +301,7 @@ async def test_progress_to_a_host_that_stops_reading_is_coalesced_never_waited_f
             assert progress[-1]["payload"] == {"i": PAYLOADS}  # the newest always gets through
             payloads = [b["payload"]["i"] for b in progress]
             assert payloads == sorted(payloads)
-            assert (host.batches_received > 0) == (mode == "keyed batches")
+            assert (host.batches_received > 0) == batch
             print(f"{kind}: {len(progress)} progress messages sent, {skipped} payloads coalesced, peak {peak} bytes")
 
 
@@ -364,9 +365,10 @@ async def test_posting_into_a_full_queue_fails_overloaded_and_calls_wait_up_to_t
     endpoint = f"ipc://{ipc_dir}/full.sock"
     big = "x" * (256 << 10)
     huge = 4 << 20
-    async with fake_host(endpoint=endpoint, rcvhwm=2, heartbeat_ms=600000, max_message_bytes=16 << 20, batch=True,
-                         **MODES[mode]) as host:
-        peer = zerobridge.connect(endpoint, name="p", handlers={"huge": lambda payload: "y" * huge}, **MODES[mode])
+    key, batch = MODES[mode]
+    async with fake_host(endpoint=endpoint, rcvhwm=2, heartbeat_ms=600000, max_message_bytes=16 << 20, batch=batch,
+                         key=key) as host:
+        peer = zerobridge.connect(endpoint, name="p", handlers={"huge": lambda payload: "y" * huge}, key=key)
         async with peer:
             await host.next("hello", timeout=LONG)
             host.stop_reading()

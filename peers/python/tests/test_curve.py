@@ -219,9 +219,9 @@ async def test_curve_keeps_evaluate_after_a_loss(fake_host: Any) -> None:
     async with fake_host(curve_secret_key=secret) as host:
         async with zerobridge.connect(host.endpoint, name="p", evaluate=True, curve_server_key=public,
                                       connect_timeout=WAIT) as peer:
-            assert (await host.next("hello"))["features"] == ["evaluate"]
+            assert (await host.next("hello"))["features"] == ["evaluate", "batch"]
             host.send(None, {"v": 1, "type": "bye"})
-            assert (await host.next("hello", timeout=WAIT))["features"] == ["evaluate"]
+            assert (await host.next("hello", timeout=WAIT))["features"] == ["evaluate", "batch"]
             await peer.wait_connected(WAIT)
             host.send(None, {"v": 1, "type": "request", "id": "e", "action": "$evaluate", "payload": {"script": "return 2"}})
             assert (await host.next("response", timeout=WAIT, id="e"))["result"] == 2

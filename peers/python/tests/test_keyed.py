@@ -302,30 +302,6 @@ async def test_through_the_host_s_connection_file_everything_is_signed(
     assert "refused" not in host.stderr_text()
 
 
-async def test_batches_flow_both_ways_with_the_real_host(start_host: Callable[..., Any], tmp_path: Path, ipc_dir: Path) -> None:
-    """SPEC 3.3: the host's welcome says it reads batches, so calls made together go as batches; its answers to them,
-    its progress and its own calls into this peer come as batches. Every call answered right, nothing refused."""
-    path = tmp_path / "host.json"
-    host = keyed_host(start_host, path, "tcp", ipc_dir)
-    async with zerobridge.connect(path, name="py-batches", handlers={"twice": lambda p: p * 2}, connect_timeout=WAIT) as peer:
-        async def caller(worker: int) -> list[Any]:
-            return [await peer.call("echo", {"w": worker, "i": i}, timeout=WAIT) for i in range(20)]
-
-        answers = await asyncio.gather(*(caller(w) for w in range(64)))  # 64 in flight
-        assert answers == [[{"w": w, "i": i} for i in range(20)] for w in range(64)]
-        assert peer.batches_sent > 0 and peer.batches_read > 0
-        read_before = peer.batches_read
-        async with peer.stream("count", {"n": 3000}, timeout=WAIT) as call:
-            assert [p async for p in call.progress] == [{"i": i, "n": 3000} for i in range(1, 3001)]
-            assert await call.result == {"n": 3000} and call.skipped == 0
-        assert peer.batches_read > read_before  # the progress came in batches
-        sent_before = peer.batches_sent
-        callbacks = [peer.call("callback", {"action": "twice", "payload": i}, timeout=WAIT) for i in range(32)]
-        assert await asyncio.gather(*callbacks) == [2 * i for i in range(32)]  # host -> peer calls, answered in batches
-        assert peer.batches_sent > sent_before and peer.refused_messages == 0
-    assert "refused" not in host.stderr_text() and "bad_message" not in host.stderr_text()
-
-
 def test_the_blocking_twin_reads_a_keyed_connection_file(start_host: Callable[..., Any], tmp_path: Path, ipc_dir: Path) -> None:
     path = tmp_path / "host.json"
     keyed_host(start_host, path, "tcp", ipc_dir)

@@ -29,7 +29,7 @@ async def test_connect_sends_hello_with_handlers_and_features(fake_host: Any) ->
         async with peer:
             hello = await host.next("hello")
             assert hello == {
-                "v": 1, "type": "hello", "peer": "etl", "actions": ["a", "b"], "features": ["evaluate"], "heartbeat_ms": 250,
+                "v": 1, "type": "hello", "peer": "etl", "actions": ["a", "b"], "features": ["evaluate", "batch"], "heartbeat_ms": 250,
                 "catalogue": peer.catalogue.hash,  # since 1.3 (SPEC 7.8)
                 "topics": [],  # since 1.3 (SPEC 7.15): every hello says the whole set
             }
@@ -450,13 +450,13 @@ async def test_after_a_loss_evaluate_is_neither_offered_nor_served_without_curve
 ) -> None:
     caplog.set_level(logging.WARNING, logger="zerobridge")
     async with fake_host() as host, zerobridge.connect(host.endpoint, name="p", evaluate=True) as peer:
-        assert (await host.next("hello"))["features"] == ["evaluate"]
+        assert (await host.next("hello"))["features"] == ["evaluate", "batch"]
         await send_request(host, "e1", "$evaluate", {"script": "return 1 + 1"})
         assert (await host.next("response", id="e1"))["result"] == 2
         for _ in range(2):  # lost twice: warned once
             host.send(None, {"v": 1, "type": "bye"})
             hello = await host.next("hello", timeout=10)
-            assert hello["features"] == [] and "session" not in hello
+            assert hello["features"] == ["batch"] and "session" not in hello
             await peer.wait_connected(10)
         await send_request(host, "e2", "$evaluate", {"script": "return 1 + 1"})
         error = (await host.next("response", id="e2"))["error"]
@@ -469,14 +469,14 @@ async def test_a_dropped_connection_withdraws_evaluate_even_when_the_session_res
     endpoint = f"ipc://{ipc_dir}/fake.sock"
     async with fake_host(endpoint=endpoint) as host:
         peer = await zerobridge.connect(endpoint, name="p", evaluate=True)
-        assert (await host.next("hello"))["features"] == ["evaluate"]
+        assert (await host.next("hello"))["features"] == ["evaluate", "batch"]
         known = dict(host.tokens or {})
     try:
         # Whoever binds the endpoint now may be another process, even one that plays along with the resume.
         async with fake_host(endpoint=endpoint) as back:
             back.sessions, back.known_sessions, back.tokens = 1, {"session-1"}, known
             hello = await back.next("hello", timeout=10)
-            assert hello["session"] == "session-1" and hello["features"] == []
+            assert hello["session"] == "session-1" and hello["features"] == ["batch"]
             await send_request(back, "e", "$evaluate", {"script": "return 1"})
             assert (await back.next("response", id="e", timeout=10))["error"]["code"] == "not_allowed"
     finally:

@@ -712,15 +712,15 @@ class Link:
             log.exception("failed to handle %r", message)
 
     def receive_batch(self, frames: list[bytes]) -> int:
-        """Handle a batch (SPEC 3.3) whose signature was accepted: its messages in order, each exactly as if it had
-        come alone. A batch whose structure is bad is answered ``bad_message`` once, and none of it is read; a bad
-        message in a good batch is answered on its own. Returns how many messages it held (1 for a bad batch). Never
+        """Handle a batch (SPEC 3.3) whose frame 0 was accepted (its signature, on a keyed connection): its messages
+        in order, each exactly as if it had come alone. A batch whose structure is bad is answered ``bad_message``
+        once, and none of it is read; a bad message in a good batch is answered on its own. Returns how many messages it held (1 for a bad batch). Never
         raises."""
         if self.retired:
             return 1
         try:
             if len(frames) != 2:
-                raise wire.WireError(errors.BAD_MESSAGE, f"a batch is one frame after its signature, not {len(frames) - 1}")
+                raise wire.WireError(errors.BAD_MESSAGE, f"a batch is one frame after its frame 0, not {len(frames) - 1}")
             messages = wire.split_batch(frames[1])
         except wire.WireError as error:
             self.last_heard = self.loop.time()

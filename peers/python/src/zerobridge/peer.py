@@ -492,14 +492,14 @@ class Peer:
 
     @property
     def batches_read(self) -> int:
-        """How many batches (SPEC 3.3: several messages under one signature, on a keyed connection) this peer read
-        from the host since it was made; for diagnostics."""
+        """How many batches (SPEC 3.3: several messages in one ZeroMQ message, under one signature when keyed) this
+        peer read from the host since it was made; for diagnostics."""
         return self._batches_read
 
     @property
     def batches_sent(self) -> int:
-        """How many batches this peer sent the host since it was made (it sends them on a keyed connection whose
-        host said it reads them, SPEC 3.3); for diagnostics."""
+        """How many batches this peer sent the host since it was made (it sends them on a connection whose host said
+        it reads them, SPEC 3.3); for diagnostics."""
         return self._batches_sent
 
     @property
@@ -998,9 +998,9 @@ class Peer:
             self._fetch_task = self._spawn(self._fetch_host_catalogue())
         self.limits = welcome.limits
         self._link.max_message_bytes = welcome.limits.max_message_bytes
-        # Batches to the host once its welcome on this channel says it reads them (SPEC 3.3); a new connection opens a
-        # new channel with a new link, which starts without.
-        self._link.batching = welcome.batch and bool(self.info.key)
+        # Batches to the host once its welcome on this connection says it reads them (SPEC 3.3); a new connection has
+        # a new link, which starts without.
+        self._link.batching = welcome.batch
         if welcome.heartbeat_ms != self.heartbeat_ms or self._heartbeat_task is None:
             self.heartbeat_ms = welcome.heartbeat_ms
             self._restart_heartbeat()
@@ -1136,10 +1136,9 @@ class Peer:
         )
 
     def _features(self) -> tuple[str, ...]:
-        """``hello.features``: ``evaluate`` when the user turned it on (and it holds), ``batch`` on a keyed connection,
-        where this peer reads batches (SPEC 3.3)."""
-        features = ("evaluate",) if self.evaluate_enabled and self._evaluate_withdrawn is None else ()
-        return (*features, "batch") if self.info.key else features
+        """``hello.features``: ``evaluate`` when the user turned it on (and it holds), and ``batch``: this peer reads
+        batches on every ZeroMQ connection (SPEC 3.3)."""
+        return ("evaluate", "batch") if self.evaluate_enabled and self._evaluate_withdrawn is None else ("batch",)
 
     def _restart_heartbeat(self) -> None:
         if self._heartbeat_task is not None:
@@ -1232,20 +1231,21 @@ class Peer:
             return self._send_frames(socket, pump, channel, frames)
 
         def send_batch(messages: list[list[bytes]]) -> bool:
-            assert channel is not None
             return self._send_batch(socket, pump, channel, messages)
 
         def receive(frames: list[bytes]) -> int:
             """Read one ZeroMQ message; how many protocol messages it held (a batch holds several)."""
-            if channel is None:
-                link.receive(frames)
-            elif len(frames) > 2 and frames[0][:2] == b"b." and (size := sum(map(len, frames[1:]))) > BATCH_RECEIVE_LIMIT:
-                # Refused before its MAC is computed (SPEC 3.3); one frame is already bounded by RECEIVE_LIMIT.
-                link.refuse_unreadable(wire.WireError(errors.TOO_LARGE, f"a batch of {size} bytes; the limit is {BATCH_RECEIVE_LIMIT}"))
-            elif self._accepts(channel, link, frames):
-                if frames[0][0] == _BATCH_FORM:  # `b.<counter>.<mac>`, accepted
+            # A batch's frame 0 (SPEC 3.3) is `b.<counter>.<mac>` on a keyed connection, exactly `b` without a key.
+            if (frames[0][:2] == b"b.") if channel is not None else (frames[0] == _UNKEYED_BATCH):
+                if (size := sum(map(len, frames[1:]))) > BATCH_RECEIVE_LIMIT:
+                    # Refused before any MAC is computed; one frame is already bounded by RECEIVE_LIMIT.
+                    link.refuse_unreadable(
+                        wire.WireError(errors.TOO_LARGE, f"a batch of {size} bytes; the limit is {BATCH_RECEIVE_LIMIT}")
+                    )
+                elif channel is None or self._accepts(channel, link, frames):
                     self._batches_read += 1
                     return link.receive_batch(frames)
+            elif channel is None or self._accepts(channel, link, frames):
                 link.receive(frames)
             return 1
 
@@ -1255,7 +1255,7 @@ class Peer:
             serve_event=self._serve_event,
             on_message=self._on_message,
             max_in_flight=self.max_in_flight,
-            send_batch=send_batch if channel is not None else None,
+            send_batch=send_batch,
         )
         self._link = link
         pump = _SocketPump(socket, receive=receive, writable=link.writable)
@@ -1326,22 +1326,27 @@ class Peer:
         return False
 
     def _send_batch(
-        self, socket: zmq.asyncio.Socket, pump: _SocketPump, channel: signing.PeerChannel, messages: list[list[bytes]]
+        self,
+        socket: zmq.asyncio.Socket,
+        pump: _SocketPump,
+        channel: signing.PeerChannel | None,
+        messages: list[list[bytes]],
     ) -> bool:
-        """Hand ``messages`` (each with its empty frame 0) to libzmq as one batch under one signature (SPEC 3.3), as
-        :meth:`_send_frames` hands one message."""
+        """Hand ``messages`` (each with its empty frame 0) to libzmq as one batch (SPEC 3.3: under one signature on a
+        keyed connection, behind the byte ``b`` without a key), as :meth:`_send_frames` hands one message."""
         if socket.closed:
             log.debug("not sent (socket closed): a batch of %d messages", len(messages))
             return True
         batch = wire.join_batch(messages)
         try:
-            if pump.send([channel.sign_batch(batch), batch]):
+            if pump.send([channel.sign_batch(batch) if channel is not None else _UNKEYED_BATCH, batch]):
                 self._batches_sent += 1
                 return True
         except zmq.ZMQError as error:
             log.warning("send failed: %s", error)
             return True
-        channel.unsent()
+        if channel is not None:
+            channel.unsent()
         return False
 
     async def _watch_transport(self, monitor: zmq.asyncio.Socket, link: Link, *, keyed: bool) -> None:
@@ -1426,7 +1431,7 @@ SEND_HWM = 1000
 RECEIVE_LIMIT = (64 << 20) + (64 << 10)
 # The largest batch read (frames 1..n; SPEC 3.3: the limit and 128 KiB); a larger one is answered too_large unread.
 BATCH_RECEIVE_LIMIT = (64 << 20) + (128 << 10)
-_BATCH_FORM = ord("b")
+_UNKEYED_BATCH = b"b"  # frame 0 of a batch on a connection without a key (SPEC 3.3)
 
 
 # Plain integers: pyzmq's enum flags cost a conversion on every call.

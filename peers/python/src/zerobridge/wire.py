@@ -126,7 +126,7 @@ class Welcome:
     catalogue: str | None = None  # the hash of the host's catalogue (SPEC 7.8); absent from a host before 1.3
     info: dict[str, Any] | None = None  # context the host gives every peer, opaque (SPEC 5, since 1.3)
     library_version: str | None = None  # the version of the host's library (SPEC 5, decision 44), informative only
-    batch: bool = False  # the host reads batches on this keyed connection (SPEC 3.3, since 1.10)
+    batch: bool = False  # the host reads batches on this ZeroMQ connection (SPEC 3.3, since 1.10)
 
 
 @dataclass(frozen=True, slots=True)
@@ -296,8 +296,8 @@ def _any_nested(items: Iterable[Any]) -> bool:
 
 # --- batches (SPEC 3.2, 3.3) ---------------------------------------------------------------------
 # A batch is its messages back to back, each a 4-byte big-endian length and then the message's frames (frame 0 first),
-# each behind a 4-byte length of its own: the WebSocket batch of SPEC 3.2, carried on a keyed ZeroMQ connection under
-# one signature (SPEC 3.3).
+# each behind a 4-byte length of its own: the WebSocket batch of SPEC 3.2, carried on a ZeroMQ connection behind one
+# frame 0 (SPEC 3.3: one signature when keyed, the byte b without a key).
 
 BATCH_MAX_MESSAGES = 1000  # the most messages a batch may hold (a receiver refuses more)
 BATCH_MAX_BYTES = 65_536  # a sender starts a new batch before one would pass this
@@ -377,7 +377,7 @@ def _batch_message(batch: bytes, at: int, stop: int) -> list[bytes] | str:
     if len(frames) < 2:
         return f"a message in a batch needs frame 0 and a body; it has {len(frames)} frame(s)"
     if frames[0]:
-        return "frame 0 of a message in a batch must be empty: the batch's signature covers it"
+        return "frame 0 of a message in a batch must be empty: the batch's frame 0 stands for it"
     return frames
 
 
