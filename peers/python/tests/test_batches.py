@@ -373,14 +373,16 @@ async def test_batches_keep_to_65536_bytes_and_1000_messages_and_a_large_message
             peer_forms(host, routing)
 
 
-async def test_progress_reported_in_one_turn_goes_in_batches_in_order(fake_host: Any, key: bytes | None) -> None:
-    async def steps(payload: int, context: zerobridge.RequestContext) -> str:
-        for i in range(1, payload + 1):
-            context.progress(i)
-        return "done"
+async def count_up(payload: int, context: zerobridge.RequestContext) -> str:
+    """Reports progress 1..payload in one turn, then answers."""
+    for i in range(1, payload + 1):
+        context.progress(i)
+    return "done"
 
+
+async def test_progress_reported_in_one_turn_goes_in_batches_in_order(fake_host: Any, key: bytes | None) -> None:
     async with fake_host(key=key, batch=True) as host:
-        async with zerobridge.connect(host.endpoint, name="p", key=key, handlers={"steps": steps},
+        async with zerobridge.connect(host.endpoint, name="p", key=key, handlers={"steps": count_up},
                                       connect_timeout=WAIT) as peer:
             routing, _ = await host.next_with_routing("hello")
             host.send_batch(routing, *(body({"v": 1, "type": "request", "id": f"s{n}", "action": "steps", "payload": 30,
@@ -422,13 +424,8 @@ async def test_a_new_connection_forgets_batches_until_its_welcome_says_so_again(
 async def test_a_turn_that_reports_much_progress_hands_it_over_in_batches_without_coalescing(fake_host: Any, key: bytes | None) -> None:
     """With batches, progress after a turn's first message waits for the turn's end; a turn that reports more than
     a request may hold unsent (64) hands it over at once instead: a host that reads gets every payload."""
-    async def flood(payload: int, context: zerobridge.RequestContext) -> str:
-        for i in range(1, payload + 1):
-            context.progress(i)
-        return "done"
-
     async with fake_host(key=key, batch=True) as host:
-        async with zerobridge.connect(host.endpoint, name="p", key=key, handlers={"flood": flood},
+        async with zerobridge.connect(host.endpoint, name="p", key=key, handlers={"flood": count_up},
                                       connect_timeout=WAIT) as peer:
             routing, _ = await host.next_with_routing("hello")
             host.send(routing, {"v": 1, "type": "request", "id": "f", "action": "flood", "payload": 2000, "progress": True})

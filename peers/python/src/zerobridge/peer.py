@@ -1315,15 +1315,7 @@ class Peer:
                 log.debug("not sent: a keyed connection opens with hello")
                 return True
             frames = [signature, *frames[1:]]
-        try:
-            if pump.send(frames):
-                return True
-        except zmq.ZMQError as error:
-            log.warning("send failed: %s", error)
-            return True
-        if channel is not None:
-            channel.unsent()
-        return False
+        return self._hand_over(pump, channel, frames) is not False
 
     def _send_batch(
         self,
@@ -1338,13 +1330,21 @@ class Peer:
             log.debug("not sent (socket closed): a batch of %d messages", len(messages))
             return True
         batch = wire.join_batch(messages)
+        handed = self._hand_over(pump, channel, [channel.sign_batch(batch) if channel is not None else _UNKEYED_BATCH, batch])
+        if handed:
+            self._batches_sent += 1
+        return handed is not False
+
+    @staticmethod
+    def _hand_over(pump: _SocketPump, channel: signing.PeerChannel | None, frames: list[bytes]) -> bool | None:
+        """Hand one ZeroMQ message to libzmq: True when taken, False when its queue is full (the signature's counter
+        is given back), None when the send failed (logged; the message is lost with the connection)."""
         try:
-            if pump.send([channel.sign_batch(batch) if channel is not None else _UNKEYED_BATCH, batch]):
-                self._batches_sent += 1
+            if pump.send(frames):
                 return True
         except zmq.ZMQError as error:
             log.warning("send failed: %s", error)
-            return True
+            return None
         if channel is not None:
             channel.unsent()
         return False
