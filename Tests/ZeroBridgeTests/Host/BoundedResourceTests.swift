@@ -109,6 +109,35 @@ struct BoundedResourceTests {
         await host.shutdown()
     }
 
+    @Test("a peer that sends batches of refused messages and reads nothing gets at most 8 MiB of answers queued; every refusal is counted")
+    func refusalsToAReaderThatReadsNothing() async throws {
+        let host = try startConformanceHost()
+        let reader = try slowReader(host.boundEndpoint!)
+        // Without a key, frame 0 `b` is a batch (SPEC 3.3); 1,000 empty messages, each answered bad_message, id null.
+        let batch = [UInt8](repeating: 0, count: 4 * WebSocketFraming.maxBatchMessages)
+        let batches = 300
+        // A ping opens its session (without one, answers share the host's 1 MiB queue for strangers).
+        try reader.send([[], Array(#"{"v":1,"type":"ping"}"#.utf8)])
+        while await host.sessionOutboxBytes().isEmpty { try await Task.sleep(for: .milliseconds(5)) }
+        for _ in 0..<batches { try reader.send([[UInt8(ascii: "b")], batch]) }
+        let deadline = ContinuousClock.now + .seconds(120)
+        var refused = 0
+        while refused < batches * WebSocketFraming.maxBatchMessages, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+            refused = await host.threadSnapshot()?.totals.refusals[.badInput] ?? 0
+        }
+        #expect(refused == batches * WebSocketFraming.maxBatchMessages)
+        // 300,000 answers of ~150 bytes: far more than libzmq and the kernel take from a reader that reads nothing.
+        let queued = try #require(await host.sessionOutboxBytes().max())
+        #expect(queued <= Outbox.maxQueuedBytes + 1024, "\(queued) bytes queued")
+        // The host still serves others.
+        let other = try RawPeer(host.boundEndpoint!)
+        try other.send(["v": 1, "type": "request", "id": "1", "action": "echo", "payload": "still here"])
+        #expect(try await other.receive()?["result"] == "still here")
+        reader.close()
+        await host.shutdown()
+    }
+
     @Test("a slow but honest reader gets every progress payload")
     func slowHonestReader() async throws {
         let host = try startConformanceHost()
