@@ -40,6 +40,13 @@ final class Outbox: @unchecked Sendable {
     /// Runs on the thread when the socket says the other side is not there (EHOSTUNREACH); what was queued for
     /// it has been dropped.
     var onUnreachable: (() -> Void)?
+    /// Whether its messages go to many connections (a host's answers to connections without a session): one that
+    /// has gone loses only its own message, not the answers queued behind it for others.
+    let isShared: Bool
+
+    init(shared: Bool = false) {
+        isShared = shared
+    }
 
     /// Makes frame 0 for what is queued awaiting it (SPEC 3.1, 3.3): for `frames` alone, or, when `batch`, for a batch
     /// whose frame 1 is `frames[0]`. `envelope` is the

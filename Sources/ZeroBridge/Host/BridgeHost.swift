@@ -154,7 +154,7 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
     /// Connections against the open-file limit (SPEC 7.17). On the thread.
     private var descriptors: DescriptorBudget?
     /// Where answers to connections without a session go (refused openings, a full host): one bounded queue.
-    private let strangers = Outbox()
+    private let strangers = Outbox(shared: true)
     /// Whether sessions ended since the heap was last trimmed, and when that was (see ``tick(_:)``).
     private var sessionsEndedSinceTrim = false
     private var lastTrim = ContinuousClock.now

@@ -399,6 +399,8 @@ final class SocketThread: @unchecked Sendable {
                     earliest = min(earliest ?? outbox.retryAt!, outbox.retryAt!)
                     refused.append(outbox)
                     return false
+                case .unreachable where outbox.isShared:
+                    outbox.removeFirst()  // the rest is for other connections
                 case .unreachable:
                     outbox.discard()  // all of it was for the same connection
                     gone.append(outbox)

@@ -141,4 +141,18 @@ struct SocketThreadBurstTests {
         #expect(mostQueued.withLock { $0 } <= SocketThread.heldBurst)
         await rig.stop()
     }
+
+    @Test("a shared outbox (answers to strangers) loses only the message whose connection has gone, not those behind it")
+    func sharedOutboxKeepsOthersAnswers() async throws {
+        let rig = try VisitedThreadRig()
+        let strangers = Outbox(shared: true)
+        rig.thread.perform { [thread = rig.thread] in
+            // Held for the round's burst, then flushed: the first is refused EHOSTUNREACH (ROUTER_MANDATORY).
+            thread.send([Array("to a connection that has gone".utf8)], after: [Array("gone".utf8)], via: strangers)
+            thread.send([Array("to the dealer".utf8)], after: [Array("dealer".utf8)], via: strangers)
+        }
+        // Before the fix the whole queue was dropped with the first message, and this waited out its 20 s timeout.
+        #expect(try rig.dealer.receiveBytes() == [Array("to the dealer".utf8)])
+        await rig.stop()
+    }
 }
