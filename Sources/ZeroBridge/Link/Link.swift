@@ -113,7 +113,9 @@ final class Link: @unchecked Sendable {
         // Cancellation may be handed over before the start, or after the end; the token tells on the thread.
         let token = CancellationToken()
         return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { continuation in
+            // Unchecked: every path resumes it once, after taking the call out of `calls` (or before putting it in),
+            // on the thread; the checked kind cost an allocation and an atomic per call.
+            try await withUnsafeThrowingContinuation { continuation in
                 thread.perform { [self] in
                     start(id: id, body: body, deadline: deadline, token: token, onProgress: onProgress,
                           continuation: continuation)
@@ -155,7 +157,7 @@ final class Link: @unchecked Sendable {
 
     private func start(id: String, body: [[UInt8]], deadline: ContinuousClock.Instant, token: CancellationToken,
                        onProgress: (@Sendable (Message.Progress) -> Void)?,
-                       continuation: CheckedContinuation<JSONValue, Error>) {
+                       continuation: UnsafeContinuation<JSONValue, Error>) {
         if token.isCancelled {
             continuation.resume(throwing: BridgeError(.cancelled, "the call was cancelled"))
             return
@@ -644,7 +646,7 @@ private final class CancellationToken: @unchecked Sendable {
 }
 
 private struct OutgoingCall {
-    let continuation: CheckedContinuation<JSONValue, Error>
+    let continuation: UnsafeContinuation<JSONValue, Error>
     let onProgress: (@Sendable (Message.Progress) -> Void)?
     /// Its deadline, cancelled when the call ends first.
     let timer: Timers.ID

@@ -1,3 +1,5 @@
+import Foundation
+
 extension Message {
     /// The message as the frames after the signature: the body, then one attachment frame for each bytes
     /// value in its payload, result or error data, in the order the body refers to them.
@@ -66,6 +68,10 @@ extension Message {
     /// allocation; a false alarm only costs the walk.
     private static func mentionsAttachment(_ body: UnsafeRawBufferPointer) -> Bool {
         let count = body.count, marker = Self.marker
+        // Every reference has a `$` or a `\`: most bodies have neither, which memchr finds far faster than the walk.
+        guard let start = body.baseAddress,
+              memchr(start, Int32(UInt8(ascii: "$")), count) != nil || memchr(start, Int32(JSONByte.backslash), count) != nil
+        else { return false }
         var index = 0
         while index < count {
             switch body[index] {
