@@ -422,20 +422,20 @@ final class Link: @unchecked Sendable {
         answer(id, error)
     }
 
-    /// Answers a request, or a message that cannot be taken, with an error response.
+    /// Answers a request, or a message that cannot be taken, with an error response. An answer with `"id": null`
+    /// answers nothing a caller waits for: past the outbox's bound, to a side that sends what is refused and reads
+    /// nothing (a batch of 1,000 empty messages makes 1,000 answers), it is logged, not queued (SPEC 7.13, decision 54).
     func answer(_ id: String?, _ error: BridgeError) {
-        send(.response(.init(id: id, outcome: .failure(error))))
-    }
-
-    /// Answers a message refused before any handler ran, and counts the refusal. An answer with `"id": null`
-    /// answers nothing a caller waits for: past the outbox's bound (SPEC 7.13), to a side that sends what is refused
-    /// and reads nothing (a batch of 1,000 empty messages makes 1,000 answers), it is counted and logged, not queued.
-    func refuse(_ id: String?, _ error: BridgeError) {
-        telemetry.refused(error.code)
         guard id != nil || outbox.queuedBytes <= Outbox.maxQueuedBytes else {
             return logger.debug("answer not queued: the other side reads nothing and 8 MiB wait for it",
                                 metadata: ["code": "\(error.code.rawValue)"])
         }
+        send(.response(.init(id: id, outcome: .failure(error))))
+    }
+
+    /// Answers a message refused before any handler ran, and counts the refusal.
+    func refuse(_ id: String?, _ error: BridgeError) {
+        telemetry.refused(error.code)
         answer(id, error)
     }
 

@@ -428,6 +428,12 @@ export class Link {
   }
 
   trySend(body) {
+    if (body.type === 'response' && body.id === null && this.isFull()) {
+      // SPEC 7.13, decision 54: an answer to a refused event or an unreadable message answers nothing anyone waits
+      // for; past the queue's bound, to a host that sends such messages and reads nothing, it is dropped.
+      this.log('debug', `answer not queued (${body.error?.code}): what waits for the host is at its bound`);
+      return false;
+    }
     try {
       this.sendBody(body);
       return true;

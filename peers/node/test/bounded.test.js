@@ -327,3 +327,31 @@ describe('flow control (SPEC 7.13)', () => {
     await host.waitFor(() => ran === 1, 30_000, 'the event to run once there is room');
   });
 });
+
+describe('answers with id null past the queue bound (SPEC 7.13, decision 54)', () => {
+  test('an event over maxInFlight is answered while the queue has room, and dropped (not queued) while it is full', async () => {
+    const { Link } = await import('../src/link.js');
+    const { decode } = await import('../src/wire.js');
+    const sent = [];
+    let full = false;
+    const logged = [];
+    const link = new Link({
+      send: (frames) => sent.push(frames),
+      isFull: () => full,
+      handlers: new Map(),
+      maxInFlight: 0, // every event is over the limit
+      onEvent: () => null,
+      onSession: () => {},
+      maxMessageBytes: () => Infinity,
+      log: (level, message) => logged.push(`${level}: ${message}`),
+    });
+    link.serveEvent({ action: 'note', payload: 1 });
+    assert.equal(sent.length, 1, 'answered while there is room');
+    assert.deepEqual({ ...decode(sent[0]).body, error: undefined }, { v: 1, type: 'response', id: null, ok: false, error: undefined });
+    full = true;
+    link.serveEvent({ action: 'note', payload: 2 });
+    link.refuse(new BridgeError('bad_message', 'not JSON'));
+    assert.equal(sent.length, 1, 'nothing more queued while the queue is at its bound');
+    assert.equal(logged.filter((l) => l.startsWith('debug: answer not queued')).length, 2, logged.join('\n'));
+  });
+});

@@ -419,3 +419,30 @@ async def test_a_frame_from_the_host_past_the_receive_limit_drops_the_connection
         while again == first:
             again, _ = await host.next_with_routing("hello", timeout=LONG, peer="p")
         assert ran == []
+
+
+# --- answers with "id": null past the queue bound (SPEC 7.13, decision 54) ---------------------------------------------
+
+
+async def test_answers_with_id_null_are_dropped_not_queued_while_the_queue_is_over_its_bound() -> None:
+    from zerobridge import wire
+
+    async def serve(request: Any, context: Any) -> None:
+        raise AssertionError("no request is sent in this test")
+
+    async def serve_event(event: Any) -> None:
+        raise AssertionError("every event is over max_in_flight 0")
+
+    # A transport that takes nothing: what the link sends stays in its queue.
+    link = link_module.Link(send=lambda frames: False, serve=serve, on_message=lambda message: None,
+                            serve_event=serve_event, max_in_flight=0)
+    link._on_event(wire.Event(action="note", payload=1))
+    assert len(link._queue) == 1, "answered while the queue has room"
+    link.send(wire.Event(action="big", payload="x" * link_module.QUEUE_LIMIT_BYTES))
+    queued = len(link._queue)
+    link._on_event(wire.Event(action="note", payload=2))
+    link.refuse_unreadable(wire.WireError("bad_message", "not JSON"))
+    assert len(link._queue) == queued, "nothing more queued while the queue is over its bound"
+    # An answer with an id is still queued: max_in_flight bounds those.
+    link._on_request(wire.Request(id="r1", action="echo", payload=None))
+    assert len(link._queue) == queued + 1

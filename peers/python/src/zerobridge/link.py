@@ -766,7 +766,7 @@ class Link:
             if call is not None and not call.future.done():
                 call.future.set_exception(BridgeError(error.code, f"unreadable response: {error.message}"))
         log.warning("answered an unreadable message with %s: %s", error.code, error.message)
-        self.send(wire.Response.failure(error.id, BridgeError(error.code, error.message)))
+        self._respond_raw(wire.Response.failure(error.id, BridgeError(error.code, error.message)))
 
     def _on_response(self, response: wire.Response) -> None:
         if response.id is None:  # answers none of our calls: the owner's to judge (a refused hello, event, ...)
@@ -860,6 +860,11 @@ class Link:
         self._respond_raw(response)
 
     def _respond_raw(self, response: wire.Response) -> None:
+        if response.id is None and self.queued_bytes > QUEUE_LIMIT_BYTES:
+            # SPEC 7.13, decision 54: an answer to a refused event or an unreadable message answers nothing anyone
+            # waits for; past the queue's bound, to a side that sends such messages and reads nothing, it is dropped.
+            log.debug("answer not queued (%s): %d bytes wait for the other side", response.error.code, self.queued_bytes)
+            return
         try:
             frames = values.encode(response)
             self._check_size(frames)
