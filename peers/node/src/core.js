@@ -5,7 +5,7 @@
 
 import { Link, DEFAULT_MAX_IN_FLIGHT, nextTurn } from './link.js';
 import { BridgeError } from './errors.js';
-import { bodies, decode, encode, isName, isObject } from './wire.js';
+import { bodies, decode, encode, isName, isObject, readableId } from './wire.js';
 import { clockSkewDiagnosis, isBatchSignature } from './channel.js';
 import {
   BATCH_BYTES, UNKEYED_BATCH, batchEntryLength, decodeZeroMQBatch, encodeWebSocketBatch, isUnkeyedBatch,
@@ -21,6 +21,10 @@ const DEFAULT_HEARTBEAT_MS = 5000;
 const NAME_RETRY_MS = 1000;
 // Refused messages are warned about at most this often (the rest go to debug): a flood must not flood the log.
 const REFUSAL_WARN_MS = 1000;
+/** The largest message this peer processes (frames 1..n, SPEC 7.10), as the Swift and Python peers' default. */
+export const MAX_MESSAGE_BYTES = 64 * 1024 * 1024;
+/** How much more a batch may hold (SPEC 3.3). */
+const BATCH_SLACK_BYTES = 131072;
 // The most messages of a turn that go in one ZeroMQ batch (SPEC 3.3 allows 1,000): the first 16 leave while the turn
 // still makes the rest, so the host works on them meanwhile instead of waiting for the whole turn (it sends its own in
 // bursts of 16). At 64 calls in flight this raised the rate by a quarter to a half, keyed and not, for ~1 us more host
@@ -674,6 +678,7 @@ export class PeerCore extends EventTarget {
 
   onMessage(frames) {
     if (this.state === CLOSED) return;
+    if (frames.length >= 2 && this.#tooLarge(frames)) return;
     if (this.#key === null) {
       // Without a key frame 0 is ignored, but for the one byte `b` that marks a batch (SPEC 3.3).
       if (this.#platform.batches && frames.length >= 2 && isUnkeyedBatch(frames[0])) this.#readBatch(frames, null);
@@ -699,6 +704,22 @@ export class PeerCore extends EventTarget {
     if (why !== null) this.#refuse(frames, why);
     else if (batch) this.#readBatch(frames, channel);
     else this.link.receive(frames);
+  }
+
+  /**
+   * SPEC 7.10: a message over this peer's MAX_MESSAGE_BYTES (frames 1..n), or a batch over it and 128 KiB (3.3), is
+   * answered too_large before its signature is checked, unread but for a message's id in its first 4096 bytes.
+   */
+  #tooLarge(frames) {
+    let size = 0;
+    for (let index = 1; index < frames.length; index += 1) size += frames[index].length;
+    if (size <= MAX_MESSAGE_BYTES) return false;
+    const batch = this.#key === null ? isUnkeyedBatch(frames[0]) : isBatchSignature(frames[0]);
+    const limit = batch ? MAX_MESSAGE_BYTES + BATCH_SLACK_BYTES : MAX_MESSAGE_BYTES;
+    if (size <= limit) return false;
+    this.link.refuse(new BridgeError('too_large', `the ${batch ? 'batch' : 'message'} has ${size} bytes; the limit is ${limit}`),
+      batch ? null : readableId(frames[1]));
+    return true;
   }
 
   /**

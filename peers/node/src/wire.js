@@ -323,3 +323,73 @@ export const bodies = {
   pong: () => ({ v: 1, type: 'pong' }),
   bye: () => ({ v: 1, type: 'bye' }),
 };
+
+/** How much of a body that will not be processed (too large) is read to find its id (SPEC 7.10). */
+export const ID_PREFIX_BYTES = 4096;
+const SPACE = new Set([0x20, 0x09, 0x0a, 0x0d]);
+
+/**
+ * The `id` of a body that will not be processed, when it is a top-level string member that ends within the body's
+ * first 4096 bytes (SPEC 7.10): the rest is never read, so refusing a message costs the same whatever its size.
+ * Member names count as decoded (`"\u0069d"` is `id`). Null otherwise.
+ */
+export function readableId(body) {
+  const bytes = body.subarray(0, ID_PREFIX_BYTES);
+  let index = 0;
+  const skipSpace = () => { while (index < bytes.length && SPACE.has(bytes[index])) index += 1; };
+  const take = (byte) => {
+    skipSpace();
+    if (bytes[index] !== byte) return false;
+    index += 1;
+    return true;
+  };
+  /** The next string token (quotes included), decoded; undefined when there is none whole in the prefix. */
+  const string = () => {
+    skipSpace();
+    if (bytes[index] !== 0x22) return undefined;
+    const start = index;
+    for (index += 1; index < bytes.length; index += 1) {
+      if (bytes[index] === 0x5c) index += 1;
+      else if (bytes[index] === 0x22) {
+        index += 1;
+        try {
+          return JSON.parse(utf8.decode(bytes.subarray(start, index)));
+        } catch {
+          return undefined;
+        }
+      }
+    }
+    return undefined;
+  };
+  /** Steps over one value without building it; false when it does not end within the prefix. */
+  const skipValue = () => {
+    skipSpace();
+    if (bytes[index] === 0x22) return string() !== undefined;
+    let depth = 0;
+    while (index < bytes.length) {
+      const byte = bytes[index];
+      if (byte === 0x22) {
+        if (string() === undefined) return false;
+        continue;
+      }
+      if (byte === 0x7b || byte === 0x5b) depth += 1;
+      else if (byte === 0x7d || byte === 0x5d) {
+        if (depth === 0) return true; // the end of the object this value is in
+        depth -= 1;
+      } else if (byte === 0x2c && depth === 0) return true;
+      index += 1;
+      if (depth === 0 && (byte === 0x7d || byte === 0x5d)) return true;
+    }
+    return false;
+  };
+  if (!take(0x7b)) return null;
+  for (;;) {
+    const key = string();
+    if (key === undefined || !take(0x3a)) return null;
+    if (key === 'id') {
+      const id = string();
+      return isName(id) ? id : null;
+    }
+    if (!skipValue() || !take(0x2c)) return null;
+  }
+}

@@ -355,3 +355,38 @@ describe('answers with id null past the queue bound (SPEC 7.13, decision 54)', (
     assert.equal(logged.filter((l) => l.startsWith('debug: answer not queued')).length, 2, logged.join('\n'));
   });
 });
+
+describe('the peer\'s own size bound on what it receives (SPEC 7.10)', () => {
+  test('readableId reads a too-large body\'s id from its first 4096 bytes only', async () => {
+    const { readableId } = await import('../src/wire.js');
+    const cases = [
+      [`{"v":1,"type":"request","id":"big1","action":"echo","payload":"${'a'.repeat(100_000)}"}`, 'big1'],
+      ['x'.repeat(5000), null], // not JSON: no id to read
+      [`{"v":1,"type":"request","action":"echo","payload":"${'a'.repeat(5000)}","id":"late"}`, null], // past 4096 bytes
+      [' { "a" : [1, {"b": "}"}], "\\u0069d" : "escaped" }', 'escaped'], // names count as decoded
+      ['{"n": 12.5e3, "t": true, "o": {"x": [1, 2, {}]}, "id": "after"}', 'after'],
+      ['{"id": 5}', null],
+      ['{"id": ""}', null],
+      [`{"id": "${'i'.repeat(129)}"}`, null],
+      ['[1]', null],
+      [`{"a":${'['.repeat(3000)}`, null], // nested past the prefix
+      [`{"x":"${'é'.repeat(2047)}","id":"cut"}`, null], // a character cut at byte 4096
+    ];
+    for (const [text, expected] of cases) assert.equal(readableId(Buffer.from(text)), expected, text.slice(0, 80));
+    assert.equal(readableId(Buffer.from([0x7b, 0x22, 0x69, 0x64, 0x22, 0x3a, 0x22, 0xff, 0x22, 0x7d])), null, 'not UTF-8');
+  });
+
+  test('a message over 64 MiB is answered too_large with its id, unread; one at the limit is processed', async (t) => {
+    const { MAX_MESSAGE_BYTES } = await import('../src/core.js');
+    const { host, peer, logs } = await setup(t);
+    const body = Buffer.from(JSON.stringify({ v: 1, type: 'request', id: 'big', action: 'no-such-action', payload: 'x' }));
+    host.sendFrames([Buffer.alloc(0), body, Buffer.alloc(MAX_MESSAGE_BYTES + 1 - body.length)]);
+    const refused = (await responseTo(host, 'big')).body;
+    assert.equal(refused.error.code, 'too_large');
+    assert.match(refused.error.message, new RegExp(`${MAX_MESSAGE_BYTES}`));
+    host.sendFrames([Buffer.alloc(0), body, Buffer.alloc(MAX_MESSAGE_BYTES - body.length)]);
+    assert.equal((await responseTo(host, 'big')).body.error.code, 'unknown_action', 'at the limit it is read');
+    await roundTrip(host); // the peer goes on
+    assert.equal(peer.connected, true, logs.join('\n'));
+  });
+});

@@ -6,6 +6,7 @@ queue. Waits are for conditions, with generous limits; nothing asserts that some
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import threading
 import time
@@ -446,3 +447,43 @@ async def test_answers_with_id_null_are_dropped_not_queued_while_the_queue_is_ov
     # An answer with an id is still queued: max_in_flight bounds those.
     link._on_request(wire.Request(id="r1", action="echo", payload=None))
     assert len(link._queue) == queued + 1
+
+
+# --- the peer's own size bound on what it receives (SPEC 7.10) -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        (b'{"v":1,"type":"request","id":"big1","action":"echo","payload":"' + b"a" * 100_000 + b'"}', "big1"),
+        (b"x" * 5000, None),  # not JSON: no id to read
+        (b'{"v":1,"type":"request","action":"echo","payload":"' + b"a" * 5000 + b'","id":"late"}', None),  # past 4096
+        (b' { "a" : [1, {"b": "}"}], "\\u0069d" : "escaped" }', "escaped"),  # names count as decoded
+        (b'{"id": 5}', None),
+        (b'{"id": ""}', None),
+        (b'{"id": "' + b"i" * 129 + b'"}', None),
+        (b'{"a": tru', None),
+        (b"[1]", None),
+        (b'{"a":' + b"[" * 3000, None),  # nested past the prefix: given up, not recursed into
+        (b'{"x":"' + "é".encode() * 2047 + b'","id":"cut"}', None),  # a character cut at byte 4096
+        (b'{"id":"\xff"}', None),  # not UTF-8
+    ],
+)
+def test_the_id_of_a_body_not_processed_is_read_from_its_first_4096_bytes_only(body: bytes, expected: str | None) -> None:
+    from zerobridge import wire
+
+    assert wire.readable_id(body) == expected
+
+
+async def test_a_message_over_the_peers_limit_is_answered_too_large_unread_and_the_peer_goes_on(fake_host: Any) -> None:
+    limit = peer_module.MAX_MESSAGE_BYTES
+    async with fake_host() as host, zerobridge.connect(host.endpoint, name="p") as peer:
+        body = json.dumps({"v": 1, "type": "request", "id": "big", "action": "echo", "payload": "x"}).encode()
+        # Body and attachment one byte over the limit, each frame under libzmq's per-frame bound.
+        host.send(None, body, bytes(limit + 1 - len(body)))
+        refused = await host.next("response", id="big", timeout=LONG)
+        assert refused["ok"] is False and refused["error"]["code"] == "too_large"
+        assert str(limit) in refused["error"]["message"]
+        host.send(None, body, bytes(limit - len(body)))  # exactly at the limit: processed (this peer serves no echo)
+        assert (await host.next("response", id="big", timeout=LONG))["error"]["code"] == "unknown_action"
+        assert peer.connected

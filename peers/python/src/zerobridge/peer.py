@@ -1245,6 +1245,12 @@ class Peer:
                 elif channel is None or self._accepts(channel, link, frames):
                     self._batches_read += 1
                     return link.receive_batch(frames)
+            elif len(frames) > 1 and (size := sum(map(len, frames[1:]))) > MAX_MESSAGE_BYTES:
+                # SPEC 7.10: answered too_large, unread (only its id looked for) and before any MAC is computed.
+                link.refuse_unreadable(wire.WireError(
+                    errors.TOO_LARGE, f"the message has {size} bytes; the limit is {MAX_MESSAGE_BYTES}",
+                    id=wire.readable_id(frames[1]),
+                ))
             elif channel is None or self._accepts(channel, link, frames):
                 link.receive(frames)
             return 1
@@ -1429,8 +1435,11 @@ _DRAIN_BATCH = 256
 SEND_HWM = 1000
 # The largest frame taken from the host: 64 MiB and the 64 KiB slack of SPEC 7.10, as the Swift peer.
 RECEIVE_LIMIT = (64 << 20) + (64 << 10)
+# The largest message processed (frames 1..n, SPEC 7.10), as the Swift peer's default; a larger one is answered
+# too_large unread.
+MAX_MESSAGE_BYTES = 64 << 20
 # The largest batch read (frames 1..n; SPEC 3.3: the limit and 128 KiB); a larger one is answered too_large unread.
-BATCH_RECEIVE_LIMIT = (64 << 20) + (128 << 10)
+BATCH_RECEIVE_LIMIT = MAX_MESSAGE_BYTES + (128 << 10)
 _UNKEYED_BATCH = b"b"  # frame 0 of a batch on a connection without a key (SPEC 3.3)
 
 

@@ -648,6 +648,52 @@ def _is_int(value: Any) -> TypeGuard[int]:
     return type(value) is int  # bool is an int subclass but not a protocol integer
 
 
+# How much of a body that will not be processed (too large) is read to find its id (SPEC 7.10).
+ID_PREFIX_BYTES = 4096
+_PREFIX_DECODER = json.JSONDecoder()
+_SPACE = re.compile(r"[ \t\n\r]*")
+
+
+def readable_id(body: bytes) -> str | None:
+    """The ``id`` of a body that will not be processed, when it is a top-level string member that ends within the
+    body's first :data:`ID_PREFIX_BYTES` bytes (SPEC 7.10): the rest is never read, so refusing a message costs the
+    same whatever its size. Member names count as decoded (``"\\u0069d"`` is ``id``); None otherwise."""
+    prefix = body[:ID_PREFIX_BYTES]
+    try:
+        text = prefix.decode()
+    except UnicodeDecodeError as error:
+        if error.start < len(prefix) - 3:  # not a character cut at the prefix's end: the body is not UTF-8
+            return None
+        text = prefix[: error.start].decode()
+    scanstring = json.decoder.scanstring
+    index = _SPACE.match(text, 0).end()
+    if not text.startswith("{", index):
+        return None
+    index += 1
+    try:
+        while True:
+            index = _SPACE.match(text, index).end()
+            if not text.startswith('"', index):
+                return None
+            key, index = scanstring(text, index + 1)
+            index = _SPACE.match(text, index).end()
+            if not text.startswith(":", index):
+                return None
+            index = _SPACE.match(text, index + 1).end()
+            if key == "id":
+                if not text.startswith('"', index):
+                    return None
+                value, _ = scanstring(text, index + 1)
+                return value if _is_id(value) else None
+            _, index = _PREFIX_DECODER.raw_decode(text, index)  # bounded by the prefix: at most 4096 bytes parsed
+            index = _SPACE.match(text, index).end()
+            if not text.startswith(",", index):
+                return None
+            index += 1
+    except (ValueError, RecursionError):  # cut by the prefix's end, or not JSON
+        return None
+
+
 def _is_id(value: Any) -> TypeGuard[str]:
     return isinstance(value, str) and 1 <= len(value) <= MAX_ID_LENGTH
 
