@@ -47,6 +47,9 @@ INT64_MAX = (1 << 63) - 1
 # walk, which dismisses false alarms and never misses.
 _SCAN = bytes.maketrans(b"123456789,", b"000000000{")
 _KEY = re.compile(rb'[{,]"(?:-?[0-9][0-9.eE+-]*|true|false|null)":')
+# What _KEY can match, once translated: one search from a literal start (a quarter of the cost of five substring
+# searches, which it replaced); only what it finds is judged by _KEY.
+_MAYBE_KEY = re.compile(rb'\{"(?:[0-]|true"|false"|null")')
 # The escapes that matter for surrogates, from the left: an escaped backslash (stepped over, so that `\\ud800` is
 # text), a surrogate pair, or a lone surrogate (group 1).
 _SURROGATE_ESCAPE = re.compile(rb"\\\\|\\ud[89ab][0-9a-f]{2}\\ud[c-f][0-9a-f]{2}|(\\ud[89a-f][0-9a-f]{2})")
@@ -199,9 +202,7 @@ def _suspect(text: bytes, depth: int) -> bool:
     scanned = text.translate(_SCAN)
     if b"0000000000000000000" in scanned:
         return True
-    if (
-        b'{"0' in scanned or b'{"-' in scanned or b'"true":' in scanned or b'"false":' in scanned or b'"null":' in scanned
-    ) and _KEY.search(text) is not None:
+    if _MAYBE_KEY.search(scanned) is not None and _KEY.search(text) is not None:
         return True
     if b"\\ud" in text and _lone_surrogate_escape(text):
         return True

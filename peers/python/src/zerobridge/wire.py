@@ -16,6 +16,7 @@ Nothing here does I/O.
 from __future__ import annotations
 
 import json
+import json.encoder
 import math
 import re
 import struct
@@ -177,11 +178,26 @@ def encode(message: Message) -> list[bytes]:
 
 # Built once: json.dumps with any keyword builds a new encoder per call.
 _COMPACT_JSON = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
+# And below that, json.JSONEncoder.encode builds a new C encoder per call (0.5 us of a request's 1.8). This one is built
+# once, without the dict of containers being written that names a cycle: shared, it would be state between threads.
+# A cycle then recurses until RecursionError, as nesting past the recursion limit does with json.dumps.
+_C_MAKE_ENCODER: Any = getattr(json.encoder, "c_make_encoder", None)
+_C_COMPACT_JSON: Callable[[Any, int], Sequence[str]] | None = (
+    None if _C_MAKE_ENCODER is None
+    else _C_MAKE_ENCODER(None, _COMPACT_JSON.default, json.encoder.encode_basestring_ascii, None, ":", ",", False,
+                         False, False)
+)
 
 
 def compact_json(value: Any) -> str:
-    """``json.dumps(value, separators=(",", ":"), allow_nan=False)``: the JSON text every message is written in."""
-    return _COMPACT_JSON.encode(value)
+    """``json.dumps(value, separators=(",", ":"), allow_nan=False)``: the JSON text every message is written in.
+    TypeError or ValueError for a value JSON cannot write (a cycle: ValueError)."""
+    if _C_COMPACT_JSON is None:
+        return _COMPACT_JSON.encode(value)
+    try:
+        return "".join(_C_COMPACT_JSON(value, 0))
+    except RecursionError:
+        raise ValueError("a cycle, or nesting deeper than the interpreter's recursion limit") from None
 
 
 def _body_of(message: Message, attachments: list[bytes]) -> dict[str, Any]:
