@@ -75,7 +75,7 @@ def _batch_length(queue: collections.deque[list[bytes]]) -> int:
     messages (SPEC 3.3). 0 when the first is larger than that: it goes alone."""
     count = size = 0
     for frames in queue:
-        size += wire.batch_entry_size(frames)
+        size += 12 + len(frames[0]) + len(frames[1]) if len(frames) == 2 else wire.batch_entry_size(frames)
         if size > wire.BATCH_MAX_BYTES or count == wire.BATCH_MAX_MESSAGES:
             break
         count += 1

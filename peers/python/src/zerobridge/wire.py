@@ -166,6 +166,10 @@ _TYPE_NAMES: dict[type, str] = {
 
 def encode(message: Message) -> list[bytes]:
     """The frames of ``message``, frame 0 empty. Raises TypeError/ValueError when a payload is not JSON."""
+    try:  # most messages carry no bytes: written as they are, without looking for bytes first
+        return [b"", compact_json(_body_of(message, None)).encode("utf-8")]
+    except (TypeError, ValueError):
+        pass  # bytes inside, to travel as attachments, or what JSON cannot carry: said below
     attachments: list[bytes] = []
     body = _body_of(message, attachments)
     try:
@@ -200,7 +204,9 @@ def compact_json(value: Any) -> str:
         raise ValueError("a cycle, or nesting deeper than the interpreter's recursion limit") from None
 
 
-def _body_of(message: Message, attachments: list[bytes]) -> dict[str, Any]:
+def _body_of(message: Message, attachments: list[bytes] | None) -> dict[str, Any]:
+    """The body of ``message``; bytes-like values in what it carries are taken out into ``attachments``, or left in
+    place without it."""
     body: dict[str, Any] = {"v": PROTOCOL_VERSION, "type": _TYPE_NAMES[type(message)]}
     match message:
         case Request():
@@ -283,8 +289,11 @@ def _body_of(message: Message, attachments: list[bytes]) -> dict[str, Any]:
 _BINARY = (bytes, bytearray, memoryview)
 
 
-def _extract_attachments(value: Any, attachments: list[bytes]) -> Any:
-    """``value`` with every bytes-like replaced by ``{"$attachment": i}`` (bytes appended)."""
+def _extract_attachments(value: Any, attachments: list[bytes] | None) -> Any:
+    """``value`` with every bytes-like replaced by ``{"$attachment": i}`` (bytes appended); without ``attachments``,
+    ``value`` itself."""
+    if attachments is None:
+        return value
     if isinstance(value, _BINARY):
         attachments.append(bytes(value))
         return {"$attachment": len(attachments) - 1}
@@ -320,6 +329,7 @@ BATCH_MAX_BYTES = 65_536  # a sender starts a new batch before one would pass th
 MAX_FRAMES = 16_386  # frame 0, the body and 16,384 attachments: a message with more is refused unread
 _LENGTH = struct.Struct(">I")
 _EMPTY_FRAME = _LENGTH.pack(0)
+_COMMON_HEAD = struct.Struct(">III")  # a message's length, then its empty frame 0's and its body's
 
 
 def batch_entry_size(frames: Sequence[bytes]) -> int:
@@ -329,9 +339,13 @@ def batch_entry_size(frames: Sequence[bytes]) -> int:
 
 def join_batch(messages: Iterable[Sequence[bytes]]) -> bytes:
     """A batch of ``messages``, each given as its frames with frame 0 (empty in a ZeroMQ batch, SPEC 3.3)."""
-    pack = _LENGTH.pack
+    pack, pack_common = _LENGTH.pack, _COMMON_HEAD.pack
     parts: list[bytes] = []
     for frames in messages:
+        if len(frames) == 2 and not frames[0]:  # most are an empty frame 0 and a body: their three lengths at once
+            parts.append(pack_common(len(frames[1]) + 8, 0, len(frames[1])))
+            parts.append(frames[1])
+            continue
         parts.append(pack(batch_entry_size(frames) - 4))
         for frame in frames:
             parts.append(pack(len(frame)))
