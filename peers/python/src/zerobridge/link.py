@@ -719,6 +719,7 @@ class Link:
             return  # the other side was given up: what it sent still is not processed (SPEC 7.3)
         self.last_heard = self.loop.time()
         self._receive_heard(frames)
+        self._answer_at_turn_end()
 
     def _receive_heard(self, frames: list[bytes]) -> None:
         """:meth:`receive` once ``last_heard`` is set."""
@@ -754,7 +755,16 @@ class Link:
                 self._receive_heard(message)
             else:
                 self.refuse_unreadable(message)
+        self._answer_at_turn_end()
         return len(messages)
+
+    def _answer_at_turn_end(self) -> None:
+        """What received messages cause (the next calls of the callers they answered, the answers of handlers they
+        started) is sent mostly in the next turn of the loop, where those tasks resume: with batches, it goes out
+        together at that turn's end rather than its first message at once and the rest after (one send and one
+        wake-up of each side's I/O thread fewer per turn)."""
+        if self._batching and not self._pump_scheduled:
+            self._pump_at_turn_end()
 
     def _dispatch(self, message: wire.Message) -> None:
         match message:
