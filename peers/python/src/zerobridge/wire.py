@@ -517,7 +517,7 @@ def decode(frames: Sequence[bytes]) -> Message:
     if len(frames) < 2:
         raise WireError(BAD_MESSAGE, f"expected at least 2 frames (signature, body), got {len(frames)}")
     try:
-        text = bytes(frames[1]).decode("utf-8")
+        text = str(frames[1], "utf-8")
     except UnicodeDecodeError:
         raise WireError(BAD_MESSAGE, "body is not UTF-8") from None
     try:
@@ -528,7 +528,7 @@ def decode(frames: Sequence[bytes]) -> Message:
         raise WireError(BAD_MESSAGE, "body is not a JSON object")
 
     raw_id = body.get("id")
-    readable_id = raw_id if _is_id(raw_id) else None
+    readable_id = raw_id if isinstance(raw_id, str) and 0 < len(raw_id) <= MAX_ID_LENGTH else None  # _is_id, inline
     raw_type = body.get("type")
     readable_type = raw_type if isinstance(raw_type, str) else None
 
@@ -537,7 +537,7 @@ def decode(frames: Sequence[bytes]) -> Message:
     if text.count("[") + text.count("{") > MAX_NESTING and _deeper_than(text, MAX_NESTING):
         raise _bad(f"nesting deeper than {MAX_NESTING}", readable_id, readable_type)
     version = body.get("v")
-    if not _is_int(version):
+    if type(version) is not int:  # _is_int, inline
         raise _bad('"v" must be the integer 1', readable_id, readable_type)
     if version != PROTOCOL_VERSION:
         raise _bad(
@@ -584,7 +584,7 @@ def decode(frames: Sequence[bytes]) -> Message:
                         raise ValueError('only an error response may have "id": null')
                     if "error" in body:
                         raise ValueError('a successful response has no "error"')
-                    return Response(id=readable_id, ok=True, result=body.get("result"))
+                    return Response(readable_id, True, body.get("result"))
                 if "result" in body:
                     raise ValueError('a failed response has no "result"')
                 return Response(id=readable_id, ok=False, error=_error(body.get("error")))
@@ -595,12 +595,9 @@ def decode(frames: Sequence[bytes]) -> Message:
                 skipped = body.get("skipped", _MISSING)
                 if skipped is not _MISSING and not (_is_int(skipped) and skipped >= 1):
                     raise ValueError('"skipped" must be an integer >= 1')
-                return Progress(
-                    id=_required_id(body),
-                    seq=seq,
-                    payload=body.get("payload"),
-                    skipped=None if skipped is _MISSING else skipped,
-                )
+                if readable_id is None:
+                    raise ValueError('"id" must be a string of 1..128 characters')  # as _required_id says it
+                return Progress(readable_id, seq, body.get("payload"), None if skipped is _MISSING else skipped)
             case "event":
                 return Event(
                     action=_name(body, "action"),
