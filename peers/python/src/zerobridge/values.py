@@ -258,25 +258,29 @@ def _carried(message: wire.Message) -> tuple[Any, str] | None:
 def encode(message: wire.Message) -> list[bytes]:
     """:func:`zerobridge.wire.encode`, refusing (:class:`UnsendableValue`) a payload, result or error data that JSON
     cannot carry (SPEC 7.14)."""
-    carried = _carried(message)
-    if carried is None:
-        return wire.encode(message)
-    value, root = carried
-    depth = 3 if root == "error.data" else 2
     try:
         frames = wire.encode(message)
     except (TypeError, ValueError, RecursionError):
-        problem = find_problem(value, root, depth)
+        problem = _problem_carried(message)
         if problem is None:
             raise
         raise UnsendableValue(*problem) from None
-    body = frames[1]
-    if _suspect(body, 1):
-        problem = find_problem(value, root, depth)
+    # What a message carries is looked for only when its text is suspect: most are not.
+    if _suspect(frames[1], 1) and _carried(message) is not None:
+        problem = _problem_carried(message)
         if problem is not None:
             raise UnsendableValue(*problem)
         _check_names(message)
     return frames
+
+
+def _problem_carried(message: wire.Message) -> tuple[str, str] | None:
+    """The path and reason of the first part of what ``message`` carries that JSON cannot carry, or None."""
+    carried = _carried(message)
+    if carried is None:
+        return None
+    value, root = carried
+    return find_problem(value, root, 3 if root == "error.data" else 2)
 
 
 def _check_names(message: wire.Message) -> None:
