@@ -196,9 +196,9 @@ _C_COMPACT_JSON: Callable[[Any, int], Sequence[str]] | None = (
 def compact_json(value: Any) -> str:
     """``json.dumps(value, separators=(",", ":"), allow_nan=False)``: the JSON text every message is written in.
     TypeError or ValueError for a value JSON cannot write (a cycle: ValueError)."""
-    if _C_COMPACT_JSON is None:
-        return _COMPACT_JSON.encode(value)
     try:
+        if _C_COMPACT_JSON is None:
+            return _COMPACT_JSON.encode(value)
         return "".join(_C_COMPACT_JSON(value, 0))
     except RecursionError:
         raise ValueError("a cycle, or nesting deeper than the interpreter's recursion limit") from None
