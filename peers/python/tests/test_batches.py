@@ -341,6 +341,29 @@ async def test_calls_made_at_once_go_in_batches_once_the_welcome_says_so(fake_ho
             assert forms[0] == b"m" and b"b" in forms  # the first of a turn goes at once, alone; the rest together
 
 
+async def test_the_next_calls_of_callers_answered_together_go_out_together(fake_host: Any, key: bytes | None) -> None:
+    """A batch of responses wakes its callers in the next turn of the loop; the calls they make there go out as one
+    batch at that turn's end, not the first of them alone before it."""
+    async with fake_host(key=key, batch=True, heartbeat_ms=600_000) as host:  # no ping among the forms counted
+        async with zerobridge.connect(host.endpoint, name="p", key=key, connect_timeout=WAIT) as peer:
+            routing, _ = await host.next_with_routing("hello")
+
+            async def twice(i: int) -> list[Any]:
+                return [await peer.call("echo", i, timeout=WAIT), await peer.call("echo", 100 + i, timeout=WAIT)]
+
+            calls = [asyncio.ensure_future(twice(i)) for i in range(40)]
+            first = [await host.next("request", action="echo") for _ in range(40)]
+            sent_before = len(peer_forms(host, routing))
+            host.send_batch(routing, *(body({"v": 1, "type": "response", "id": r["id"], "ok": True, "result": r["payload"]})
+                                       for r in first))
+            second = [await host.next("request", action="echo") for _ in range(40)]
+            assert [r["payload"] for r in second] == [100 + i for i in range(40)]
+            assert peer_forms(host, routing)[sent_before:] == [b"b"]
+            host.send_batch(routing, *(body({"v": 1, "type": "response", "id": r["id"], "ok": True, "result": r["payload"]})
+                                       for r in second))
+            assert await asyncio.gather(*calls) == [[i, 100 + i] for i in range(40)]
+
+
 async def test_without_the_welcome_s_word_nothing_is_batched(fake_host: Any, key: bytes | None) -> None:
     async with fake_host(key=key) as host:
         async with zerobridge.connect(host.endpoint, name="p", key=key, connect_timeout=WAIT) as peer:

@@ -74,6 +74,8 @@ REFUSED = {
     "None key": ({None: 1}, "", "the key None (NoneType) is not a string"),
     "bool key": ({"ok": {True: 1}}, "ok", "the key True (bool) is not a string"),
     "float key": ({1.5: 1}, "", "the key 1.5 (float) is not a string"),
+    "negative int key": ({"n": {-1: "x"}}, "n", "the key -1 (int) is not a string"),
+    "False key among others": ({"a": 1, False: 2}, "", "the key False (bool) is not a string"),
     "object": ({"thing": Custom()}, "thing", "test_values.Custom object cannot be carried in JSON"),
     "dataclass": ({"point": Point(1, 2)}, "point", "a dataclass instance (test_values.Point) cannot be carried in JSON: convert it first"),
     "datetime": ({"when": datetime.datetime(2026, 1, 1)}, "when", "datetime.datetime cannot be carried in JSON: send an ISO-8601 string"),
@@ -313,6 +315,23 @@ async def test_good_results_and_progress_still_go_through(fake_host: Any) -> Non
             assert progress["payload"] == {"bytes": {"$attachment": 0}, "n": 2**63 - 1}
             response = await host.next("response", id="1", timeout=LONG)
             assert response["ok"] and response["result"] == {"emoji": "😀", "tuple": [1, 2], "blob": {"$attachment": 0}}
+
+
+@pytest.mark.parametrize("kind", [kind for kind in CARRIED if kind != "bytes"])
+def test_messages_are_written_as_json_dumps_writes_them(kind: str) -> None:
+    """wire.compact_json, which builds the standard library's C encoder once instead of once per message, writes what
+    json.dumps writes."""
+    value = CARRIED[kind]
+    assert wire.compact_json(value) == json.dumps(value, separators=(",", ":"), allow_nan=False)
+
+
+@pytest.mark.parametrize("kind", ["cycle in a list", "cycle in a dict", "nan", "set", "object"])
+def test_what_json_dumps_refuses_the_shared_encoder_refuses_alike(kind: str) -> None:
+    value = REFUSED[kind][0]
+    with pytest.raises((TypeError, ValueError)) as by_json:
+        json.dumps(value, separators=(",", ":"), allow_nan=False)
+    with pytest.raises(by_json.type):
+        wire.compact_json(value)
 
 
 def test_values_json_texts_are_unchanged_by_the_check() -> None:

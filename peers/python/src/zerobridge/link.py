@@ -75,7 +75,7 @@ def _batch_length(queue: collections.deque[list[bytes]]) -> int:
     messages (SPEC 3.3). 0 when the first is larger than that: it goes alone."""
     count = size = 0
     for frames in queue:
-        size += wire.batch_entry_size(frames)
+        size += 12 + len(frames[0]) + len(frames[1]) if len(frames) == 2 else wire.batch_entry_size(frames)
         if size > wire.BATCH_MAX_BYTES or count == wire.BATCH_MAX_MESSAGES:
             break
         count += 1
@@ -85,6 +85,9 @@ def _batch_length(queue: collections.deque[list[bytes]]) -> int:
 # What one turn of the loop queues before it is handed to the transport at once rather than at the turn's end.
 _BATCH_MESSAGES = 64
 _BATCH_BYTES = 64 << 10
+
+# The progress of a call that asked for none: appending to it keeps nothing.
+_NO_PROGRESS: collections.deque[tuple[int, Any]] = collections.deque(maxlen=0)
 
 # A progress body without its id and payload: {"v":1,"type":"progress","id":"","seq":N,"payload":,"skipped":M}.
 _PROGRESS_OVERHEAD = 80
@@ -99,9 +102,11 @@ class OutgoingCall:
     """
 
     __slots__ = ("id", "action", "deadline", "future", "skipped", "sent", "last_seq", "_link", "_request",
-                 "_wants_progress", "_items", "_waiter", "_arrived_seq")
+                 "_wants_progress", "_items", "_waiter", "_arrived_seq", "_watched")
 
-    def __init__(self, link: Link, request: wire.Request, deadline: float | None, *, after_seq: int = 0) -> None:
+    def __init__(
+        self, link: Link, request: wire.Request, deadline: float | None, *, after_seq: int = 0, watched: bool = True
+    ) -> None:
         self.id = request.id
         self.action = request.action
         self.deadline = deadline
@@ -112,12 +117,17 @@ class OutgoingCall:
         self._link = link
         self._request = request
         self._wants_progress = request.progress
-        self._items: collections.deque[tuple[int, Any]] = collections.deque()  # (seq, payload), not yet handed out
+        # (seq, payload), not yet handed out; a call without progress keeps none.
+        self._items: collections.deque[tuple[int, Any]] = collections.deque() if request.progress else _NO_PROGRESS
         self._waiter: asyncio.Future[None] | None = None
         self._arrived_seq = after_seq  # of the latest progress arrived
         if deadline is not None:
             link._watch_deadline(request.id, deadline)
-        self.future.add_done_callback(self._on_done)
+        # Unwatched: whoever awaits the future calls _on_done itself when asyncio cancels it (Peer.call does), which
+        # saves a callback added, removed and run per call.
+        self._watched = watched
+        if watched:
+            self.future.add_done_callback(self._on_done)
 
     def cancel(self, why: str = "was cancelled") -> None:
         """Stop waiting and tell the other side (``cancel``); the call fails with ``cancelled``."""
@@ -177,14 +187,17 @@ class OutgoingCall:
         """Settle the call with its answer, doing now what the future's callback would do on the loop's next turn
         (one scheduled callback fewer per call)."""
         future = self.future
-        future.remove_done_callback(self._on_done)
+        if self._watched:
+            future.remove_done_callback(self._on_done)
         if error is None:
             future.set_result(result)
         else:
             future.set_exception(error)
-        self._on_done(future)
+        if self._watched:
+            self._on_done(future)
 
     def _on_done(self, future: asyncio.Future[Any]) -> None:
+        """The future is done: if asyncio cancelled it (its awaiting task was cancelled), so is the call."""
         if future.cancelled():  # asyncio cancellation of whoever awaited the call
             self._link._forget(self, send_cancel=True)
         self._wake()
@@ -456,9 +469,13 @@ class Link:
         progress: bool = False,
         idempotency_key: str | None = None,
         after_seq: int = 0,
+        watched: bool = True,
     ) -> OutgoingCall:
         """Send a request; the returned call completes with its response or its deadline (``timeout`` seconds;
         None: no limit, and no ``timeout_ms``/``deadline`` on the request).
+
+        ``watched``: cancelling the call's future cancels the call. Unwatched, whoever awaits it calls
+        ``call._on_done(call.future)`` when asyncio cancels it.
 
         ``idempotency_key`` goes on the request as is (a job action's key, SPEC 7.16). ``after_seq``: the request
         attaches to a job after that ``seq``, so its progress starts above it (SPEC 7.2).
@@ -479,7 +496,7 @@ class Link:
         frames = values.encode(request)
         self._check_size(frames)
         deadline = None if timeout is None else self.loop.time() + timeout
-        outgoing = OutgoingCall(self, request, deadline, after_seq=after_seq)
+        outgoing = OutgoingCall(self, request, deadline, after_seq=after_seq, watched=watched)
         self._calls[request_id] = outgoing
         if self._waiting_calls or self.over_limit:
             self._waiting_calls[request_id] = outgoing  # sent by _release_calls, or expires waiting
@@ -701,6 +718,11 @@ class Link:
         if self.retired:
             return  # the other side was given up: what it sent still is not processed (SPEC 7.3)
         self.last_heard = self.loop.time()
+        self._receive_heard(frames)
+        self._answer_at_turn_end()
+
+    def _receive_heard(self, frames: list[bytes]) -> None:
+        """:meth:`receive` once ``last_heard`` is set."""
         try:
             message = wire.decode(frames)
         except wire.WireError as error:
@@ -718,21 +740,31 @@ class Link:
         raises."""
         if self.retired:
             return 1
+        self.last_heard = self.loop.time()  # once for the batch: its messages arrived together
         try:
             if len(frames) != 2:
                 raise wire.WireError(errors.BAD_MESSAGE, f"a batch is one frame after its frame 0, not {len(frames) - 1}")
             messages = wire.split_batch(frames[1])
         except wire.WireError as error:
-            self.last_heard = self.loop.time()
             self.refuse_unreadable(error)
             return 1
         for message in messages:
+            if self.retired:
+                break  # given up by one of them: the rest is not processed (SPEC 7.3)
             if isinstance(message, list):
-                self.receive(message)
-            elif not self.retired:
-                self.last_heard = self.loop.time()
+                self._receive_heard(message)
+            else:
                 self.refuse_unreadable(message)
+        self._answer_at_turn_end()
         return len(messages)
+
+    def _answer_at_turn_end(self) -> None:
+        """What received messages cause (the next calls of the callers they answered, the answers of handlers they
+        started) is sent mostly in the next turn of the loop, where those tasks resume: with batches, it goes out
+        together at that turn's end rather than its first message at once and the rest after (one send and one
+        wake-up of each side's I/O thread fewer per turn)."""
+        if self._batching and not self._pump_scheduled:
+            self._pump_at_turn_end()
 
     def _dispatch(self, message: wire.Message) -> None:
         match message:

@@ -647,8 +647,14 @@ class Peer:
         running the action again, even across reconnects and host restarts. Other actions ignore it. On a job, a
         timeout or cancel ends this call, not the job.
         """
-        call = self._start_call(action, payload, timeout=timeout, progress=False, idempotency_key=idempotency_key)
-        return await call.future
+        call = self._start_call(
+            action, payload, timeout=timeout, progress=False, idempotency_key=idempotency_key, watched=False
+        )
+        try:
+            return await call.future
+        except asyncio.CancelledError:
+            call._on_done(call.future)  # asyncio cancelled the future with this task: the call too
+            raise
 
     def stream(
         self,
@@ -782,11 +788,13 @@ class Peer:
         progress: bool,
         idempotency_key: str | None = None,
         after_seq: int = 0,
+        watched: bool = True,
     ) -> OutgoingCall:
         link = self._live_link()
         self._check_payload(action, payload)
         return link.call(
-            action, payload, timeout=timeout, progress=progress, idempotency_key=idempotency_key, after_seq=after_seq
+            action, payload, timeout=timeout, progress=progress, idempotency_key=idempotency_key, after_seq=after_seq,
+            watched=watched,
         )
 
     def _check_payload(self, action: str, payload: Any) -> None:

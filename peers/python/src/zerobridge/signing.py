@@ -175,15 +175,17 @@ class PeerChannel:
     def refusal(self, frame0: bytes, frames: Sequence[bytes]) -> str | None:
         """Why a message (or a batch: frame 0 ``b.``) from the host is refused, or None when it is accepted (and its
         counter recorded)."""
-        # This runs for every message received, so a well-formed `m.<counter>.<mac>` is taken apart by hand: our MAC
-        # is lowercase hex, so only a strictly formed signature can match it. Anything else goes through the strict
-        # pattern: a batch (one check for many messages), and a refused message, to say why.
-        if frame0[:2] == b"m." and len(frame0) <= _SIGNED_MAX and (dot := frame0.find(b".", 2)) > 2:
+        # This runs for every message or batch received, so a well-formed `m.<counter>.<mac>` or `b.<counter>.<mac>`
+        # is taken apart by hand: our MAC is lowercase hex, so only a strictly formed signature can match it. A
+        # refused message goes through the strict pattern, to say why.
+        form = frame0[:2]
+        if (form == b"m." or form == b"b.") and len(frame0) <= _SIGNED_MAX and (dot := frame0.find(b".", 2)) > 2:
             digits = frame0[2:dot]
             if len(digits) <= 19 and digits.isdigit() and digits[0] != _ZERO:
                 counter = int(digits)
+                channel_mac = self._receiving if form == b"m." else self._receiving_batch
                 if self._received < counter <= MAX_COUNTER and hmac.compare_digest(
-                    frame0[dot + 1 :], self._receiving.hexdigest(counter, frames)
+                    frame0[dot + 1 :], channel_mac.hexdigest(counter, frames)
                 ):
                     self._received = counter
                     return None
@@ -196,10 +198,6 @@ class PeerChannel:
             return "an opening signature (only a peer opens a channel)"
         if counter <= self._received:
             return f"counter {counter} replayed or out of order (last accepted {self._received})"
-        assert match is not None
-        if match[1] == b"b" and hmac.compare_digest(match[3], self._receiving_batch.hexdigest(counter, frames)):
-            self._received = counter
-            return None
         return "wrong signature"
 
 

@@ -47,6 +47,9 @@ INT64_MAX = (1 << 63) - 1
 # walk, which dismisses false alarms and never misses.
 _SCAN = bytes.maketrans(b"123456789,", b"000000000{")
 _KEY = re.compile(rb'[{,]"(?:-?[0-9][0-9.eE+-]*|true|false|null)":')
+# What _KEY can match, once translated: one search from a literal start (a quarter of the cost of five substring
+# searches, which it replaced); only what it finds is judged by _KEY.
+_MAYBE_KEY = re.compile(rb'\{"(?:[0-]|true"|false"|null")')
 # The escapes that matter for surrogates, from the left: an escaped backslash (stepped over, so that `\\ud800` is
 # text), a surrogate pair, or a lone surrogate (group 1).
 _SURROGATE_ESCAPE = re.compile(rb"\\\\|\\ud[89ab][0-9a-f]{2}\\ud[c-f][0-9a-f]{2}|(\\ud[89a-f][0-9a-f]{2})")
@@ -199,9 +202,7 @@ def _suspect(text: bytes, depth: int) -> bool:
     scanned = text.translate(_SCAN)
     if b"0000000000000000000" in scanned:
         return True
-    if (
-        b'{"0' in scanned or b'{"-' in scanned or b'"true":' in scanned or b'"false":' in scanned or b'"null":' in scanned
-    ) and _KEY.search(text) is not None:
+    if _MAYBE_KEY.search(scanned) is not None and _KEY.search(text) is not None:
         return True
     if b"\\ud" in text and _lone_surrogate_escape(text):
         return True
@@ -257,25 +258,29 @@ def _carried(message: wire.Message) -> tuple[Any, str] | None:
 def encode(message: wire.Message) -> list[bytes]:
     """:func:`zerobridge.wire.encode`, refusing (:class:`UnsendableValue`) a payload, result or error data that JSON
     cannot carry (SPEC 7.14)."""
-    carried = _carried(message)
-    if carried is None:
-        return wire.encode(message)
-    value, root = carried
-    depth = 3 if root == "error.data" else 2
     try:
         frames = wire.encode(message)
     except (TypeError, ValueError, RecursionError):
-        problem = find_problem(value, root, depth)
+        problem = _problem_carried(message)
         if problem is None:
             raise
         raise UnsendableValue(*problem) from None
-    body = frames[1]
-    if _suspect(body, 1):
-        problem = find_problem(value, root, depth)
+    # What a message carries is looked for only when its text is suspect: most are not.
+    if _suspect(frames[1], 1) and _carried(message) is not None:
+        problem = _problem_carried(message)
         if problem is not None:
             raise UnsendableValue(*problem)
         _check_names(message)
     return frames
+
+
+def _problem_carried(message: wire.Message) -> tuple[str, str] | None:
+    """The path and reason of the first part of what ``message`` carries that JSON cannot carry, or None."""
+    carried = _carried(message)
+    if carried is None:
+        return None
+    value, root = carried
+    return find_problem(value, root, 3 if root == "error.data" else 2)
 
 
 def _check_names(message: wire.Message) -> None:
