@@ -247,8 +247,8 @@ describe('signing: frame 0 and keys', () => {
 });
 
 describe('signing: the channel against node:crypto\'s createHmac', () => {
-  // The channel hashes a small message with src/sha256.js and a large one with node:crypto, from one reused array up to
-  // 16 KiB and as parts above: frame sizes on both sides of each limit, keys of 1 to 100 bytes.
+  // The channel's MAC is node:crypto's one-shot inner hash and src/sha256.js's outer block over one reused array up to
+  // 16 KiB, createHmac over parts above: frame sizes on both sides of that limit, keys of 1 to 100 bytes.
   test('2,000 random keys and messages: the peer signs what createHmac signs, and accepts only what it signs', () => {
     const random = generator(26);
     const sizes = [0, 1, 63, 64, 200, 300, 370, 380, 390, 448, 500, 1000, 16_300, 16_384, 17_000, 70_000];
