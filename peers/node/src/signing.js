@@ -2,7 +2,7 @@
 // one-shot SHA-256 for the inner hash, src/sha256.js for the outer), and the primitives the tests' host signs with
 // (node:crypto's createHmac).
 
-import { createHash, createHmac, hash, timingSafeEqual } from 'node:crypto';
+import nodeCrypto, { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 import { PeerChannel as Channel, batchSignature, macParts, messageSignature, newNonce, openingSignature } from './channel.js';
 import { hmacFromInner, prepareHmacKey } from './sha256.js';
 
@@ -30,7 +30,9 @@ export const macMatches = (received, expected) => received.length === expected.l
 const BLOCK_BYTES = 64;
 const INNER_INPUT = new Uint8Array(BLOCK_BYTES + 16_384); // the channel's one piece is at most 16 KiB (src/channel.js)
 const MAC_OUT = new Uint8Array(32);
-// node:crypto's one-shot SHA-256 since Node 20.12; before, a Hash object per call.
+// node:crypto's one-shot SHA-256 since Node 20.12 (looked up, not imported by name: an older Node has no such export);
+// before, a Hash object per call.
+const { hash } = nodeCrypto;
 const sha256Once = typeof hash === 'function' ? (bytes) => hash('sha256', bytes, 'buffer') : (bytes) => createHash('sha256').update(bytes).digest();
 
 /**

@@ -4,6 +4,7 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { PeerChannel, clockSkewDiagnosis, mac, parseKey, parseSignature, signMessage, signOpening } from '../src/signing.js';
 import { decodeZeroMQBatch, encodeWebSocketBatch } from '../src/websocket-frames.js';
@@ -274,6 +275,23 @@ describe('signing: the channel against node:crypto\'s createHmac', () => {
       assert.equal(channel.refusal(signed, frames), null, what);
       assert.match(channel.refusal(signed, frames), /replayed/, what);
     }
+  });
+
+  test('a Node without crypto.hash (before 20.12) signs the same, through a Hash object', () => {
+    // In a child process: this one loaded src/signing.js with crypto.hash already.
+    const script = `
+      import crypto from 'node:crypto';
+      delete crypto.hash;
+      const { channelKey, channelMac } = await import(${JSON.stringify(new URL('../src/signing.js', import.meta.url).href)});
+      const key = crypto.randomBytes(32);
+      const same = [0, 100, 3000, 16384, 20000].every((size) => {
+        const input = crypto.randomBytes(size);
+        return Buffer.from(channelMac(channelKey(key), [input])).equals(crypto.createHmac('sha256', key).update(input).digest());
+      });
+      process.stdout.write(String(typeof crypto.hash === 'undefined' && same));`;
+    const child = spawnSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8' });
+    assert.equal(child.stderr, '');
+    assert.equal(child.stdout, 'true');
   });
 
   test('counters past 15 digits and past 2^53 are compared exactly', () => {
