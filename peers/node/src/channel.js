@@ -1,9 +1,8 @@
 // Keyed connections (SPEC 3.1), the platform-neutral part: frame 0 as `h.<nonce>.<ms>.<mac>` (the opening hello of a
 // connection's channel), `m.<counter>.<mac>` (everything after it) or, since 1.10, `b.<counter>.<mac>` (a batch of
 // messages under one signature, SPEC 3.3), the MAC an HMAC-SHA256 with the connection key.
-// The HMAC itself is the platform's (`primitives`), synchronous: src/sha256.js's for a small message and node:crypto's
-// for a large one in Node (src/signing.js), src/sha256.js's in a page (src/browser.js); the channel's bookkeeping is
-// the same for both.
+// The HMAC itself is the platform's (`primitives`), synchronous: node:crypto's SHA-256 with src/sha256.js's outer block
+// in Node (src/signing.js), src/sha256.js's in a page (src/browser.js); the channel's bookkeeping is the same for both.
 
 import { fromHex, newBytes, randomBytes, toHex, utf8Bytes } from './bytes.js';
 

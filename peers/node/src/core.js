@@ -27,8 +27,9 @@ export const MAX_MESSAGE_BYTES = 64 * 1024 * 1024;
 const BATCH_SLACK_BYTES = 131072;
 // The most messages of a turn that go in one ZeroMQ batch (SPEC 3.3 allows 1,000): the first 16 leave while the turn
 // still makes the rest, so the host works on them meanwhile instead of waiting for the whole turn (it sends its own in
-// bursts of 16). At 64 calls in flight this raised the rate by a quarter to a half, keyed and not, for ~1 us more host
-// CPU a call (CHANGELOG, issue 26).
+// bursts of 16); in a turn that read from the socket they all leave in its one write, still as batches of 16. At 64
+// calls in flight this raised the rate by a quarter to a half, keyed and not, for ~1 us more host CPU a call
+// (CHANGELOG, issue 26).
 const TURN_BATCH_MESSAGES = 16;
 const isCatalogueHash = (value) => typeof value === 'string' && /^[0-9a-f]{64}$/.test(value);
 // Failures of a `$describe` fetch that say nothing about the host's catalogue: the fetch is tried again at the next welcome.
@@ -205,6 +206,7 @@ export class PeerCore extends EventTarget {
     this.dealer.on('disconnect', () => this.onDisconnected());
     this.dealer.on('message', (frames) => this.onMessage(frames));
     this.dealer.on('drain', () => this.link.onRoom());
+    this.dealer.on('turnEnd', () => this.#sendTurn()); // the turn's last batch in the transport's one write (src/zmtp.js)
     this.dealer.on('error', (error) => this.onTransportError(error));
     this.dealer.on('unreachable', (error) => this.#failFirstConnect(new BridgeError('unreachable', error.code === 'ENOENT'
       ? `no host listens at ${this.endpoint}: the socket file does not exist (is the host running?)`
@@ -532,15 +534,20 @@ export class PeerCore extends EventTarget {
     for (let i = 1; i < frames.length; i += 1) this.#outboxWeight += frames[i].length;
     if (this.#outboxQueued) return;
     this.#outboxQueued = true;
-    // The next check phase: after the handlers and answers this turn started (they run at setImmediate themselves).
-    nextTurn(() => {
-      this.#outboxQueued = false;
-      try {
-        this.#sendOutbox();
-      } catch (error) { // the transport closed under it: what it held goes as a write to a closed connection does
-        this.log('warn', `could not send the messages of this turn: ${error?.message ?? error}`);
-      }
-    });
+    // The next check phase: after the handlers and answers this turn started (they run at setImmediate themselves),
+    // unless the transport's turnEnd comes first.
+    nextTurn(() => this.#sendTurn());
+  }
+
+  /** Sends what this turn collected, once: at the turn's end, or at the transport's turnEnd if that comes first. */
+  #sendTurn() {
+    if (!this.#outboxQueued) return;
+    this.#outboxQueued = false;
+    try {
+      this.#sendOutbox();
+    } catch (error) { // the transport closed under it: what it held goes as a write to a closed connection does
+      this.log('warn', `could not send the messages of this turn: ${error?.message ?? error}`);
+    }
   }
 
   /** Sends what was collected: one message alone; more as one batch, under one `b.` signature when keyed, else behind `b`. */

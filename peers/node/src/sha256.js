@@ -119,20 +119,22 @@ export function sha256(bytes) {
 }
 
 /**
- * An HMAC-SHA256 key made ready for many messages, for hmacSha256(): the states after its inner and outer padded
- * blocks, computed once here instead of twice per message (a session signs every message with the same key).
- * `key`: a Uint8Array of any length (longer than a block, it is hashed first: RFC 2104).
+ * An HMAC-SHA256 key made ready for many messages, for hmacSha256() and hmacFromInner(): the states after its inner
+ * and outer padded blocks, computed once here instead of twice per message (a session signs every message with the
+ * same key), and the inner padded block itself (`innerBlock`, 64 bytes) for a caller that hashes the inner hash
+ * elsewhere. `key`: a Uint8Array of any length (longer than a block, it is hashed first: RFC 2104).
  */
 export function prepareHmacKey(key) {
   if (!(key instanceof Uint8Array)) throw new TypeError('an HMAC key is a Uint8Array');
   const block = new Uint8Array(BLOCK_BYTES);
   block.set(key.length > BLOCK_BYTES ? sha256(key) : key);
-  const stateAfter = (pad) => {
-    const padded = Int32Array.from(INITIAL_STATE);
-    compress(padded, block.map((byte) => byte ^ pad), 0, BLOCK_BYTES);
-    return padded;
+  const innerBlock = block.map((byte) => byte ^ 0x36);
+  const stateAfter = (padded) => {
+    const h = Int32Array.from(INITIAL_STATE);
+    compress(h, padded, 0, BLOCK_BYTES);
+    return h;
   };
-  return Object.freeze({ inner: stateAfter(0x36), outer: stateAfter(0x5c) });
+  return Object.freeze({ inner: stateAfter(innerBlock), outer: stateAfter(block.map((byte) => byte ^ 0x5c)), innerBlock });
 }
 
 /**
@@ -142,8 +144,22 @@ export function prepareHmacKey(key) {
 export function hmacSha256(preparedKey, parts, out = new Uint8Array(32)) {
   state.set(preparedKey.inner);
   absorb(parts, BLOCK_BYTES);
-  // The outer hash's message is the inner digest: one block with its padding, built in `tail`.
   for (let i = 0; i < 8; i += 1) writeWord(tail, 4 * i, state[i]);
+  return outerHash(preparedKey, out);
+}
+
+/**
+ * The HMAC-SHA256 (32 bytes) under a key from prepareHmacKey() whose inner hash, SHA-256 of `innerBlock` and then the
+ * message, was computed elsewhere (`innerDigest`, 32 bytes): the outer hash, written into `out`.
+ */
+export function hmacFromInner(preparedKey, innerDigest, out = new Uint8Array(32)) {
+  if (innerDigest.length !== 32) throw new RangeError('an inner digest is 32 bytes');
+  tail.set(innerDigest);
+  return outerHash(preparedKey, out);
+}
+
+/** The outer hash of an HMAC whose inner digest is in `tail[0..32)`: one block with its padding, from the outer state. */
+function outerHash(preparedKey, out) {
   tail[32] = 0x80;
   tail.fill(0, 33, BLOCK_BYTES - 4);
   writeWord(tail, BLOCK_BYTES - 4, (BLOCK_BYTES + 32) * 8);

@@ -1,9 +1,10 @@
-// Keyed connections (SPEC 3.1) in Node: the channel of src/channel.js over a synchronous HMAC-SHA256 (src/sha256.js
-// for a small message, node:crypto's for a large one), and the primitives the tests' host signs with (node:crypto's).
+// Keyed connections (SPEC 3.1) in Node: the channel of src/channel.js over a synchronous HMAC-SHA256 (node:crypto's
+// one-shot SHA-256 for the inner hash, src/sha256.js for the outer), and the primitives the tests' host signs with
+// (node:crypto's createHmac).
 
-import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
+import nodeCrypto, { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 import { PeerChannel as Channel, batchSignature, macParts, messageSignature, newNonce, openingSignature } from './channel.js';
-import { hmacSha256, prepareHmacKey } from './sha256.js';
+import { hmacFromInner, prepareHmacKey } from './sha256.js';
 
 export { CLOCK_WINDOW_MS, bodyType, clockSkewDiagnosis, isBatchSignature, newNonce, parseKey, parseSignature } from './channel.js';
 
@@ -20,21 +21,42 @@ function hmac(key, parts) {
 /** Whether a received MAC is the expected one, in time that does not depend on where they differ. */
 export const macMatches = (received, expected) => received.length === expected.length && timingSafeEqual(received, expected);
 
-// A MAC input up to this size (a channel's header, the frames and their lengths: src/channel.js hands it over in one
-// piece up to 16 KiB) is hashed by src/sha256.js, larger ones by node:crypto. Each createHmac costs ~1.5 us before it
-// hashes a byte (the digest looked up by name, locks, a native object with a weak handle for the GC, mallocs), and
-// ~0.5 us more in a running peer than in a loop of it alone (the GC and malloc work it leaves: 64 calls in flight
-// with ~260-byte messages cost the peer 1.3 us less a call in JavaScript, where bench/node_hmac.mjs shows 0.2 for
-// two MACs); the JavaScript SHA-256 costs ~0.6 us plus ~3.7 ns a byte, node:crypto's ~0.5 ns a byte (SHA
-// extensions). In a running peer the two meet near 450 bytes (alone, near 320).
-const JS_HMAC_LIMIT = 448;
+// A channel's MAC is RFC 2104 over a key prepared once (src/sha256.js): the inner hash, of the key's inner padded
+// block then the MAC input, by node:crypto's one-shot `hash` (SHA extensions, ~0.5 ns a byte); the outer one, a single
+// block from the key's prepared outer state, in JavaScript (~0.3 us, a node:crypto call ~0.5). At 100 / 448 / 2,900 /
+// 16,000 bytes that took 0.75 / 0.91 / 2.05 / 8.4 us, against 1.38 / 1.52 / 2.68 / 9.2 for a `createHmac` (the digest
+// looked up by name, a native object with a weak handle for the GC, three calls into C++) and 0.82 / 2.16 / 10.8 / 58
+// for src/sha256.js alone (bench/node_hmac.mjs). A larger input comes in parts and goes to createHmac.
+const BLOCK_BYTES = 64;
+const INNER_INPUT = new Uint8Array(BLOCK_BYTES + 16_384); // the channel's one piece is at most 16 KiB (src/channel.js)
 const MAC_OUT = new Uint8Array(32);
+// node:crypto's one-shot SHA-256 since Node 20.12 (looked up, not imported by name: an older Node has no such export);
+// before, a Hash object per call. The digest comes as a latin1 string, one character a byte: a string on V8's heap
+// costs ~0.3 us less than a Buffer (no backing store to make and free).
+const { hash } = nodeCrypto;
+const sha256Latin1 = typeof hash === 'function'
+  ? (bytes) => hash('sha256', bytes, 'latin1')
+  : (bytes) => createHash('sha256').update(bytes).digest('latin1');
+const INNER_DIGEST = new Uint8Array(32);
 
-/** The channel's HMAC: the connection key as bytes and prepared for src/sha256.js (its padded blocks hashed once). */
-const NODE_HMAC = {
-  mac: (key, parts) => (parts.length === 1 && parts[0].length <= JS_HMAC_LIMIT ? hmacSha256(key.prepared, parts, MAC_OUT) : hmac(key.bytes, parts)),
-  equal: macMatches,
-};
+/**
+ * The channel's HMAC (see above) of `parts` under `key`: `{bytes, prepared}`, the connection key and prepareHmacKey()'s
+ * form of it. The 32 bytes are an array it reuses: read them before its next call.
+ */
+export function channelMac(key, parts) {
+  const input = parts[0];
+  if (parts.length !== 1 || input.length > INNER_INPUT.length - BLOCK_BYTES) return hmac(key.bytes, parts);
+  INNER_INPUT.set(key.prepared.innerBlock);
+  INNER_INPUT.set(input, BLOCK_BYTES);
+  const digest = sha256Latin1(INNER_INPUT.subarray(0, BLOCK_BYTES + input.length));
+  for (let i = 0; i < 32; i += 1) INNER_DIGEST[i] = digest.charCodeAt(i);
+  return hmacFromInner(key.prepared, INNER_DIGEST, MAC_OUT);
+}
+
+const NODE_HMAC = { mac: channelMac, equal: macMatches };
+
+/** The connection key (bytes) as channelMac() takes it. */
+export const channelKey = (key) => ({ bytes: key, prepared: prepareHmacKey(key) });
 
 /** The MAC (32 bytes) of frames 1..n for `kind` on `channel` at `stamp` (src/channel.js macParts). */
 export const mac = (key, kind, channel, stamp, frames) => hmac(key, macParts(kind, channel, stamp, frames));
@@ -54,6 +76,6 @@ export function signMessage(key, kind, channel, counter, frames) {
 /** The peer's side of one keyed connection, signing and checking at once (src/channel.js). */
 export class PeerChannel extends Channel {
   constructor(key, nonce = newNonce()) {
-    super({ bytes: key, prepared: prepareHmacKey(key) }, NODE_HMAC, nonce);
+    super(channelKey(key), NODE_HMAC, nonce);
   }
 }

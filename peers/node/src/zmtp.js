@@ -355,7 +355,8 @@ const CLOSED = 'closed';
  * Events: `connect` (handshake done; `{ socketType, identity }` of the other side), `disconnect`
  * (a ready connection was lost), `message` (an array of Buffers), `error` (a ZmtpError: the other
  * side broke the protocol; the connection is dropped and retried), `drain` (the bytes waiting to be
- * sent may have fallen below `sendBufferBytes`: see `full`), `close` (after close()).
+ * sent may have fallen below `sendBufferBytes`: see `full`), `turnEnd` (a turn that read a chunk is ending: what a
+ * listener sends now goes out in the one write of that turn), `close` (after close()).
  * Messages sent while not connected are queued (up to `sendQueueLimit`) and sent in order once the
  * handshake is done; messages written to a connection that then breaks are lost, as with libzmq.
  * send() itself never refuses for size: callers that must bound what waits check `full` first.
@@ -654,14 +655,19 @@ export class ZmtpDealer extends EventEmitter {
   /**
    * Holds what is written while a chunk read is handled, and what the calls and answers it settles write in turn
    * (promise callbacks run before the event loop's check phase), and writes it all at once then: one write(2) per
-   * chunk read rather than one per message (the answers to 64 calls in flight arrive in one chunk).
+   * chunk read rather than one per message (the answers to 64 calls in flight arrive in one chunk). `turnEnd` comes
+   * just before, for what its owner keeps back until the turn's end (the peer's last batch of the turn), so that it
+   * goes in the same write rather than in one of its own.
    */
   corkUntilIdle(socket) {
     if (this.#corked === socket) return;
     this.#corked = socket;
     socket.cork();
     setImmediate(() => {
-      if (this.#corked === socket) this.#corked = null;
+      if (this.#corked === socket) {
+        this.emitSafely('turnEnd');
+        this.#corked = null;
+      }
       socket.uncork();
     });
   }

@@ -5,7 +5,7 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash, createHmac } from 'node:crypto';
-import { hmacSha256, macsEqual, prepareHmacKey, sha256 } from '../src/sha256.js';
+import { hmacFromInner, hmacSha256, macsEqual, prepareHmacKey, sha256 } from '../src/sha256.js';
 import { generator } from '../test-helpers/random.js';
 
 const hex = (bytes) => Buffer.from(bytes).toString('hex');
@@ -48,9 +48,11 @@ const FIPS180 = [
 describe('the reference vectors', () => {
   RFC4231.forEach(({ key, data, mac }, index) => {
     test(`RFC 4231 test case ${index + 1}`, () => {
-      const computed = hmacSha256(prepareHmacKey(fromHex(key)), [data]);
+      const prepared = prepareHmacKey(fromHex(key));
+      const computed = hmacSha256(prepared, [data]);
       assert.equal(hex(computed).slice(0, mac.length), mac);
       assert.equal(computed.length, 32);
+      assert.equal(hex(hmacFromInner(prepared, innerDigest(prepared, data))).slice(0, mac.length), mac, 'from the inner digest');
     });
   });
   for (const { data, digest } of FIPS180) {
@@ -64,6 +66,9 @@ describe('the reference vectors', () => {
     for (let cut = 0; cut <= data.length; cut += 1) assert.equal(hex(hmacSha256(key, [data.subarray(0, cut), data.subarray(cut)])), whole, `cut at ${cut}`);
   });
 });
+
+/** The inner hash of an HMAC as src/signing.js has node:crypto compute it: SHA-256 of the key's inner block, then `data`. */
+const innerDigest = (prepared, data) => createHash('sha256').update(prepared.innerBlock).update(data).digest();
 
 /** `data` cut at random places into 1..6 parts (empty parts included): what hmacSha256 must hash as one message. */
 function randomParts(random, data) {
@@ -97,7 +102,9 @@ describe('against node:crypto', () => {
         const data = randomBytes(random, length);
         const parts = randomParts(random, data);
         const expected = createHmac('sha256', key).update(data).digest('hex');
-        assert.equal(hex(hmacSha256(prepareHmacKey(key), parts)), expected, `seed ${seed} case ${i}: key ${key.length} bytes, message ${length} in ${parts.length} parts`);
+        const prepared = prepareHmacKey(key);
+        assert.equal(hex(hmacSha256(prepared, parts)), expected, `seed ${seed} case ${i}: key ${key.length} bytes, message ${length} in ${parts.length} parts`);
+        assert.equal(hex(hmacFromInner(prepared, innerDigest(prepared, data))), expected, `seed ${seed} case ${i}: from the inner digest`);
         assert.equal(hex(sha256(data)), createHash('sha256').update(data).digest('hex'), `seed ${seed} case ${i}: SHA-256 of ${length} bytes`);
       }
     });
@@ -113,6 +120,11 @@ describe('against node:crypto', () => {
       sha256(randomBytes(random, 70)); // shares the scratch state: must leave nothing behind
       assert.equal(hex(hmacSha256(prepared[which], randomParts(random, data))), createHmac('sha256', keys[which]).update(data).digest('hex'));
     }
+  });
+
+  test('the outer hash takes an inner digest of 32 bytes only', () => {
+    const prepared = prepareHmacKey(ascii('k'));
+    for (const length of [0, 31, 33]) assert.throws(() => hmacFromInner(prepared, new Uint8Array(length)), RangeError, `${length} bytes`);
   });
 
   test('a key that is not a Uint8Array is refused', () => {

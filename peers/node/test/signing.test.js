@@ -4,6 +4,7 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { PeerChannel, clockSkewDiagnosis, mac, parseKey, parseSignature, signMessage, signOpening } from '../src/signing.js';
 import { decodeZeroMQBatch, encodeWebSocketBatch } from '../src/websocket-frames.js';
@@ -247,8 +248,8 @@ describe('signing: frame 0 and keys', () => {
 });
 
 describe('signing: the channel against node:crypto\'s createHmac', () => {
-  // The channel hashes a small message with src/sha256.js and a large one with node:crypto, from one reused array up to
-  // 16 KiB and as parts above: frame sizes on both sides of each limit, keys of 1 to 100 bytes.
+  // The channel's MAC is node:crypto's one-shot inner hash and src/sha256.js's outer block over one reused array up to
+  // 16 KiB, createHmac over parts above: frame sizes on both sides of that limit, keys of 1 to 100 bytes.
   test('2,000 random keys and messages: the peer signs what createHmac signs, and accepts only what it signs', () => {
     const random = generator(26);
     const sizes = [0, 1, 63, 64, 200, 300, 370, 380, 390, 448, 500, 1000, 16_300, 16_384, 17_000, 70_000];
@@ -274,6 +275,23 @@ describe('signing: the channel against node:crypto\'s createHmac', () => {
       assert.equal(channel.refusal(signed, frames), null, what);
       assert.match(channel.refusal(signed, frames), /replayed/, what);
     }
+  });
+
+  test('a Node without crypto.hash (before 20.12) signs the same, through a Hash object', () => {
+    // In a child process: this one loaded src/signing.js with crypto.hash already.
+    const script = `
+      import crypto from 'node:crypto';
+      delete crypto.hash;
+      const { channelKey, channelMac } = await import(${JSON.stringify(new URL('../src/signing.js', import.meta.url).href)});
+      const key = crypto.randomBytes(32);
+      const same = [0, 100, 3000, 16384, 20000].every((size) => {
+        const input = crypto.randomBytes(size);
+        return Buffer.from(channelMac(channelKey(key), [input])).equals(crypto.createHmac('sha256', key).update(input).digest());
+      });
+      process.stdout.write(String(typeof crypto.hash === 'undefined' && same));`;
+    const child = spawnSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8' });
+    assert.equal(child.stderr, '');
+    assert.equal(child.stdout, 'true');
   });
 
   test('counters past 15 digits and past 2^53 are compared exactly', () => {

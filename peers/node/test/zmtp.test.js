@@ -59,6 +59,31 @@ for (const [transport, bindEndpoint] of Object.entries(transports)) {
       assert.deepEqual(reply.map(String), ['back', '']);
     });
 
+    test('a turn that read a chunk ends with turnEnd, while what it wrote is still held for its one write', async () => {
+      const router = await PyRouter.start(bindEndpoint());
+      cleanups.push(() => router.stop());
+      const { dealer, connected } = connectedDealer(router.endpoint, { routingId: 'turn-end' });
+      cleanups.push(() => dealer.close());
+      await connected;
+      const corkedAtTurnEnd = [];
+      let answered = false;
+      dealer.on('message', ([body]) => {
+        dealer.send([`answer to ${body}`]);
+        answered = true;
+      });
+      dealer.on('turnEnd', () => {
+        corkedAtTurnEnd.push(dealer.socket.writableCorked);
+        if (answered) dealer.send(['kept back to the turn\'s end']);
+        answered = false;
+      });
+      dealer.send(['here']); // the ROUTER knows the routing id once something came from it
+      assert.deepEqual((await router.receive()).map(String), ['turn-end', 'here']);
+      router.send([Buffer.from('turn-end'), Buffer.from('question')]);
+      assert.deepEqual((await router.receive()).map(String), ['turn-end', 'answer to question']);
+      assert.deepEqual((await router.receive()).map(String), ['turn-end', 'kept back to the turn\'s end']);
+      assert.ok(corkedAtTurnEnd.length >= 1 && corkedAtTurnEnd.every((corked) => corked === 1), `corked at each turnEnd: ${corkedAtTurnEnd}`);
+    });
+
     test('a dealer without a routing id gets one from the ROUTER and is answered through it', async () => {
       const router = await PyRouter.start(bindEndpoint());
       cleanups.push(() => router.stop());
