@@ -1,0 +1,173 @@
+"""The gRPC anchor's Python front-end: grpcio against zerobridge-anchors' grpc-swift-2 server, no TLS.
+
+    python bench/grpc_client.py echo HOST:PORT --api sync|aio --window 1|N [--seconds S] [--max N]
+    python bench/grpc_client.py progress HOST:PORT --api sync|aio --events N
+
+No protoc: generic method handles with identity (de)serializers carry bytes, and the driver encodes and decodes the JSON
+itself, as the Python peer does. `sync`: grpcio's blocking stub (64 in flight: 64 futures of it); `aio`: grpc.aio,
+64 coroutines. bench/run.py runs both and keeps the faster. The result's fields are those of bench/py_peer.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import json
+import time
+from typing import Any
+
+import grpc
+import grpc.aio
+
+from common import PAYLOAD, emit, measured, percentiles
+
+ECHO = "/zerobridge.anchor.Bench/Echo"
+COUNT = "/zerobridge.anchor.Bench/Count"
+WARMUP_EVENTS = 1000
+
+
+def checked(answer: bytes) -> None:
+    if json.loads(answer) != PAYLOAD:
+        raise SystemExit(f"Echo returned something else: {answer[:200]!r}")
+
+
+def echo_sync(args: argparse.Namespace) -> dict[str, Any]:
+    with grpc.insecure_channel(args.endpoint) as channel:
+        echo = channel.unary_unary(ECHO)
+        for _ in range(args.warmup):
+            checked(echo(json.dumps(PAYLOAD).encode()))
+        result: dict[str, Any] = {"window": args.window}
+        started_cpu = time.process_time()
+        started = time.perf_counter_ns()
+        end = started + int(args.seconds * 1e9)
+        completed = 0
+        if args.window == 1:
+            latencies: list[int] = []
+            while completed < args.max:
+                before = time.perf_counter_ns()
+                checked(echo(json.dumps(PAYLOAD).encode()))
+                after = time.perf_counter_ns()
+                latencies.append(after - before)
+                completed += 1
+                if after >= end:
+                    break
+            result.update(percentiles(latencies))
+        else:
+            # The oldest call answered, the next one started: `window` calls in flight.
+            flying = collections.deque(echo.future(json.dumps(PAYLOAD).encode())
+                                       for _ in range(min(args.window, args.max)))
+            issued, stopped = len(flying), False
+            while flying:
+                checked(flying.popleft().result())
+                completed += 1
+                stopped = stopped or issued >= args.max or (completed % 16 == 0 and time.perf_counter_ns() >= end)
+                if not stopped:
+                    flying.append(echo.future(json.dumps(PAYLOAD).encode()))
+                    issued += 1
+        result.update(measured(completed, started, started_cpu, args.warmup))
+        return result
+
+
+async def echo_aio(args: argparse.Namespace) -> dict[str, Any]:
+    async with grpc.aio.insecure_channel(args.endpoint) as channel:
+        echo = channel.unary_unary(ECHO)
+        for _ in range(args.warmup):
+            checked(await echo(json.dumps(PAYLOAD).encode()))
+        result: dict[str, Any] = {"window": args.window}
+        started_cpu = time.process_time()
+        started = time.perf_counter_ns()
+        end = started + int(args.seconds * 1e9)
+        if args.window == 1:
+            latencies: list[int] = []
+            while len(latencies) < args.max:
+                before = time.perf_counter_ns()
+                checked(await echo(json.dumps(PAYLOAD).encode()))
+                after = time.perf_counter_ns()
+                latencies.append(after - before)
+                if after >= end:
+                    break
+            completed = len(latencies)
+            result.update(percentiles(latencies))
+        else:
+            issued = 0
+
+            async def caller() -> int:
+                nonlocal issued
+                mine = 0
+                while issued < args.max:
+                    issued += 1
+                    checked(await echo(json.dumps(PAYLOAD).encode()))
+                    mine += 1
+                    if mine % 16 == 0 and time.perf_counter_ns() >= end:
+                        break
+                return mine
+
+            completed = sum(await asyncio.gather(*(caller() for _ in range(args.window))))
+        result.update(measured(completed, started, started_cpu, args.warmup))
+        return result
+
+
+class Events:
+    """Counts a stream's events and those out of order."""
+
+    def __init__(self, n: int) -> None:
+        self.n, self.expected, self.out_of_order = n, 1, 0
+
+    def add(self, message: bytes) -> None:
+        event = json.loads(message)
+        if event.get("i") != self.expected or event.get("n") != self.n:
+            self.out_of_order += 1
+        self.expected += 1
+
+    def result(self, started: int, started_cpu: float) -> dict[str, Any]:
+        received = self.expected - 1
+        return {**measured(received, started, started_cpu, WARMUP_EVENTS), "events": self.n, "received": received,
+                "out_of_order": self.out_of_order,
+                "in_order_and_complete": received == self.n and self.out_of_order == 0}
+
+
+def progress_sync(args: argparse.Namespace) -> dict[str, Any]:
+    with grpc.insecure_channel(args.endpoint) as channel:
+        count = channel.unary_stream(COUNT)
+        for n in (WARMUP_EVENTS, args.events):
+            events = Events(n)
+            started_cpu, started = time.process_time(), time.perf_counter_ns()
+            for message in count(json.dumps({"n": n}).encode(), timeout=120):
+                events.add(message)
+        return events.result(started, started_cpu)
+
+
+async def progress_aio(args: argparse.Namespace) -> dict[str, Any]:
+    async with grpc.aio.insecure_channel(args.endpoint) as channel:
+        count = channel.unary_stream(COUNT)
+        for n in (WARMUP_EVENTS, args.events):
+            events = Events(n)
+            started_cpu, started = time.process_time(), time.perf_counter_ns()
+            async for message in count(json.dumps({"n": n}).encode(), timeout=120):
+                events.add(message)
+        return events.result(started, started_cpu)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("what", choices=["echo", "progress"])
+    parser.add_argument("endpoint", help="HOST:PORT of zerobridge-anchors grpc-server")
+    parser.add_argument("--api", choices=["sync", "aio"], default="sync")
+    parser.add_argument("--window", type=int, default=1)
+    parser.add_argument("--seconds", type=float, default=1.0)
+    parser.add_argument("--max", type=int, default=1_000_000)
+    parser.add_argument("--warmup", type=int, default=300)
+    parser.add_argument("--events", type=int, default=100_000)
+    args = parser.parse_args()
+    if args.window < 1 or args.max < 1 or args.events < 0:
+        parser.error("--window and --max take a positive integer, --events a non-negative one")
+    if args.api == "sync":
+        result = echo_sync(args) if args.what == "echo" else progress_sync(args)
+    else:
+        result = asyncio.run(echo_aio(args) if args.what == "echo" else progress_aio(args))
+    emit({**result, "api": args.api})
+
+
+if __name__ == "__main__":
+    main()
