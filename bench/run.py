@@ -85,8 +85,8 @@ PROGRESS_EVENTS = {"swift": 200_000, "python": 50_000, "node": 50_000}
 # Where `make bench` builds bench/anchors' servers and Swift client (grpc-swift-2, Hummingbird 2).
 ANCHORS_BIN = ROOT / "bench" / "anchors" / ".build" / "release" / "zerobridge-anchors"
 # What a user would otherwise pick to connect each front-end to a Swift service (issue 26's anchors).
-ANCHOR_NAMES = {"swift": "grpc-swift-2 client -> grpc-swift-2 server", "python": "grpcio -> grpc-swift-2 server",
-                "node": "node:http -> Hummingbird 2"}
+ANCHOR_NAMES = {"swift": "gRPC: grpc-swift-2 client -> grpc-swift-2 server", "python": "gRPC: grpcio -> grpc-swift-2 server",
+                "node": "HTTP/JSON: node:http -> Hummingbird 2"}
 
 
 # --- processes ---------------------------------------------------------------------------------
@@ -714,7 +714,8 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
             check(f"tcp: {mode}/plain, {SECURITY_LABELS[key]}", value, f">= {goal}", value is not None and value >= goal)
     for key, quotients in results.get("anchors_ratios", {}).items():
         value = quotients["keyed_over_anchor"]
-        check(f"tcp: keyed ZeroBridge / {ANCHOR_NAMES[key.split('_')[0]]}, {SECURITY_LABELS[key]}", value, ">= 1.0",
+        anchor = ANCHOR_NAMES[key.split("_")[0]].split(":")[0]
+        check(f"tcp: keyed ZeroBridge / {anchor}, {ANCHOR_LABELS[key]}", value, ">= 1.0",
               value is not None and value >= 1.0)
     if "node_curve" in results:
         speedups = node_curve_ratios(results["node_curve"])
@@ -786,6 +787,10 @@ SECURITY_LABELS = {f"{peer}_{scenario}": f"{name}, {what}"
                    for scenario, what in (("w1", "sequential"), ("w64", "64 in flight"), ("progress", "progress events"))}
 
 
+# The anchors section's rows: the security section's, a front-end each.
+ANCHOR_LABELS = {key: label.replace(" peer,", " front-end,") for key, label in SECURITY_LABELS.items()}
+
+
 def security_table(results: dict[str, Any]) -> list[str]:
     security, ratios_ = results["security"], results["security_ratios"]
     lines = ["", "--- security modes, tcp: rate, cpu us per request host / peer " + "-" * 60,
@@ -817,7 +822,7 @@ def anchors_table(results: dict[str, Any]) -> list[str]:
              "run " + "-" * 16]
     if "error" in anchors:
         return lines + [f"error: {anchors['error']}"]
-    lines.append(f"{'':<30}{'anchor':>31}{'keyed ZeroBridge':>31}{'plain ZeroBridge':>31}   keyed/anchor plain/anchor")
+    lines.append(f"{'':<34}{'anchor':>31}{'keyed ZeroBridge':>31}{'plain ZeroBridge':>31}   keyed/anchor plain/anchor")
 
     def cell(r: dict[str, Any] | None) -> str:
         if not r:
@@ -827,23 +832,23 @@ def anchors_table(results: dict[str, Any]) -> list[str]:
         server, client = r.get("server_cpu_us_per_request"), r.get("cpu_us_per_request")
         return f"{r['per_second']:>12,.0f}/s {server or 0:>7.1f} / {client or 0:>6.1f}"
 
-    for key, label in SECURITY_LABELS.items():
+    for key, label in ANCHOR_LABELS.items():
         marks = "".join(f"{'-' if quotients.get(key, {}).get(name) is None else format(quotients[key][name], '.2f'):>13}"
                         for name in ("keyed_over_anchor", "plain_over_anchor"))
-        lines.append(f"{label:<30}{cell(anchors.get(key))}{cell(zerobridge.get('keyed', {}).get(key))}"
+        lines.append(f"{label:<34}{cell(anchors.get(key))}{cell(zerobridge.get('keyed', {}).get(key))}"
                      f"{cell(zerobridge.get('plain', {}).get(key))}{marks}")
         if key.endswith("_w1"):
             p50s = [p50(r) for r in (anchors.get(key), zerobridge.get("keyed", {}).get(key),
                                      zerobridge.get("plain", {}).get(key))]
-            lines.append(f"{'  p50 us':<30}" + "".join(f"{'-' if v is None else format(v, '.1f'):>31}" for v in p50s))
+            lines.append(f"{'  p50 us':<34}" + "".join(f"{'-' if v is None else format(v, '.1f'):>31}" for v in p50s))
         elif key.endswith("_progress"):
             complete = [r.get("in_order_and_complete") for r in (anchors.get(key) or {},)]
-            lines.append(f"{'  events in order, none lost':<30}{'yes' if complete == [True] else 'NO':>31}")
+            lines.append(f"{'  events in order, none lost':<34}{'yes' if complete == [True] else 'NO':>31}")
     for peer, name in ANCHOR_NAMES.items():
         apis = {s: (anchors.get(f"{peer}_{s}") or {}).get("api") for s in SECURITY_SCENARIOS}
         kept = f" (grpcio API kept, faster of sync and aio: {', '.join(f'{s} {a}' for s, a in apis.items())})" \
             if peer == "python" else ""
-        lines.append(f"  {peer}: {name}{kept}")
+        lines.append(f"  {peer.capitalize()} front-end's anchor: {name}{kept}")
     return lines
 
 
