@@ -20,7 +20,7 @@ from typing import Any
 import grpc
 import grpc.aio
 
-from common import PAYLOAD, emit, measured, percentiles
+from common import PAYLOAD, emit, measure_echo, measure_echo_async, measured
 
 ECHO = "/zerobridge.anchor.Bench/Echo"
 COUNT = "/zerobridge.anchor.Bench/Count"
@@ -35,77 +35,28 @@ def checked(answer: bytes) -> None:
 def echo_sync(args: argparse.Namespace) -> dict[str, Any]:
     with grpc.insecure_channel(args.endpoint) as channel:
         echo = channel.unary_unary(ECHO)
-        for _ in range(args.warmup):
-            checked(echo(json.dumps(PAYLOAD).encode()))
-        result: dict[str, Any] = {"window": args.window}
-        started_cpu = time.process_time()
-        started = time.perf_counter_ns()
-        end = started + int(args.seconds * 1e9)
-        completed = 0
-        if args.window == 1:
-            latencies: list[int] = []
-            while completed < args.max:
-                before = time.perf_counter_ns()
-                checked(echo(json.dumps(PAYLOAD).encode()))
-                after = time.perf_counter_ns()
-                latencies.append(after - before)
-                completed += 1
-                if after >= end:
-                    break
-            result.update(percentiles(latencies))
-        else:
-            # The oldest call answered, the next one started: `window` calls in flight.
-            flying = collections.deque(echo.future(json.dumps(PAYLOAD).encode())
-                                       for _ in range(min(args.window, args.max)))
-            issued, stopped = len(flying), False
-            while flying:
-                checked(flying.popleft().result())
-                completed += 1
-                stopped = stopped or issued >= args.max or (completed % 16 == 0 and time.perf_counter_ns() >= end)
-                if not stopped:
-                    flying.append(echo.future(json.dumps(PAYLOAD).encode()))
-                    issued += 1
-        result.update(measured(completed, started, started_cpu, args.warmup))
-        return result
+        # Sequential: the blocking call's answers; in flight: its futures, oldest first.
+        answers: collections.deque[Any] = collections.deque()
+
+        def send() -> None:
+            request = json.dumps(PAYLOAD).encode()
+            answers.append(echo(request) if args.window == 1 else echo.future(request))
+
+        def receive() -> None:
+            answer = answers.popleft()
+            checked(answer if args.window == 1 else answer.result())
+
+        return measure_echo(args, send, receive)
 
 
 async def echo_aio(args: argparse.Namespace) -> dict[str, Any]:
     async with grpc.aio.insecure_channel(args.endpoint) as channel:
         echo = channel.unary_unary(ECHO)
-        for _ in range(args.warmup):
+
+        async def call() -> None:
             checked(await echo(json.dumps(PAYLOAD).encode()))
-        result: dict[str, Any] = {"window": args.window}
-        started_cpu = time.process_time()
-        started = time.perf_counter_ns()
-        end = started + int(args.seconds * 1e9)
-        if args.window == 1:
-            latencies: list[int] = []
-            while len(latencies) < args.max:
-                before = time.perf_counter_ns()
-                checked(await echo(json.dumps(PAYLOAD).encode()))
-                after = time.perf_counter_ns()
-                latencies.append(after - before)
-                if after >= end:
-                    break
-            completed = len(latencies)
-            result.update(percentiles(latencies))
-        else:
-            issued = 0
 
-            async def caller() -> int:
-                nonlocal issued
-                mine = 0
-                while issued < args.max:
-                    issued += 1
-                    checked(await echo(json.dumps(PAYLOAD).encode()))
-                    mine += 1
-                    if mine % 16 == 0 and time.perf_counter_ns() >= end:
-                        break
-                return mine
-
-            completed = sum(await asyncio.gather(*(caller() for _ in range(args.window))))
-        result.update(measured(completed, started, started_cpu, args.warmup))
-        return result
+        return await measure_echo_async(args, call)
 
 
 class Events:
