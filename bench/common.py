@@ -3,6 +3,7 @@ line of output."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import subprocess
@@ -32,6 +33,19 @@ def measured(completed: int, started_ns: int, started_cpu: float, warmup: int) -
     elapsed = (time.perf_counter_ns() - started_ns) / 1e9
     return {"requests": completed, "seconds": elapsed, "per_second": completed / elapsed, "warmup": warmup,
             "cpu_us_per_request": (time.process_time() - started_cpu) * 1e6 / max(completed, 1)}
+
+
+def driver_arguments(endpoint_help: str) -> argparse.ArgumentParser:
+    """The command line of an echo-and-progress driver: `echo|progress ENDPOINT` and the limits of a run."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("what", choices=["echo", "progress"])
+    parser.add_argument("endpoint", help=endpoint_help)
+    parser.add_argument("--window", type=int, default=1)
+    parser.add_argument("--seconds", type=float, default=1.0)
+    parser.add_argument("--max", type=int, default=1_000_000)
+    parser.add_argument("--warmup", type=int, default=300)
+    parser.add_argument("--events", type=int, default=100_000)
+    return parser
 
 
 def emit(result: dict[str, Any]) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 import grpc
 import grpc.aio
 
-from common import PAYLOAD, emit, measure_echo, measure_echo_async, measured
+from common import PAYLOAD, driver_arguments, emit, measure_echo, measure_echo_async, measured
 
 ECHO = "/zerobridge.anchor.Bench/Echo"
 COUNT = "/zerobridge.anchor.Bench/Count"
@@ -101,15 +101,8 @@ async def progress_aio(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("what", choices=["echo", "progress"])
-    parser.add_argument("endpoint", help="HOST:PORT of zerobridge-anchors grpc-server")
+    parser = driver_arguments("HOST:PORT of zerobridge-anchors grpc-server")
     parser.add_argument("--api", choices=["sync", "aio"], default="sync")
-    parser.add_argument("--window", type=int, default=1)
-    parser.add_argument("--seconds", type=float, default=1.0)
-    parser.add_argument("--max", type=int, default=1_000_000)
-    parser.add_argument("--warmup", type=int, default=300)
-    parser.add_argument("--events", type=int, default=100_000)
     args = parser.parse_args()
     if args.window < 1 or args.max < 1 or args.events < 0:
         parser.error("--window and --max take a positive integer, --events a non-negative one")

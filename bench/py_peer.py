@@ -16,7 +16,7 @@ import time
 
 import zerobridge
 
-from common import PAYLOAD, emit, measure_echo_async, measured
+from common import PAYLOAD, driver_arguments, emit, measure_echo_async, measured
 
 
 async def echo(args: argparse.Namespace) -> None:
@@ -52,15 +52,7 @@ async def progress(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("what", choices=["echo", "progress"])
-    parser.add_argument("endpoint")
-    parser.add_argument("--window", type=int, default=1)
-    parser.add_argument("--seconds", type=float, default=1.0)
-    parser.add_argument("--max", type=int, default=1_000_000)
-    parser.add_argument("--warmup", type=int, default=300)
-    parser.add_argument("--events", type=int, default=100_000)
-    args = parser.parse_args()
+    args = driver_arguments("a host's endpoint or connection file").parse_args()
     asyncio.run(echo(args) if args.what == "echo" else progress(args))
 
 
