@@ -139,14 +139,18 @@ demo: deps
 	$(PY) examples/demo.py
 
 # --- benchmarks (not part of test): bench/run.py (and bench/import_service.py: the job journal's cost); the wall time printed includes deps and the release build ---
+# bench/otel and bench/anchors (grpc-swift-2, Hummingbird 2: the anchors ZeroBridge is compared with, and grpcio, their
+# Python client) are packages of their own that only make bench builds and installs.
 bench:
 	@started=$$(date +%s.%N); \
 	$(MAKE) --no-print-directory deps && \
 	{ $(PY) -c 'import opentelemetry.proto' 2>/dev/null || $(PY) -m pip install -q opentelemetry-proto; } && \
+	{ $(PY) -c 'import grpc' 2>/dev/null || $(PY) -m pip install -q grpcio; } && \
 	swift build -c release --product zerobridge-bench && \
 	swift build -c release --product zerobridge && \
 	swift build -c release --product import-host && \
 	ln -sfn ../.. bench/otel/.zerobridge && swift build -c release --package-path bench/otel && \
+	swift build -c release --package-path bench/anchors && \
 	$(PY) bench/run.py --started $$started
 
 # Hostile and unlucky clients against a release conformance host (bench/soak.py, about 5 minutes after the build):

@@ -16,47 +16,16 @@ import time
 
 import zerobridge
 
-from common import PAYLOAD, emit, measured, percentiles
+from common import PAYLOAD, driver_arguments, emit, measure_echo_async, measured
 
 
 async def echo(args: argparse.Namespace) -> None:
     async with zerobridge.connect(args.endpoint, name="bench-python") as peer:
-        for _ in range(args.warmup):
+        async def call() -> None:
             if await peer.call("echo", PAYLOAD) != PAYLOAD:
                 raise SystemExit("echo returned something else")
-        result: dict[str, object] = {"window": args.window}
-        started_cpu = time.process_time()
-        started = time.perf_counter_ns()
-        end = started + int(args.seconds * 1e9)
-        if args.window == 1:
-            latencies: list[int] = []
-            while len(latencies) < args.max:
-                before = time.perf_counter_ns()
-                if await peer.call("echo", PAYLOAD) != PAYLOAD:
-                    raise SystemExit("echo returned something else")
-                after = time.perf_counter_ns()
-                latencies.append(after - before)
-                if after >= end:
-                    break
-            completed = len(latencies)
-            result.update(percentiles(latencies))
-        else:
-            issued = 0
 
-            async def caller() -> int:
-                nonlocal issued
-                mine = 0
-                while issued < args.max:
-                    issued += 1
-                    if await peer.call("echo", PAYLOAD) != PAYLOAD:
-                        raise SystemExit("echo returned something else")
-                    mine += 1
-                    if mine % 16 == 0 and time.perf_counter_ns() >= end:
-                        break
-                return mine
-
-            completed = sum(await asyncio.gather(*(caller() for _ in range(args.window))))
-        result.update(measured(completed, started, started_cpu, args.warmup))
+        result = await measure_echo_async(args, call)
     emit(result)
 
 
@@ -83,15 +52,7 @@ async def progress(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("what", choices=["echo", "progress"])
-    parser.add_argument("endpoint")
-    parser.add_argument("--window", type=int, default=1)
-    parser.add_argument("--seconds", type=float, default=1.0)
-    parser.add_argument("--max", type=int, default=1_000_000)
-    parser.add_argument("--warmup", type=int, default=300)
-    parser.add_argument("--events", type=int, default=100_000)
-    args = parser.parse_args()
+    args = driver_arguments("a host's endpoint or connection file").parse_args()
     asyncio.run(echo(args) if args.what == "echo" else progress(args))
 
 

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 
 import zmq
 
-from common import PAYLOAD, emit, measured, percentiles
+from common import PAYLOAD, emit, measure_echo
 
 
 def main() -> None:
@@ -45,42 +44,7 @@ def main() -> None:
         if response.get("ok") is not True or response.get("result") != PAYLOAD:
             raise SystemExit(f"unexpected response: {response}")
 
-    for _ in range(args.warmup):
-        send()
-        receive()
-
-    result: dict[str, object] = {"window": args.window}
-    started_cpu = time.process_time()
-    started = time.perf_counter_ns()
-    end = started + int(args.seconds * 1e9)
-    completed = 0
-    if args.window == 1:
-        latencies: list[int] = []
-        while completed < args.max:
-            before = time.perf_counter_ns()
-            send()
-            receive()
-            after = time.perf_counter_ns()
-            latencies.append(after - before)
-            completed += 1
-            if after >= end:
-                break
-        result.update(percentiles(latencies))
-    else:
-        sent = 0
-        while sent < min(args.window, args.max):
-            send()
-            sent += 1
-        sending = True
-        while completed < sent:
-            receive()
-            completed += 1
-            if sending and (sent >= args.max or (completed % 256 == 0 and time.perf_counter_ns() >= end)):
-                sending = False
-            if sending:
-                send()
-                sent += 1
-    result.update(measured(completed, started, started_cpu, args.warmup))
+    result = measure_echo(args, send, receive)
     emit(result)
 
 

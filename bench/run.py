@@ -1,7 +1,7 @@
 """`make bench`: ZeroBridge against raw libzmq (the limit) and a hand-written pyzmq service, in one run.
 
     .venv/bin/python bench/run.py [--bin .build/release] [--seconds 1.0] [--out .bench/results.json]
-                                  [--sections transports,security,memory,codec,import,telemetry] [--transports ipc,tcp]
+                                  [--sections transports,security,anchors,memory,codec,import,telemetry] [--transports ipc,tcp]
                                   [--security-peers swift,python,node] [--security-modes plain,keyed,curve+keyed]
 
 Every server is a separate process started here and every client another, so all figures come from the
@@ -11,8 +11,23 @@ writes every figure, the ratios and the targets to a JSON file.
 CPU per request: the server's (host's) from /proc/PID/stat (utime + stime, every thread) over a client's whole
 run, divided by the requests it counted (warm-up included); the client's own over its measured phase, as the
 driver reports it. The security section runs the host plain, keyed (the default with a connection file) and
-CURVE + keyed, each with the Swift, Python and Node peers, and gives keyed/plain and CURVE/plain. The metrics section
-runs the host without a metrics backend and with Prometheus bootstrapped (`serve --metrics`), and times the metrics
+CURVE + keyed, each with the Swift, Python and Node peers, and gives keyed/plain and CURVE/plain.
+The anchors section (issue 26) runs what a user would otherwise pick to connect each front-end to a Swift service, in
+the security section's three scenarios (sequential, 64 in flight, a stream of progress-shaped events), tcp on loopback,
+no TLS, ~100 B JSON both ways (bench/anchors: a package of its own, built by `make bench` alone):
+  Swift front-end:  a grpc-swift-2 client -> a grpc-swift-2 server (GRPCCore with its posix HTTP/2 transport, plaintext;
+                    JSON messages through GRPCCore's MessageSerializer/MessageDeserializer, no protoc); the stream is a
+                    server-streaming RPC.
+  Python front-end: grpcio (bench/grpc_client.py: generic method handles, identity (de)serializers, the JSON encoded
+                    and decoded by the driver) -> the same server; its sync stub (64 in flight: 64 futures) and
+                    grpc.aio are both run, the faster kept per scenario.
+  Node front-end:   node:http (a keep-alive Agent; HTTP/1.1 has no pipelining, so 64 in flight = 64 connections) ->
+                    Hummingbird 2 (its default router, Codable JSON); the stream is one chunked response of
+                    newline-delimited JSON events.
+It prints them beside the keyed and plain ZeroBridge rows of the same run (the security section's, or measured by the
+anchors section itself when that section did not run them) with keyed/anchor and plain/anchor, and one target per
+front-end and scenario: keyed ZeroBridge / anchor >= 1.0.
+The metrics section runs the host without a metrics backend and with Prometheus bootstrapped (`serve --metrics`), and times the metrics
 hooks of one request alone (no backend: swift-metrics' NOOP; Prometheus).
 The telemetry section gives what tracing costs the host (SPEC 7.18): off, a trace carried through without a
 tracer, and on: swift-otel's tracer bootstrapped, exporting over OTLP/HTTP to a local receiver (bench/otlp_sink.py),
@@ -46,7 +61,7 @@ import import_service
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
 PY = sys.executable
-SECTIONS = ("transports", "security", "node-curve", "memory", "codec", "metrics", "telemetry", "import", "browser")
+SECTIONS = ("transports", "security", "anchors", "node-curve", "memory", "codec", "metrics", "telemetry", "import", "browser")
 # The trace the Swift peer's calls belong to in the telemetry section (SPEC 7.18).
 TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 # Tracing's modes: the echo host (zerobridge-bench's, or bench/otel's with swift-otel's tracer), its flags, and the
@@ -65,6 +80,13 @@ OTEL_BIN = ROOT / "bench" / "otel" / ".build" / "release" / "zerobridge-otel-hos
 # How `zerobridge serve` is started for each mode of the security section (it writes a connection file in each).
 SECURITY_MODES = {"plain": ["--no-key"], "keyed": [], "curve+keyed": ["--curve"]}
 SECURITY_SCENARIOS = ("w1", "w64", "progress")
+# Events of one progress call in the security and anchors sections, per front-end (their CPU figures are per event).
+PROGRESS_EVENTS = {"swift": 200_000, "python": 50_000, "node": 50_000}
+# Where `make bench` builds bench/anchors' servers and Swift client (grpc-swift-2, Hummingbird 2).
+ANCHORS_BIN = ROOT / "bench" / "anchors" / ".build" / "release" / "zerobridge-anchors"
+# What a user would otherwise pick to connect each front-end to a Swift service (issue 26's anchors).
+ANCHOR_NAMES = {"swift": "gRPC: grpc-swift-2 client -> grpc-swift-2 server", "python": "gRPC: grpcio -> grpc-swift-2 server",
+                "node": "HTTP/JSON: node:http -> Hummingbird 2"}
 
 
 # --- processes ---------------------------------------------------------------------------------
@@ -244,12 +266,14 @@ class Bench:
             host.stop()
         return out
 
-    def security(self, folder: Path) -> dict[str, Any]:
+    def security(self, folder: Path, modes: tuple[str, ...] | None = None,
+                 peers: tuple[str, ...] | None = None) -> dict[str, Any]:
         """The host plain, keyed and CURVE + keyed (tcp), each peer through the host's connection file: a fresh host
-        per mode and peer, rates with the host's and the peer's CPU time per request."""
+        per mode and peer, rates with the host's and the peer's CPU time per request. `modes` and `peers`: those of
+        the command line unless given."""
         out: dict[str, Any] = {}
-        n = {"swift": 200_000, "python": 50_000, "node": 50_000}
-        peers: list[tuple[str, str, Any]] = [
+        n = PROGRESS_EVENTS
+        clients: list[tuple[str, str, Any]] = [
             ("swift", "Swift peer", lambda file, what, w: self.bench_tool(what, "--endpoint", file, "--window", str(w),
                                                                          "--events", str(n["swift"]))),
             ("python", "Python peer", lambda file, what, w: [PY, str(BENCH / "py_peer.py"), what, file, "--window",
@@ -257,10 +281,10 @@ class Bench:
             ("node", "Node peer", lambda file, what, w: ["node", str(BENCH / "node_peer.mjs"), what, file, "--window",
                                                          str(w), "--events", str(n["node"])]),
         ]
-        for mode in self.security_modes:
+        for mode in modes or self.security_modes:
             options = SECURITY_MODES[mode]
             figures: dict[str, Any] = {}
-            for key, label, command in (p for p in peers if p[0] in self.security_peers):
+            for key, label, command in (p for p in clients if p[0] in (peers or self.security_peers)):
                 if key == "node" and shutil.which("node") is None:
                     figures.update({f"node_{s}": {"error": "node is not installed"} for s in SECURITY_SCENARIOS})
                     continue
@@ -276,6 +300,55 @@ class Bench:
                 finally:
                     host.stop()
             out[mode] = figures
+        return out
+
+    def anchors(self) -> dict[str, Any]:
+        """The anchors (tcp on loopback, no TLS): a grpc-swift-2 server driven by a grpc-swift-2 client and by grpcio
+        (its sync stub and grpc.aio, the faster kept per scenario), and a Hummingbird 2 server driven by node:http.
+        The security section's scenarios, payload, seconds and events; a fresh server per front-end."""
+        out: dict[str, Any] = {}
+        n = PROGRESS_EVENTS
+
+        def anchors(*args: str) -> list[str]:
+            return [str(ANCHORS_BIN), *args]
+
+        python = [PY, str(BENCH / "grpc_client.py")]
+        fronts: list[tuple[str, str, list[str], Any]] = [
+            ("swift", "grpc-swift-2 client", ["grpc-server"], lambda ep, what, w, api: (
+                anchors("grpc-client", "--endpoint", ep, "--window", str(w)) if what == "echo" else
+                anchors("grpc-progress", "--endpoint", ep, "--events", str(n["swift"])))),
+            ("python", "grpcio", ["grpc-server"], lambda ep, what, w, api: [
+                *python, what, ep, "--api", api, "--window", str(w), "--events", str(n["python"])]),
+            ("node", "node:http", ["http-server"], lambda ep, what, w, api: [
+                "node", str(BENCH / "http_client.mjs"), what, ep, "--window", str(w), "--events", str(n["node"])]),
+        ]
+        for key, label, server_command, command in fronts:
+            if key == "node" and shutil.which("node") is None:
+                out.update({f"node_{s}": {"error": "node is not installed"} for s in SECURITY_SCENARIOS})
+                continue
+            # grpcio has two APIs and its docs recommend neither for speed: both are measured, the faster kept.
+            apis = ("sync", "aio") if key == "python" else ("",)
+            try:
+                server = Server(f"anchor for {label}", anchors(*server_command))
+            except RuntimeError as error:
+                out.update({f"{key}_{s}": {"error": str(error)[:200]} for s in SECURITY_SCENARIOS})
+                continue
+            try:
+                for scenario, what, window in (("w1", "echo", 1), ("w64", "echo", 64), ("progress", "progress", 1)):
+                    tried: dict[str, Any] = {}
+                    for api in apis:
+                        run = command(server.endpoint, what, window, api)
+                        self.step(tried, api, f"anchor {label}{' ' + api if api else ''}, "
+                                              f"{'progress' if what == 'progress' else f'window {window}'}",
+                                  self.timed(*run) if what == "echo" else run, server)
+                    good = [r for r in tried.values() if "error" not in r]
+                    best = max(good, key=lambda r: r["per_second"]) if good else tried[apis[-1]]
+                    if len(apis) > 1:
+                        best["apis_per_second"] = {api: round(r["per_second"]) for api, r in tried.items()
+                                                   if "error" not in r}
+                    out[f"{key}_{scenario}"] = best
+            finally:
+                server.stop()
         return out
 
     def node_curve(self) -> dict[str, Any]:
@@ -517,6 +590,23 @@ def security_ratios(security: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def anchors_ratios(zerobridge: dict[str, Any], anchors: dict[str, Any]) -> dict[str, Any]:
+    """keyed ZeroBridge / anchor and plain ZeroBridge / anchor of each front-end's rate in each scenario."""
+    return {key: {f"{mode}_over_anchor": ratio(rate(zerobridge.get(mode, {}).get(key)), rate(anchors.get(key)))
+                  for mode in ("keyed", "plain")}
+            for key in SECURITY_LABELS}
+
+
+def zerobridge_rows_for_anchors(bench: Bench, results: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """The keyed and plain ZeroBridge rows the anchors are compared with: the security section's of this run, or
+    (when it did not run them all) measured here the same way, into results["anchors_zerobridge"]."""
+    security = results.get("security", {})
+    if all(key in security.get(mode, {}) for mode in ("keyed", "plain") for key in SECURITY_LABELS):
+        return security
+    results["anchors_zerobridge"] = bench.security(folder, modes=("plain", "keyed"), peers=("swift", "python", "node"))
+    return results["anchors_zerobridge"]
+
+
 # The node-curve section's figures: (operation, size key, label); small boxes in us per message, large ones in MB/s.
 NODE_CURVE_ROWS = [(operation, size, f"{operation} {label}") for size, label in (("small", "200 B"), ("64k", "64 KiB"),
                                                                                  ("1m", "1 MiB"))
@@ -627,6 +717,11 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
                 continue  # Node's CURVE is pure JavaScript: no target yet
             value = modes[f"{mode}_over_plain"]
             check(f"tcp: {mode}/plain, {SECURITY_LABELS[key]}", value, f">= {goal}", value is not None and value >= goal)
+    for key, quotients in results.get("anchors_ratios", {}).items():
+        value = quotients["keyed_over_anchor"]
+        anchor = ANCHOR_NAMES[key.split("_")[0]].split(":")[0]
+        check(f"tcp: keyed ZeroBridge / {anchor}, {ANCHOR_LABELS[key]}", value, ">= 1.0",
+              value is not None and value >= 1.0)
     if "node_curve" in results:
         speedups = node_curve_ratios(results["node_curve"])
         measured = [value for value in speedups.values() if value is not None]
@@ -697,6 +792,10 @@ SECURITY_LABELS = {f"{peer}_{scenario}": f"{name}, {what}"
                    for scenario, what in (("w1", "sequential"), ("w64", "64 in flight"), ("progress", "progress events"))}
 
 
+# The anchors section's rows: the security section's, a front-end each.
+ANCHOR_LABELS = {key: label.replace(" peer,", " front-end,") for key, label in SECURITY_LABELS.items()}
+
+
 def security_table(results: dict[str, Any]) -> list[str]:
     security, ratios_ = results["security"], results["security_ratios"]
     lines = ["", "--- security modes, tcp: rate, cpu us per request host / peer " + "-" * 60,
@@ -718,6 +817,41 @@ def security_table(results: dict[str, Any]) -> list[str]:
         marks = "".join(f"{'-' if quotients.get(name) is None else format(quotients[name], '.2f'):>13}"
                         for name in ("keyed_over_plain", "curve+keyed_over_plain"))
         lines.append(f"{label:<30}" + "".join(cells) + marks)
+    return lines
+
+
+def anchors_table(results: dict[str, Any]) -> list[str]:
+    anchors, quotients = results["anchors"], results.get("anchors_ratios", {})
+    zerobridge = results.get("anchors_zerobridge") or results.get("security", {})
+    lines = ["", "--- anchors, tcp, no TLS: rate, cpu us per request server / client, beside ZeroBridge's rows of this "
+             "run " + "-" * 16]
+    lines.append(f"{'':<34}{'anchor':>31}{'keyed ZeroBridge':>31}{'plain ZeroBridge':>31}   keyed/anchor plain/anchor")
+
+    def cell(r: dict[str, Any] | None) -> str:
+        if not r:
+            return f"{'-':>31}"
+        if "error" in r:
+            return f"{'error: ' + r['error'][:22]:>31}"
+        server, client = r.get("server_cpu_us_per_request"), r.get("cpu_us_per_request")
+        return f"{r['per_second']:>12,.0f}/s {server or 0:>7.1f} / {client or 0:>6.1f}"
+
+    for key, label in ANCHOR_LABELS.items():
+        marks = "".join(f"{'-' if quotients.get(key, {}).get(name) is None else format(quotients[key][name], '.2f'):>13}"
+                        for name in ("keyed_over_anchor", "plain_over_anchor"))
+        lines.append(f"{label:<34}{cell(anchors.get(key))}{cell(zerobridge.get('keyed', {}).get(key))}"
+                     f"{cell(zerobridge.get('plain', {}).get(key))}{marks}")
+        if key.endswith("_w1"):
+            p50s = [p50(r) for r in (anchors.get(key), zerobridge.get("keyed", {}).get(key),
+                                     zerobridge.get("plain", {}).get(key))]
+            lines.append(f"{'  p50 us':<34}" + "".join(f"{'-' if v is None else format(v, '.1f'):>31}" for v in p50s))
+        elif key.endswith("_progress"):
+            complete = (anchors.get(key) or {}).get("in_order_and_complete") is True
+            lines.append(f"{'  events in order, none lost':<34}{'yes' if complete else 'NO':>31}")
+    for peer, name in ANCHOR_NAMES.items():
+        apis = {s: (anchors.get(f"{peer}_{s}") or {}).get("api") for s in SECURITY_SCENARIOS}
+        kept = f" (grpcio API kept, faster of sync and aio: {', '.join(f'{s} {a}' for s, a in apis.items())})" \
+            if peer == "python" else ""
+        lines.append(f"  {peer.capitalize()} front-end's anchor: {name}{kept}")
     return lines
 
 
@@ -803,6 +937,8 @@ def table(results: dict[str, Any]) -> str:
         lines.append(f"{'host RSS after each client group':<44} {', '.join(rss)}")
     if "security" in results:
         lines += security_table(results)
+    if "anchors" in results:
+        lines += anchors_table(results)
     if "node_curve" in results:
         lines += node_curve_table(results["node_curve"])
     lines.append("")
@@ -931,6 +1067,8 @@ def main() -> None:
                  *(["import-host"] if "import" in sections else [])):
         if not (bench.bin / tool).exists():
             raise SystemExit(f"{bench.bin / tool} is missing: swift build -c release --product {tool}")
+    if "anchors" in sections and not ANCHORS_BIN.exists():
+        raise SystemExit(f"{ANCHORS_BIN} is missing: swift build -c release --package-path bench/anchors")
     results: dict[str, Any] = {
         "machine": machine(),
         "config": {"payload_bytes": 100, "seconds": args.seconds, "repeat": bench.repeat,
@@ -947,6 +1085,11 @@ def main() -> None:
             with tempfile.TemporaryDirectory(prefix="zerobridge-bench-") as folder:
                 results["security"] = bench.security(Path(folder))
             results["security_ratios"] = security_ratios(results["security"])
+        if "anchors" in sections:
+            with tempfile.TemporaryDirectory(prefix="zerobridge-bench-") as folder:
+                zerobridge = zerobridge_rows_for_anchors(bench, results, Path(folder))
+            results["anchors"] = bench.anchors()
+            results["anchors_ratios"] = anchors_ratios(zerobridge, results["anchors"])
         if "node-curve" in sections:
             results["node_curve"] = bench.node_curve()
         if "memory" in sections:
