@@ -187,6 +187,7 @@ export class Link {
     this.heldProgressBytes = 0;
     this.lastHeard = Date.now();
     this.lastSent = 0;
+    this.overloadWarnedAt = -Infinity; // when an event not run was last warned about
   }
 
   // --- sending ----------------------------------------------------------------------------
@@ -600,7 +601,11 @@ export class Link {
    */
   serveEvent({ action, payload, topic, traceparent, tracestate }) {
     if (this.inFlight >= this.maxInFlight) {
-      this.log('warn', `event ${action} not run: ${this.maxInFlight} requests and events already in flight`);
+      // At warn level at most once a second: a flood of events must not flood the log.
+      const now = Date.now();
+      const level = now - this.overloadWarnedAt >= 1000 ? 'warn' : 'debug';
+      if (level === 'warn') this.overloadWarnedAt = now;
+      this.log(level, `event ${action} not run: ${this.maxInFlight} requests and events already in flight`);
       this.trySend(bodies.failure(null, {
         code: 'overloaded',
         message: `event ${JSON.stringify(action)} not run: this peer already runs ${this.maxInFlight} requests and events`,

@@ -353,6 +353,7 @@ describe('answers with id null past the queue bound (SPEC 7.13, decision 54)', (
     link.refuse(new BridgeError('bad_message', 'not JSON'));
     assert.equal(sent.length, 1, 'nothing more queued while the queue is at its bound');
     assert.equal(logged.filter((l) => l.startsWith('debug: answer not queued')).length, 2, logged.join('\n'));
+    assert.equal(logged.filter((l) => l.startsWith('warn: event note not run')).length, 1, 'a flood is warned about once a second');
   });
 });
 

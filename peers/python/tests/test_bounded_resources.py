@@ -487,3 +487,18 @@ async def test_a_message_over_the_peers_limit_is_answered_too_large_unread_and_t
         host.send(None, body, bytes(limit - len(body)))  # exactly at the limit: processed (this peer serves no echo)
         assert (await host.next("response", id="big", timeout=LONG))["error"]["code"] == "unknown_action"
         assert peer.connected
+
+
+async def test_a_flood_of_events_over_max_in_flight_is_warned_about_once_a_second(caplog: Any) -> None:
+    from zerobridge import wire
+
+    async def serve(request: Any, context: Any) -> None:
+        raise AssertionError("no request is sent in this test")
+
+    link = link_module.Link(send=lambda frames: True, serve=serve, on_message=lambda message: None, max_in_flight=0)
+    with caplog.at_level(logging.DEBUG, logger=link_module.log.name):
+        for index in range(100):
+            link._on_event(wire.Event(action="note", payload=index))
+    not_run = [r for r in caplog.records if "not run" in r.getMessage()]
+    assert len(not_run) == 100
+    assert [r.levelno for r in not_run].count(logging.WARNING) == 1

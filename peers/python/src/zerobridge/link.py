@@ -333,6 +333,7 @@ class Link:
         self._ids = itertools.count(1)
         self._calls: dict[str, OutgoingCall] = {}
         self._served: dict[str, _Served] = {}
+        self._overload_warned = -1.0  # loop time of the last warning about an event not run
         # Outgoing: messages not yet taken by the transport, in order; calls waiting for room.
         self._queue: collections.deque[list[bytes]] = collections.deque()
         self.queued_bytes = 0
@@ -917,7 +918,12 @@ class Link:
     def _on_event(self, event: wire.Event) -> None:
         """Run ``event`` after those before it; over ``max_in_flight`` it is not run but answered ``overloaded``."""
         if self.in_flight >= self.max_in_flight:
-            log.warning("event %r not run: %d requests and events in flight", event.action, self.in_flight)
+            # At warning level at most once a second: a flood of events must not flood the log.
+            now = self.loop.time()
+            level = logging.WARNING if now - self._overload_warned >= 1.0 else logging.DEBUG
+            if level == logging.WARNING:
+                self._overload_warned = now
+            log.log(level, "event %r not run: %d requests and events in flight", event.action, self.in_flight)
             self._respond_raw(
                 wire.Response.failure(
                     None,

@@ -1253,7 +1253,9 @@ class Peer:
                 elif channel is None or self._accepts(channel, link, frames):
                     self._batches_read += 1
                     return link.receive_batch(frames)
-            elif len(frames) > 1 and (size := sum(map(len, frames[1:]))) > MAX_MESSAGE_BYTES:
+            elif len(frames) > 1 and (
+                size := len(frames[1]) if len(frames) == 2 else sum(map(len, frames[1:]))  # no slice for the usual two
+            ) > MAX_MESSAGE_BYTES:
                 # SPEC 7.10: answered too_large, unread (only its id looked for) and before any MAC is computed.
                 link.refuse_unreadable(wire.WireError(
                     errors.TOO_LARGE, f"the message has {size} bytes; the limit is {MAX_MESSAGE_BYTES}",
