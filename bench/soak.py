@@ -40,6 +40,7 @@ import sys
 import tempfile
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
 
@@ -660,7 +661,14 @@ def websocket_frame_200mb(binary: Path) -> tuple[dict[str, Any], bool | None]:
 def websocket_stalled_readers(binary: Path, readers: int = 64, n: int = 100_000) -> tuple[dict[str, Any], bool | None]:
     """64 WebSocket pages each stream `count` of 100,000 steps and read nothing for 10 s; then each reads to the end:
     one response each, sent + coalesced = 100,000 (SPEC 7.13 over WebSocket). All are welcomed before any stream
-    starts, so the hellos do not queue behind the floods."""
+    starts, so the hellos do not queue behind the floods.
+
+    The pages read again all at once, each on its own thread, as 64 pages would. Read one after the other, a page
+    read late could wait a minute for the kernel: a stalled reader's socket drops a segment now and then (its
+    receive buffer, which does not grow while nothing is read, fills with loopback's small segments before the
+    window it advertised closes), and the host's kernel doubles the wait before each retransmission that is dropped
+    again. In a hung run, ss showed the host's send queue full, `backoff:8` (54 s to the next try), the client's
+    socket `d12` and nothing waiting in ZeroBridge; read at once, each page is back within the first doublings."""
     host = websocket_host(binary)
     try:
         watch = Watch(host)
@@ -670,8 +678,8 @@ def websocket_stalled_readers(binary: Path, readers: int = 64, n: int = 100_000)
         for client in clients:
             client.send(type="request", id="flood", action="count", payload={"n": n}, progress=True)
         time.sleep(10)
-        outcomes = []
-        for client in clients:
+
+        def read_to_end(client: Any) -> tuple[int, int, Any]:
             sent = skipped = 0
             while True:
                 message = client.next_of("progress", timeout=60)
@@ -682,8 +690,11 @@ def websocket_stalled_readers(binary: Path, readers: int = 64, n: int = 100_000)
                 if message["payload"]["i"] == n:
                     break
             response = client.next_of("response", id="flood", timeout=60)
-            outcomes.append((sent, skipped, response.get("result")))
             client.close()
+            return sent, skipped, response.get("result")
+
+        with ThreadPoolExecutor(max_workers=readers) as pool:
+            outcomes = list(pool.map(read_to_end, clients))
         figures = watch.stop() | {"readers": readers, "sent_min": min(o[0] for o in outcomes),
                                   "coalesced_max": max(o[1] for o in outcomes)}
         return figures, all(sent + skipped == n and result == {"n": n} for sent, skipped, result in outcomes)
