@@ -274,6 +274,7 @@ func progressBench(_ options: Options) async throws {
     let answer = try await call.result
     let received = expected - 1
     var result = measured(received, since: start, cpu: startCPU, warmup: warmup)
+    result["batches_read"] = peer.batches.read  // keyed: how many signatures the events came under (SPEC 3.3)
     await peer.close()
     result.merge(["events": n, "received": received, "out_of_order": outOfOrder, "result_ok": answer == ["n": .int(n)],
                   "in_order_and_complete": received == n && outOfOrder == 0]) { _, b in b }

@@ -108,7 +108,7 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
     public var refusedMessages: Int { signing?.refused.load(ordering: .relaxed) ?? 0 }
 
     /// Batches (SPEC 3.3) this peer has read from its host and sent to it, on keyed connections.
-    var batches: (read: Int, sent: Int) {
+    package var batches: (read: Int, sent: Int) {
         (signing?.batchesRead.load(ordering: .relaxed) ?? 0, signing?.batchesSent.load(ordering: .relaxed) ?? 0)
     }
     private let context: Context
