@@ -80,18 +80,18 @@ extension BridgeCaller {
 /// calling ``cancel()``, cancels the call.
 public struct BridgeCall<Progress: Sendable, Result: Sendable>: Sendable {
     /// The call's progress events, in order; ends when the call ends (throwing if a progress event did not decode).
-    public let progress: AsyncThrowingStream<Progress, Error>
+    public let progress: BridgeProgress<Progress>
     private let task: Task<Result, Error>
 
     package init(_ run: @escaping @Sendable (_ onProgress: @escaping @Sendable (Swift.Result<Progress, Error>) -> Void) async throws -> Result) {
-        let (stream, continuation) = AsyncThrowingStream<Progress, Error>.makeStream()
-        progress = stream
+        let channel = ProgressChannel<Progress>()
+        progress = BridgeProgress(channel: channel)
         task = Task {
-            defer { continuation.finish() }
+            defer { channel.finish() }
             return try await run { event in
                 switch event {
-                case .success(let value): continuation.yield(value)
-                case .failure(let error): continuation.finish(throwing: error)
+                case .success(let value): channel.yield(value)
+                case .failure(let error): channel.finish(throwing: error)
                 }
             }
         }

@@ -90,6 +90,8 @@ final class SocketThread: @unchecked Sendable {
         self.owner = owner
         let thread = Thread { [self] in
             threadID = pthread_self()
+            pthread_setspecific(Self.currentKey, Unmanaged.passUnretained(self).toOpaque())
+            defer { pthread_setspecific(Self.currentKey, nil) }
             loop()
             jobs.withLock {
                 $0.ended = true
@@ -152,6 +154,17 @@ final class SocketThread: @unchecked Sendable {
             for job in batch { job() }
         }
     }
+
+    /// The socket thread the caller runs on, if it is one (not a visitor's: ``performHere(_:)``).
+    static var current: SocketThread? {
+        pthread_getspecific(currentKey).map { Unmanaged<SocketThread>.fromOpaque($0).takeUnretainedValue() }
+    }
+
+    private static let currentKey: pthread_key_t = {
+        var key = pthread_key_t()
+        pthread_key_create(&key, nil)
+        return key
+    }()
 
     /// Whether the caller is this socket's thread.
     var isCurrent: Bool {
