@@ -163,7 +163,8 @@ soak: deps
 
 # Fuzzing (fuzz/run.py): each fuzzer of fuzz/ for FUZZ_SECONDS from its committed corpus, fuzz/corpus/NAME; a finding
 # fails the target. The Swift targets are compiled by swiftc straight from the Protocol sources, under libFuzzer and
-# AddressSanitizer, into .build-fuzz: the package and its builds are untouched. `make fuzz-corpus` re-minimizes the
+# AddressSanitizer, into .build-fuzz: the package and its builds are untouched (-package-name: those sources use
+# `package` access since the modules were split). `make fuzz-corpus` re-minimizes the
 # corpora from fuzz/seed.py's seeds (the protocol fixtures) and what fuzzing added.
 FUZZ_SECONDS ?= 60
 FUZZ_BUILD := .build-fuzz
@@ -173,7 +174,7 @@ $(FUZZ_BUILD)/swift-json: fuzz/swift/FuzzJSONParser.swift $(PROTOCOL_SOURCES)
 $(FUZZ_BUILD)/swift-message: fuzz/swift/FuzzMessageDecoder.swift $(PROTOCOL_SOURCES)
 $(FUZZ_BUILD)/swift-json $(FUZZ_BUILD)/swift-message:
 	@mkdir -p $(FUZZ_BUILD)
-	swiftc -swift-version 6 -O -sanitize=fuzzer,address -parse-as-library -use-ld=lld -module-name ZeroBridgeFuzz \
+	swiftc -swift-version 6 -O -sanitize=fuzzer,address -parse-as-library -use-ld=lld -module-name ZeroBridgeFuzz -package-name ZeroBridge \
 	  $(PROTOCOL_SOURCES) $(filter fuzz/swift/%,$^) -o $@
 
 fuzz: deps $(FUZZ_BUILD)/swift-json $(FUZZ_BUILD)/swift-message
