@@ -63,7 +63,6 @@ final class SocketThread: @unchecked Sendable {
     private var stopping = false
     private var nextTick = ContinuousClock.now
     private var socketReplaced = false
-    private var threadID: pthread_t?
     /// Connections that reach the owner other than through the socket (WebSocket), by the routing id the owner knows
     /// them by. Confined to the thread.
     private var attached: [[UInt8]: any AttachedConnection] = [:]
@@ -89,7 +88,6 @@ final class SocketThread: @unchecked Sendable {
     func start(name: String, owner: Owner) {
         self.owner = owner
         let thread = Thread { [self] in
-            threadID = pthread_self()
             pthread_setspecific(Self.currentKey, Unmanaged.passUnretained(self).toOpaque())
             defer { pthread_setspecific(Self.currentKey, nil) }
             loop()
@@ -165,12 +163,6 @@ final class SocketThread: @unchecked Sendable {
         pthread_key_create(&key, nil)
         return key
     }()
-
-    /// Whether the caller is this socket's thread.
-    var isCurrent: Bool {
-        guard let threadID else { return false }
-        return pthread_equal(threadID, pthread_self()) != 0
-    }
 
     /// Sends one multipart message now if libzmq takes it, else queues it in `outbox`: the `envelope` parts (a
     /// routing id, a signature), then `frames`. The two are kept apart so that no array is built per message to

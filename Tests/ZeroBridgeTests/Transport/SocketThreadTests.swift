@@ -54,6 +54,18 @@ final class VisitedThreadRig: @unchecked Sendable {
 /// sooner) still happens though the thread's poll would wait an hour; and jobs keep their order either way.
 @Suite("SocketThread visitors", .timeLimit(.minutes(3)))
 struct SocketThreadTests {
+    @Test("SocketThread.current is the thread in its own jobs, and nil in a visitor's job and elsewhere")
+    func currentThread() async throws {
+        let rig = try VisitedThreadRig()
+        let seen = Mutex<(inJob: Bool?, inVisit: Bool?)>((nil, nil))
+        rig.visit { seen.withLock { $0.inVisit = SocketThread.current != nil } }
+        rig.thread.perform { [thread = rig.thread] in seen.withLock { $0.inJob = SocketThread.current === thread } }
+        #expect(try await eventually { seen.withLock { $0.inJob != nil } })
+        #expect(seen.withLock { $0.inJob == true && $0.inVisit == false })
+        #expect(SocketThread.current == nil)
+        await rig.stop()
+    }
+
     @Test("a visitor's send through the socket goes out, though the thread's poll would wait an hour")
     func visitorSendsThroughTheThread() async throws {
         let rig = try VisitedThreadRig()
