@@ -6,6 +6,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 #include <pthread.h>
+#include <poll.h>
 
 // errno is a macro over a thread-local; Swift cannot read it portably, so read it here.
 static inline int czmq_errno(void) { return zmq_errno(); }

@@ -65,6 +65,53 @@ public struct Poller: @unchecked Sendable {
     public func events(at index: Int) -> Events { Events(rawValue: items[index].revents) }
 }
 
+/// Waits with one `poll(2)` on plain file descriptors and on sockets' signalling descriptors (`ZMQ_FD`), for a
+/// thread that owns its sockets and reads them without waiting. `zmq_poll` asks every socket for `ZMQ_EVENTS` before
+/// and after it waits and makes a pass that does not wait first: on an idle host, 11 `poll` and 13 `getpid` calls a
+/// request (bench/RESULTS.md, issue 26).
+///
+/// A socket's signalling descriptor is edge-triggered: it turns readable when commands reach the socket, and any call
+/// that takes them in (a receive, a send, `ZMQ_EVENTS`) may clear it while messages wait. Wait on a socket only
+/// after a receive without waiting found nothing and nothing else called the socket since, or after
+/// ``Socket/pendingEvents`` said it has nothing readable.
+public struct SignalPoller: @unchecked Sendable {
+    private var items: [pollfd] = []
+    // Keeps the sockets open while their descriptors are in the poll set.
+    private var sockets: [Socket] = []
+
+    public init() {}
+
+    /// Adds `socket`'s signalling descriptor; returns its index for ``isReadable(at:)``.
+    @discardableResult
+    public mutating func add(signalOf socket: Socket) throws(ZMQError) -> Int {
+        sockets.append(socket)
+        return add(fileDescriptor: try socket.signalDescriptor)
+    }
+
+    /// Adds a plain file descriptor, to wait until it is readable; returns its index.
+    @discardableResult
+    public mutating func add(fileDescriptor: Int32) -> Int {
+        items.append(pollfd(fd: fileDescriptor, events: Int16(POLLIN), revents: 0))
+        return items.count - 1
+    }
+
+    /// Waits until a descriptor is readable or `timeoutMilliseconds` pass (nil: forever); a signal interrupting the
+    /// wait counts as a timeout with nothing readable.
+    public mutating func wait(timeoutMilliseconds: Int?) throws(ZMQError) {
+        let timeout = Int32(clamping: timeoutMilliseconds.map { max(0, $0) } ?? -1)
+        let ready = items.withUnsafeMutableBufferPointer { CZeroMQ.poll($0.baseAddress, nfds_t($0.count), timeout) }
+        if ready == -1 {
+            let code = czmq_errno_sys()
+            for index in items.indices { items[index].revents = 0 }
+            if code == EINTR { return }
+            throw ZMQError(code: code, operation: "poll")
+        }
+    }
+
+    /// Whether the descriptor at `index` was readable (or in error: a read says which) after the last wait.
+    public func isReadable(at index: Int) -> Bool { items[index].revents != 0 }
+}
+
 /// A file descriptor that one thread signals to wake another out of ``Poller/poll(timeoutMilliseconds:)`` (an eventfd).
 ///
 /// Signals coalesce: many `signal()` calls before one `drain()` wake the poller once.

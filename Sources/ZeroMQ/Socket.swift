@@ -151,6 +151,12 @@ public final class Socket: @unchecked Sendable {
         try receive(dontWait: dontWait)?.map(\.bytes)
     }
 
+    /// The descriptor that turns readable when commands reach the socket (`ZMQ_FD`): edge-triggered, see
+    /// ``SignalPoller``.
+    public var signalDescriptor: Int32 {
+        get throws(ZMQError) { try intOption(ZMQ_FD, "ZMQ_FD") }
+    }
+
     /// Whether a receive or a send would succeed now, without blocking (`ZMQ_EVENTS`).
     public var pendingEvents: Poller.Events {
         get throws(ZMQError) { Poller.Events(rawValue: Int16(try intOption(ZMQ_EVENTS, "ZMQ_EVENTS"))) }

@@ -45,6 +45,41 @@ struct PollerTests {
         #expect(ContinuousClock.now - start >= .milliseconds(25))
     }
 
+    @Test("the signal poller wakes for a socket's signalling descriptor once a receive found nothing, and for a plain descriptor")
+    func signalPoller() throws {
+        let context = try Context()
+        let (pull, endpoint) = try bound(.pull, context, .inproc)
+        let push = try makeSocket(.push, context)
+        try push.connect(endpoint)
+        let wake = try WakeSignal()
+
+        var poller = SignalPoller()
+        let socketIndex = try poller.add(signalOf: pull)
+        let wakeIndex = poller.add(fileDescriptor: wake.fileDescriptor)
+        #expect(try pull.receive(dontWait: true) == nil)  // what makes waiting on the descriptor safe
+
+        let thread = Thread { wake.signal() }
+        thread.start()
+        try poller.wait(timeoutMilliseconds: Int(patienceMilliseconds))
+        #expect(poller.isReadable(at: wakeIndex))
+        wake.drain()
+
+        // Messages sent while nobody waits are announced to the next wait: the descriptor keeps its signal.
+        for text in ["a", "b", "c"] { try push.send([bytes(text)]) }
+        try poller.wait(timeoutMilliseconds: Int(patienceMilliseconds))
+        #expect(poller.isReadable(at: socketIndex))
+        #expect(!poller.isReadable(at: wakeIndex))
+        var read: [[[UInt8]]] = []
+        while let frames = try pull.receiveBytes(dontWait: true) { read.append(frames) }
+        #expect(read == [[bytes("a")], [bytes("b")], [bytes("c")]])
+
+        // Nothing more: the wait ends at its timeout with nothing readable.
+        let start = ContinuousClock.now
+        try poller.wait(timeoutMilliseconds: 30)
+        #expect(!poller.isReadable(at: socketIndex) && !poller.isReadable(at: wakeIndex))
+        #expect(ContinuousClock.now - start >= .milliseconds(25))
+    }
+
     @Test("the monitor reports accepted, handshake and disconnected on the bound side", arguments: [Transport.ipc, .tcp])
     func monitorEvents(transport: Transport) throws {
         let context = try Context()

@@ -354,7 +354,7 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
         guard let endpoint = listeningEndpoint, let monitor,
               endpoint.hasPrefix("tcp://") || endpoint.hasPrefix("ipc://") else { return }
         do {
-            try socketThread?.socket.unbind(endpoint)
+            try socketThread?.unbind(endpoint)
         } catch {
             return configuration.logger.warning("could not unbind", metadata: ["endpoint": "\(endpoint)", "error": "\(error)"])
         }

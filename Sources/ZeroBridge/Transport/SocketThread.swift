@@ -63,6 +63,10 @@ final class SocketThread: @unchecked Sendable {
     private var stopping = false
     private var nextTick = ContinuousClock.now
     private var socketReplaced = false
+    /// Whether the socket may hold messages its signalling descriptor will not announce: until a receive finds nothing,
+    /// and again after any other call on it (a send may take in the commands that announce messages). Only on the
+    /// thread; see ``SignalPoller``.
+    private var socketUnsettled = true
     /// Connections that reach the owner other than through the socket (WebSocket), by the routing id the owner knows
     /// them by. Confined to the thread.
     private var attached: [[UInt8]: any AttachedConnection] = [:]
@@ -222,6 +226,14 @@ final class SocketThread: @unchecked Sendable {
         socket.close()
         socket = new
         socketReplaced = true
+        socketUnsettled = true
+    }
+
+    /// Stops listening at `endpoint` (libzmq closes the listener on its I/O thread, after this returns). Only on the
+    /// thread.
+    func unbind(_ endpoint: String) throws {
+        socketUnsettled = true
+        try socket.unbind(endpoint)
     }
 
     /// Forgets what `outbox` still holds (its conversation has ended). Only on the thread.
@@ -253,32 +265,43 @@ final class SocketThread: @unchecked Sendable {
 
     private func loop() {
         guard let owner else { return }
-        var poller = Poller()
+        var poller = SignalPoller()
+        var socketIndex = 0
         var wakeIndex = 0
         var monitorIndex: Int?
-        func buildPoller() {
-            poller = Poller()
-            _ = poller.add(socket, for: .readable)
-            wakeIndex = poller.add(fileDescriptor: wake.fileDescriptor, for: .readable)
-            monitorIndex = owner.monitored.map { poller.add($0.monitor.eventSocket, for: .readable) }
+        func buildPoller() throws(ZMQError) {
+            poller = SignalPoller()
+            socketIndex = try poller.add(signalOf: socket)
+            wakeIndex = poller.add(fileDescriptor: wake.fileDescriptor)
+            monitorIndex = nil
+            if let (monitor, _) = owner.monitored { monitorIndex = try poller.add(signalOf: monitor.eventSocket) }
         }
-        buildPoller()
         var polled = false
         var timeout = 0
-        while true {
+        // Like the socket's, the monitor's descriptor announces events only once a read has found none.
+        var monitorUnsettled = true
+        // A socket or a context closed under the thread: nothing more can be sent or received.
+        var terminated = (try? buildPoller()) == nil
+        while !terminated {
             // Everything but the poll itself holds `ownership`: while the thread waits, a visitor may run a job.
             let stop = ownership.withLock { _ -> Bool in
                 takesVisitors = true
                 holdingSends = true
                 if polled {
-                    if poller.events(at: wakeIndex).contains(.readable) { wake.drain() }
-                    if let monitorIndex, let (monitor, event) = owner.monitored,
-                       poller.events(at: monitorIndex).contains(.readable) {
-                        while let next = try? monitor.nextAvailable() { event(next) }
-                    }
-                    receiveAvailable(owner)
+                    if poller.isReadable(at: wakeIndex) { wake.drain() }
+                    if let monitorIndex, poller.isReadable(at: monitorIndex) { monitorUnsettled = true }
+                    if poller.isReadable(at: socketIndex) { socketUnsettled = true }
                 }
-                let jobsLeft = runJobs()
+                // The monitor is only ever read, and read until empty: after that its descriptor says when to read it.
+                if monitorUnsettled, let (monitor, event) = owner.monitored {
+                    while let next = try? monitor.nextAvailable() { event(next) }
+                    monitorUnsettled = false
+                }
+                if socketUnsettled && !receiveAvailable(owner) {
+                    terminated = true
+                    return false
+                }
+                var jobsLeft = runJobs()
                 if stopping {
                     holdingSends = false  // the last flush, after the owner stopped, sends what the round held
                     takesVisitors = false  // what is handed over from now on runs after the owner stopped, as before
@@ -290,23 +313,34 @@ final class SocketThread: @unchecked Sendable {
                 holdingSends = false
                 held = 0
                 let retryAt = flush(now: now)
+                if socketReplaced {  // by a job, a timer or the tick above: poll the new socket, not the closed one
+                    socketReplaced = false
+                    guard (try? buildPoller()) != nil else {
+                        terminated = true
+                        return false
+                    }
+                }
+                // Sends may have taken in the commands that announce messages: ask before waiting on the descriptor.
+                if socketUnsettled && !jobsLeft {
+                    guard let pending = try? socket.pendingEvents else {
+                        terminated = true
+                        return false
+                    }
+                    if pending.contains(.readable) { jobsLeft = true } else { socketUnsettled = false }
+                }
 
                 var wakeAt = nextTick
                 if let deadline = timers.nextDeadline, deadline < wakeAt { wakeAt = deadline }
                 if let retryAt, retryAt < wakeAt { wakeAt = retryAt }
                 waitingUntil = jobsLeft ? now : wakeAt
                 timeout = jobsLeft ? 0 : max(0, Int(((wakeAt - ContinuousClock.now) / .milliseconds(1)).rounded(.up)))
-                if socketReplaced {  // by a job, a timer or the tick above: poll the new socket, not the closed one
-                    socketReplaced = false
-                    buildPoller()
-                }
                 return false
             }
-            if stop { break }
+            if stop || terminated { break }
             do {
-                try poller.poll(timeoutMilliseconds: timeout)
+                try poller.wait(timeoutMilliseconds: timeout)
             } catch {
-                break  // the context was terminated under us: nothing more can be sent or received
+                break
             }
             polled = true
         }
@@ -345,16 +379,27 @@ final class SocketThread: @unchecked Sendable {
         }
     }
 
-    private func receiveAvailable(_ owner: Owner) {
+    /// Reads what the socket has, up to a bound; false when the socket or its context was closed under the thread.
+    private func receiveAvailable(_ owner: Owner) -> Bool {
         // A bounded batch, so outbound work and timers are not starved by a flood.
         for _ in 0..<512 {
-            guard let frames = try? socket.receive(dontWait: true) else { return }
+            let received: [Frame]?
+            do {
+                received = try socket.receive(dontWait: true)
+            } catch {
+                return error != .contextTerminated && error != .notSocket
+            }
+            guard let frames = received else {
+                socketUnsettled = false  // nothing left, and nothing called the socket since
+                return true
+            }
             // An attached connection's routing id is the owner's to give (128 random bits): a socket peer claiming one is
             // not let in as that connection.
             if !attached.isEmpty, let routingID = frames.first, attached[routingID.bytes] != nil { continue }
             owner.received(frames)
             sendHeldBurst()
         }
+        return true
     }
 
     /// Between two messages or jobs of a round: the held messages go to libzmq once there are ``heldBurst`` of them.
@@ -444,6 +489,7 @@ final class SocketThread: @unchecked Sendable {
         if let connection = attachedConnection(message) {
             return connection.transmit(signature: message.envelope[1], frames: message.frames)
         }
+        socketUnsettled = true
         let last = message.envelope.count + message.frames.count - 1
         var index = 0
         func put(_ part: [UInt8]) throws -> Bool {
