@@ -31,7 +31,7 @@ from typing import Any
 
 from websockets.sync.client import connect as connect_websocket
 
-from common import stop_process
+from common import WARMUP_CALLS, stop_process
 
 ROOT = Path(__file__).resolve().parent.parent
 SITE = ROOT / "peers" / "browser-tests" / "site"
@@ -228,7 +228,7 @@ def node_echo(host: Host, window: int, seconds: float) -> dict[str, Any]:
 
 def page_echo(browser: DevTools, host: Host, window: int, seconds: float) -> dict[str, Any]:
     browser.open(host.page.rstrip("/") + "/index.html")
-    arguments = json.dumps({"window": window, "seconds": seconds, "warmup": 500})
+    arguments = json.dumps({"window": window, "seconds": seconds, "warmup": WARMUP_CALLS})
     try:
         result: dict[str, Any] = browser.evaluate(f"({PAGE_ECHO})({arguments})")
     except Exception as error:  # a page that failed is a figure missing, reported as such
@@ -238,7 +238,7 @@ def page_echo(browser: DevTools, host: Host, window: int, seconds: float) -> dic
 
 def page_raw_echo(browser: DevTools, host: Host, server: RawWebSocketServer, window: int, seconds: float) -> dict[str, Any]:
     browser.open(host.page.rstrip("/") + "/index.html")
-    arguments = json.dumps({"window": window, "seconds": seconds, "warmup": 500, "url": server.url})
+    arguments = json.dumps({"window": window, "seconds": seconds, "warmup": WARMUP_CALLS, "url": server.url})
     try:
         result: dict[str, Any] = browser.evaluate(f"({PAGE_RAW_ECHO})({arguments})")
     except Exception as error:

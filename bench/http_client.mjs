@@ -5,9 +5,9 @@
 // Agent with `window` sockets, so N in flight are N connections. `progress`: POST /count {"n": N}, one chunked response
 // of newline-delimited JSON events, each parsed and checked in order. The result's fields are bench/node_peer.mjs's.
 import http from 'node:http';
-import { PAYLOAD, measureEcho, measured, now, parseArgs } from './node_common.mjs';
+import { PAYLOAD, WARMUP_CALLS, measureEcho, measured, now, parseArgs } from './node_common.mjs';
 
-const args = parseArgs(process.argv.slice(2), { window: 1, seconds: 1, max: 1e6, warmup: 500, events: 100000 },
+const args = parseArgs(process.argv.slice(2), { window: 1, seconds: 1, max: 1e6, warmup: WARMUP_CALLS, events: 100000 },
   'usage: http_client.mjs echo|progress HOST:PORT [options]');
 const colon = args.endpoint.lastIndexOf(':');
 const [host, port] = [args.endpoint.slice(0, colon), Number(args.endpoint.slice(colon + 1))];

@@ -3,6 +3,8 @@
 // The ~100-byte payload every driver echoes (bench/common.py and zerobridge-bench build the same one).
 export const PAYLOAD = { name: 'bench', seq: 42, text: 'x'.repeat(65) };
 export const PAYLOAD_JSON = JSON.stringify(PAYLOAD);
+/** Calls before an echo row's measured phase: the same in every driver (bench/common.py says why). */
+export const WARMUP_CALLS = 2000;
 
 /** Nanoseconds on the monotonic clock. */
 export const now = () => Number(process.hrtime.bigint());

@@ -6,7 +6,7 @@
 // ENDPOINT may be a host's connection file (keyed, and CURVE when it says so). `warmup` in the result is the requests
 // (events) before the measured phase; `cpu_us_per_request` is this process's CPU time over it, per request.
 import { connect } from '../peers/node/index.js';
-import { PAYLOAD, PAYLOAD_JSON, measureEcho, measured, now, parseArgs } from './node_common.mjs';
+import { PAYLOAD, PAYLOAD_JSON, WARMUP_CALLS, measureEcho, measured, now, parseArgs } from './node_common.mjs';
 
 async function checkedEcho(peer) {
   const answer = await peer.call('echo', PAYLOAD);
@@ -48,7 +48,7 @@ async function progress(args) {
   }
 }
 
-const args = parseArgs(process.argv.slice(2), { window: 1, seconds: 1, max: 1e6, warmup: 500, events: 100000 },
+const args = parseArgs(process.argv.slice(2), { window: 1, seconds: 1, max: 1e6, warmup: WARMUP_CALLS, events: 100000 },
   'usage: node_peer.mjs echo|progress ENDPOINT [options]');
 const result = args.what === 'echo' ? await echo(args) : await progress(args);
 process.stdout.write(`${JSON.stringify(result)}\n`);

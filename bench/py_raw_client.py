@@ -14,7 +14,7 @@ import json
 
 import zmq
 
-from common import PAYLOAD, emit, measure_echo
+from common import PAYLOAD, WARMUP_CALLS, emit, measure_echo
 
 
 def main() -> None:
@@ -23,7 +23,7 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=1)
     parser.add_argument("--seconds", type=float, default=1.0)
     parser.add_argument("--max", type=int, default=1_000_000)
-    parser.add_argument("--warmup", type=int, default=500)
+    parser.add_argument("--warmup", type=int, default=WARMUP_CALLS)
     args = parser.parse_args()
 
     socket = zmq.Context().socket(zmq.DEALER)
