@@ -539,7 +539,7 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
             }
             return receivedBatch(frames, from: routingID)
         }
-        process(frames, from: routingID)
+        process(frames.dropFirst(), from: routingID, metadata: frames.count > 1 ? frames[1] : nil)
     }
 
     /// Answers a message of a connection with an error, through its session when it has one.
@@ -553,30 +553,30 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
         guard frames.count == 3 else {
             return refuse(routingID, BridgeError(.badMessage, "a batch is frame 0 and frame 1; got \(frames.count - 1) frames (SPEC 3.3)"))
         }
-        let entries: [Result<[Frame], WebSocketFraming.Refusal>]
-        switch frames[2].withUnsafeBytes(WebSocketFraming.decodeSignedBatch) {
-        case .failure(let refusal): return refuse(routingID, BridgeError(.badMessage, refusal.reason))
-        case .success(let decoded): entries = decoded
-        }
-        for entry in entries {
-            // A message of the batch may end the session (`bye`) and with it a keyed connection's channel: what
-            // follows it is not read, as it would be refused had it come alone.
-            guard keyed?.isOpen(routingID) ?? true else {
-                return configuration.logger.debug("the rest of a batch not read: its channel closed while it was read")
+        let refusal = frames[2].withUnsafeBytes { batch in
+            WebSocketFraming.readSignedBatch(batch) { entry in
+                // A message of the batch may end the session (`bye`) and with it a keyed connection's channel: what
+                // follows it is not read, as it would be refused had it come alone.
+                guard keyed?.isOpen(routingID) ?? true else {
+                    configuration.logger.debug("the rest of a batch not read: its channel closed while it was read")
+                    return false
+                }
+                switch entry {
+                case .failure(let refusal): refuse(routingID, BridgeError(.badMessage, refusal.reason))
+                case .success(let parts): process(parts, from: routingID, metadata: frames[1])
+                }
+                return true
             }
-            switch entry {
-            case .failure(let refusal): refuse(routingID, BridgeError(.badMessage, refusal.reason))
-            case .success(let parts): process([frames[0]] + parts, from: routingID)
-            }
         }
+        if let refusal { refuse(routingID, BridgeError(.badMessage, refusal.reason)) }
     }
 
-    /// One message whose signature, if the host has a key, is accepted: `frames` are the routing id and the frames as
-    /// the peer sent them.
-    private func process(_ frames: [Frame], from routingID: [UInt8]) {
-        guard let session = sessions[routingID] ?? openSessionWithinBound(routingID, frames) else { return }
-        // After the routing id, the frames as the peer sent them.
-        guard let message = session.link.read(frames.dropFirst(), maxBytes: configuration.maxMessageBytes) else { return }
+    /// One message whose signature, if the host has a key, is accepted: `frames` are the frames as the peer sent them
+    /// (read in place when they came in a batch); `metadata`, a frame of the ZeroMQ message that brought them.
+    private func process<Parts: RandomAccessCollection>(_ frames: Parts, from routingID: [UInt8], metadata: Frame?)
+    where Parts.Element: ContiguousBytes {
+        guard let session = sessions[routingID] ?? openSessionWithinBound(routingID, metadata: metadata) else { return }
+        guard let message = session.link.read(frames, maxBytes: configuration.maxMessageBytes) else { return }
         if connections.isRetired(routingID) {
             // A retired connection: a `hello` starts over with a new session; anything else was sent before the peer
             // knew it was lost (or was held up in the network), so it is not processed, and `bye` tells a peer that
@@ -605,7 +605,7 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
 
     /// The connection's new session, unless the host keeps its most (SPEC 6, Bounds): then the message is answered
     /// `overloaded` and nothing is kept for the connection.
-    private func openSessionWithinBound(_ routingID: [UInt8], _ frames: [Frame]) -> Session? {
+    private func openSessionWithinBound(_ routingID: [UInt8], metadata: Frame?) -> Session? {
         guard sessions.count < configuration.maxSessions else {
             warnAtMostEverySecond("session refused: the host keeps its most", ["sessions": "\(sessions.count)"])
             answerWithoutSession(routingID, BridgeError(.overloaded, "the host keeps at most \(configuration.maxSessions) sessions: try again later"))
@@ -613,7 +613,7 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
             return nil
         }
         // With CURVE, the ZAP handler made the peer's public key the connection's User-Id.
-        return openSession(routingID, peerKey: configuration.curve == nil || frames.count < 2 ? nil : frames[1].metadata("User-Id"))
+        return openSession(routingID, peerKey: configuration.curve == nil ? nil : metadata?.metadata("User-Id"))
     }
 
     /// An answer with `"id": null` to a connection that has no session, signed when it has a channel (SPEC 3.1) and

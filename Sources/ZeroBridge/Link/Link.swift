@@ -1,3 +1,4 @@
+import Foundation  // ContiguousBytes: received frames and the parts of a batch read in place
 import Logging
 import ZeroMQ
 import Synchronization
@@ -441,21 +442,22 @@ final class Link: @unchecked Sendable {
 
     /// Reads one message as the other side sent it (signature, body, attachments). What cannot be understood, or
     /// is larger than `maxBytes`, is answered here (rule 5, rule 10) and nil returned; the caller handles the rest.
-    func read(_ frames: ArraySlice<Frame>, maxBytes: Int) -> Message? {
+    /// `frames` are received frames, or the parts of a message in a batch read in place.
+    func read<Parts: RandomAccessCollection>(_ frames: Parts, maxBytes: Int) -> Message? where Parts.Element: ContiguousBytes {
         heard()
         guard frames.count >= 2 else {
             refuse(nil, BridgeError(.badMessage, "a message has a signature frame and a body frame; got \(frames.count) frame(s)"))
             return nil
         }
-        let body = frames[frames.startIndex + 1]
-        let size = frames.dropFirst().reduce(0) { $0 + $1.count }
+        let body = frames[frames.index(after: frames.startIndex)]
+        let size = frames.dropFirst().reduce(0) { $0 + $1.withUnsafeBytes(\.count) }
         guard size <= maxBytes else {
             refuse(body.withUnsafeBytes { Message.readableID(in: $0) },
                    BridgeError(.tooLarge, "the message has \(size) bytes; the limit is \(maxBytes)"))
             return nil
         }
         telemetry.received(bytes: size, over: transport)
-        let attachments = frames.count > 2 ? frames.dropFirst(2).map(\.bytes) : []
+        let attachments = frames.count > 2 ? frames.dropFirst(2).map { $0.withUnsafeBytes { Array($0) } } : []
         switch body.withUnsafeBytes({ Message.decode($0, attachments: attachments) }) {
         case .failure(let failure):
             refuse(failure.id, failure.error)

@@ -413,27 +413,24 @@ public final class BridgePeer: BridgeHandling, BridgeCaller, @unchecked Sendable
         guard frames[1].count <= bound else {
             return link.refuse(nil, BridgeError(.tooLarge, "the batch has \(frames[1].count) bytes; the limit is \(bound)"))
         }
-        let entries: [Result<[Frame], WebSocketFraming.Refusal>]
-        switch frames[1].withUnsafeBytes(WebSocketFraming.decodeSignedBatch) {
-        case .failure(let refusal): return link.refuse(nil, BridgeError(.badMessage, refusal.reason))
-        case .success(let decoded): entries = decoded
-        }
         let channel = signing?.channelNonce
-        for entry in entries {
-            // A message of the batch may end the connection (`bye`): what follows it was for the lost one.
-            guard signing?.channelNonce == channel else { return }
-            switch entry {
-            case .failure(let refusal):
-                link.refuse(nil, BridgeError(.badMessage, refusal.reason))
-            case .success(let parts):
-                process(parts)
+        let refusal = frames[1].withUnsafeBytes { batch in
+            WebSocketFraming.readSignedBatch(batch) { entry in
+                // A message of the batch may end the connection (`bye`): what follows it was for the lost one.
+                guard signing?.channelNonce == channel else { return false }
+                switch entry {
+                case .failure(let refusal): link.refuse(nil, BridgeError(.badMessage, refusal.reason))
+                case .success(let parts): process(parts)
+                }
+                return true
             }
         }
+        if let refusal { link.refuse(nil, BridgeError(.badMessage, refusal.reason)) }
     }
 
     /// One message from the host whose signature, on a keyed connection, is accepted.
-    private func process(_ frames: [Frame]) {
-        guard let message = link.read(frames[...], maxBytes: configuration.maxMessageBytes) else { return }
+    private func process<Parts: RandomAccessCollection>(_ frames: Parts) where Parts.Element: ContiguousBytes {
+        guard let message = link.read(frames, maxBytes: configuration.maxMessageBytes) else { return }
         switch message {
         case .welcome(let message):
             link.outbox.batches = message.batch

@@ -22,9 +22,14 @@ enum WebSocketFraming {
         payload.withUnsafeReadableBytes(decode(bytes:))
     }
 
-    /// The same, read in place (a ZeroMQ batch's entry, SPEC 3.3).
+    /// The same, read from `bytes`.
     static func decode(bytes: UnsafeRawBufferPointer) -> Result<[Frame], Refusal> {
-        var frames: [Frame] = []
+        parts(of: bytes).map { $0.map { Frame(copying: $0) } }
+    }
+
+    /// The frames of the message in `bytes` (frame 0 first), read in place: valid as long as `bytes` is.
+    static func parts(of bytes: UnsafeRawBufferPointer) -> Result<[UnsafeRawBufferPointer], Refusal> {
+        var frames: [UnsafeRawBufferPointer] = []
         var at = 0
         while at < bytes.count {
             guard bytes.count - at >= lengthBytes else {
@@ -38,7 +43,7 @@ enum WebSocketFraming {
             guard length <= bytes.count - at else {
                 return .failure(Refusal(reason: "frame \(frames.count) says \(length) bytes; \(bytes.count - at) follow (SPEC 3.2)"))
             }
-            frames.append(Frame(copying: UnsafeRawBufferPointer(rebasing: bytes[at..<at + length])))
+            frames.append(UnsafeRawBufferPointer(rebasing: bytes[at..<at + length]))
             at += length
         }
         guard frames.count >= 2 else {
@@ -55,10 +60,13 @@ enum WebSocketFraming {
     /// The messages of a batch (SPEC 3.2, since 1.9), each decoded alone (an entry may be refused while the others
     /// are read), or why the whole batch is refused. The batch's own lengths are checked before any entry is read.
     static func decodeBatch(_ payload: ByteBuffer) -> Result<[Result<[Frame], Refusal>], Refusal> {
-        payload.withUnsafeReadableBytes(decodeBatch(bytes:))
+        payload.withUnsafeReadableBytes { bytes in
+            entries(ofBatch: bytes).map { $0.map { decode(bytes: UnsafeRawBufferPointer(rebasing: bytes[$0])) } }
+        }
     }
 
-    static func decodeBatch(bytes: UnsafeRawBufferPointer) -> Result<[Result<[Frame], Refusal>], Refusal> {
+    /// Where each message of a batch is, or why the whole batch is refused (SPEC 3.2).
+    private static func entries(ofBatch bytes: UnsafeRawBufferPointer) -> Result<[Range<Int>], Refusal> {
         var entries: [Range<Int>] = []
         var at = 0
         while at < bytes.count {
@@ -77,20 +85,28 @@ enum WebSocketFraming {
             at += length
         }
         guard !entries.isEmpty else { return .failure(Refusal(reason: "an empty batch holds no message (SPEC 3.2)")) }
-        return .success(entries.map { decode(bytes: UnsafeRawBufferPointer(rebasing: bytes[$0])) })
+        return .success(entries)
     }
 
-    /// The messages of a keyed ZeroMQ batch's frame 1 (SPEC 3.3): a batch as above whose messages' frame 0 is empty
-    /// (the batch's signature covers them); one whose frame 0 is not is refused on its own.
-    static func decodeSignedBatch(_ frame1: UnsafeRawBufferPointer) -> Result<[Result<[Frame], Refusal>], Refusal> {
-        decodeBatch(bytes: frame1).map { entries in
-            entries.map { entry in
-                entry.flatMap { frames in
-                    frames[0].count == 0 ? .success(frames)
-                        : .failure(Refusal(reason: "frame 0 of a message in a batch is empty: the batch is signed (SPEC 3.3)"))
-                }
-            }
+    /// Reads the messages of a keyed ZeroMQ batch's frame 1 (SPEC 3.3) in place, in order, each as ``parts(of:)``
+    /// reads one, while `take` returns true: a batch as above whose messages' frame 0 is empty (the batch's signature
+    /// covers them); one whose frame 0 is not is refused on its own. Returns why the whole batch is refused, before
+    /// any message is taken, or nil. Nothing is copied: the parts are valid during `take` only.
+    static func readSignedBatch(_ frame1: UnsafeRawBufferPointer,
+                                _ take: (Result<[UnsafeRawBufferPointer], Refusal>) -> Bool) -> Refusal? {
+        let entries: [Range<Int>]
+        switch self.entries(ofBatch: frame1) {
+        case .failure(let refusal): return refusal
+        case .success(let found): entries = found
         }
+        for entry in entries {
+            let message = parts(of: UnsafeRawBufferPointer(rebasing: frame1[entry])).flatMap { parts in
+                parts[0].isEmpty ? .success(parts)
+                    : .failure(Refusal(reason: "frame 0 of a message in a batch is empty: the batch is signed (SPEC 3.3)"))
+            }
+            guard take(message) else { break }
+        }
+        return nil
     }
 
     /// Appends one message to a keyed ZeroMQ batch's frame 1 (SPEC 3.3): behind its length, its frames with frame 0
