@@ -183,7 +183,13 @@ struct JSONParser {
             }
             let key = try parseString()
             try expect(JSONByte.colon, "expected ':' after an object key")
-            members[key] = try parseValue(depth: depth)
+            let value = try parseValue(depth: depth)
+            if members.isEmpty, peekAfterWhitespace() == JSONByte.comma {
+                // More members follow: room for three at once, the size growing from one would reach after the
+                // second (the same memory), without the first table and its rehash.
+                members.reserveCapacity(3)
+            }
+            members[key] = value
             skipWhitespace()
             guard position < end else { throw failure("unterminated object (expected ',' or '}')") }
             switch base[position] {

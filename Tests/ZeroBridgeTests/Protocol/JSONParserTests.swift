@@ -53,6 +53,9 @@ struct JSONParserTests {
         ParseCase(text: #"[1,"a",null,true,[{}]]"#, expected: [1, "a", nil, true, [[:]]]),
         ParseCase(text: #"{"a":{"b":[1,2]},"c":"d"}"#, expected: ["a": ["b": [1, 2]], "c": "d"]),
         ParseCase(text: " \t\r\n{ \"a\" : [ 1 , 2 ] } \n", expected: ["a": [1, 2]]),
+        // Past the room made when a second member shows (three), and a comma after whitespace.
+        ParseCase(text: #"{"a":1 ,"b":2,"c":3,"d":{"e":4},"f":5,"g":6,"h":7}"#,
+                  expected: ["a": 1, "b": 2, "c": 3, "d": ["e": 4], "f": 5, "g": 6, "h": 7]),
     ])
     func parsesValues(_ example: ParseCase) throws {
         #expect(try parseJSON(example.text) == example.expected)
