@@ -24,12 +24,14 @@ enum WebSocketFraming {
 
     /// The same, read from `bytes`.
     static func decode(bytes: UnsafeRawBufferPointer) -> Result<[Frame], Refusal> {
-        parts(of: bytes).map { $0.map { Frame(copying: $0) } }
+        parts(of: bytes, as: Frame.init(copying:))
     }
 
-    /// The frames of the message in `bytes` (frame 0 first), read in place: valid as long as `bytes` is.
-    static func parts(of bytes: UnsafeRawBufferPointer) -> Result<[UnsafeRawBufferPointer], Refusal> {
-        var frames: [UnsafeRawBufferPointer] = []
+    /// The frames of the message in `bytes` (frame 0 first), each as `make` turns its bytes (which are valid as long
+    /// as `bytes` is) into a part.
+    static func parts<Part>(of bytes: UnsafeRawBufferPointer,
+                            as make: (UnsafeRawBufferPointer) -> Part) -> Result<[Part], Refusal> {
+        var frames: [Part] = []
         var at = 0
         while at < bytes.count {
             guard bytes.count - at >= lengthBytes else {
@@ -43,7 +45,7 @@ enum WebSocketFraming {
             guard length <= bytes.count - at else {
                 return .failure(Refusal(reason: "frame \(frames.count) says \(length) bytes; \(bytes.count - at) follow (SPEC 3.2)"))
             }
-            frames.append(UnsafeRawBufferPointer(rebasing: bytes[at..<at + length]))
+            frames.append(make(UnsafeRawBufferPointer(rebasing: bytes[at..<at + length])))
             at += length
         }
         guard frames.count >= 2 else {
@@ -88,7 +90,7 @@ enum WebSocketFraming {
         return .success(entries)
     }
 
-    /// Reads the messages of a keyed ZeroMQ batch's frame 1 (SPEC 3.3) in place, in order, each as ``parts(of:)``
+    /// Reads the messages of a keyed ZeroMQ batch's frame 1 (SPEC 3.3) in place, in order, each as ``parts(of:as:)``
     /// reads one, while `take` returns true: a batch as above whose messages' frame 0 is empty (the batch's signature
     /// covers them); one whose frame 0 is not is refused on its own. Returns why the whole batch is refused, before
     /// any message is taken, or nil. Nothing is copied: the parts are valid during `take` only.
@@ -100,7 +102,7 @@ enum WebSocketFraming {
         case .success(let found): entries = found
         }
         for entry in entries {
-            let message = parts(of: UnsafeRawBufferPointer(rebasing: frame1[entry])).flatMap { parts in
+            let message = parts(of: UnsafeRawBufferPointer(rebasing: frame1[entry]), as: { $0 }).flatMap { parts in
                 parts[0].isEmpty ? .success(parts)
                     : .failure(Refusal(reason: "frame 0 of a message in a batch is empty: the batch is signed (SPEC 3.3)"))
             }
