@@ -53,10 +53,16 @@ final class SocketThread: @unchecked Sendable {
     private var holdingSends = false
     /// Messages held in this round since the last burst.
     private var held = 0
-    /// The most messages held back at once. Not the whole round: a peer that answers whole batches (the Node peer)
-    /// starts on the first burst while the rest is dispatched; holding whole rounds made the two take turns and gave
-    /// back the throughput the fewer wake-ups saved (bench/RESULTS.md, issue 26).
+    /// The messages held back before this round's next burst: ``heldBurst`` for the first, twice as many for each
+    /// after it, up to ``largestHeldBurst``.
+    private var burst = heldBurst
+    /// The first burst of a round. Not the whole round: a peer that answers whole batches (the Node peer) starts on
+    /// the first burst while the rest is dispatched; holding whole rounds made the two take turns and gave back the
+    /// throughput the fewer wake-ups saved (bench/RESULTS.md, issue 26).
     static let heldBurst = 16
+    /// The largest burst: a long round (hundreds of messages at 1,024 in flight) goes to libzmq in a few large bursts,
+    /// not dozens of small ones, once its first burst has set the other side going.
+    static let largestHeldBurst = 128
     private var spareJobs: [@Sendable () -> Void] = []
     /// Outboxes with messages libzmq has not taken yet, in the order they first had one.
     private var waiting: [Outbox] = []
@@ -312,6 +318,7 @@ final class SocketThread: @unchecked Sendable {
                 if now >= nextTick { nextTick = owner.tick(now) }
                 holdingSends = false
                 held = 0
+                burst = Self.heldBurst
                 let retryAt = flush(now: now)
                 if socketReplaced {  // by a job, a timer or the tick above: poll the new socket, not the closed one
                     socketReplaced = false
@@ -402,10 +409,11 @@ final class SocketThread: @unchecked Sendable {
         return true
     }
 
-    /// Between two messages or jobs of a round: the held messages go to libzmq once there are ``heldBurst`` of them.
+    /// Between two messages or jobs of a round: the held messages go to libzmq once there are ``burst`` of them.
     private func sendHeldBurst() {
-        guard held >= Self.heldBurst else { return }
+        guard held >= burst else { return }
         held = 0
+        burst = min(burst * 2, Self.largestHeldBurst)
         _ = flush(now: .now)  // what libzmq refuses waits on its timer, which the round's own flush reads again
     }
 
