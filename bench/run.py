@@ -215,6 +215,11 @@ class Bench:
                 step(f"raw_w{window}", f"raw libzmq echo, window {window}",
                      self.timed(*self.bench_tool("raw-client", "--endpoint", server.endpoint, "--window",
                                                  str(window), "--max", "5000000")), server)
+            # The floor of a Swift peer's call (Sources/zerobridge-bench/AwaitFloor.swift): the same echo as calls
+            # awaited by 1,024 tasks, each inside a cancellation handler, with no protocol work at all.
+            step("await_floor_w1024", "raw echo as awaited Swift calls, window 1024",
+                 self.timed(*self.bench_tool("await-floor", "--endpoint", server.endpoint, "--window", "1024",
+                                             "--max", "5000000", "--cancellation", "yes")), server)
         finally:
             server.stop()
 
@@ -550,6 +555,9 @@ def ratios(t: dict[str, Any]) -> dict[str, Any]:
             "swift_pipelined_best": ratio(best_swift, best_raw),
             "swift_pipelined_64": ratio(rate(t.get("swift_w64")), rate(t.get("raw_w64"))),
             "swift_pipelined_1024": ratio(rate(t.get("swift_w1024")), rate(t.get("raw_w1024"))),
+            # What Swift's awaited calls alone leave of raw libzmq, and how much of that floor the peer reaches.
+            "await_floor_1024": ratio(rate(t.get("await_floor_w1024")), rate(t.get("raw_w1024"))),
+            "swift_over_await_floor_1024": ratio(rate(t.get("swift_w1024")), rate(t.get("await_floor_w1024"))),
             "swift_sequential_rate": ratio(rate(t.get("swift_w1")), rate(t.get("raw_w1"))),
             "swift_sequential_p50": ratio(p50(t.get("swift_w1")), p50(t.get("raw_w1"))),
         },
@@ -928,6 +936,7 @@ def table(results: dict[str, Any]) -> str:
         ("raw libzmq echo (limit), sequential", "raw_w1", True),
         ("raw libzmq echo, 64 in flight", "raw_w64", False),
         ("raw libzmq echo, 1024 in flight", "raw_w1024", False),
+        ("the same, as awaited Swift calls (a floor)", "await_floor_w1024", False),
         ("ZeroBridge <- Swift peer, sequential", "swift_w1", True),
         ("ZeroBridge <- Swift peer, 64 in flight", "swift_w64", False),
         ("ZeroBridge <- Swift peer, 1024 in flight", "swift_w1024", False),

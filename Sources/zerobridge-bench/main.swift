@@ -3,6 +3,9 @@
 //
 //   zerobridge-bench raw-server   --endpoint E                        a ROUTER echoing whole messages (no JSON)
 //   zerobridge-bench raw-client   --endpoint E --window W [limits]    DEALER -> raw-server; W 1 = sequential
+//   zerobridge-bench await-floor  --endpoint E --window W [--cancellation yes|no]
+//                                                                     raw-client's echo as awaited calls: the floor of
+//                                                                     a Swift peer's call (AwaitFloor.swift)
 //   zerobridge-bench ws-raw-server --endpoint HOST:PORT               a WebSocket echo (a page's floor, no bridge)
 //   zerobridge-bench peer         --endpoint E --window W [limits]    BridgePeer call("echo") -> a ZeroBridge host
 //   zerobridge-bench progress     --endpoint E --events N             BridgePeer stream("count") from the host
@@ -46,6 +49,7 @@ struct Options {
     var backend = "none"
     var traceparent: String?
     var tracer = "none"
+    var cancellation = false
 
     init(_ arguments: [String]) throws {
         guard let first = arguments.first else { throw Usage("no subcommand") }
@@ -64,6 +68,9 @@ struct Options {
                 guard ["none", "prometheus"].contains(value) else { throw Usage("--backend takes none or prometheus") }
                 backend = value
             case "--traceparent": traceparent = value
+            case "--cancellation":
+                guard ["yes", "no"].contains(value) else { throw Usage("--cancellation takes yes or no") }
+                cancellation = value == "yes"
             case "--tracer":
                 guard ["none", "memory"].contains(value) else { throw Usage("--tracer takes none or memory") }
                 tracer = value
@@ -384,6 +391,7 @@ do {
     switch options.command {
     case "raw-server": try rawServer(options)
     case "raw-client": try rawClient(options)
+    case "await-floor": try await awaitFloorBench(options, cancellation: options.cancellation)
     case "ws-raw-server": try rawWebSocketServer(options)
     case "peer": try await peerBench(options)
     case "progress": try await progressBench(options)
