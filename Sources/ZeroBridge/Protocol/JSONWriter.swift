@@ -4,24 +4,25 @@ extension JSONValue {
     /// Appends the value as compact JSON: no whitespace, object keys sorted (so output is reproducible),
     /// strings escaped per RFC 8259 (non-ASCII written as UTF-8), integers as integers, doubles in their shortest
     /// round-trip form with a fraction or exponent (`3.0`, `0.1`, `1e-07`). A non-finite double, which no parse
-    /// produces and JSON cannot express, is written as `null`.
+    /// produces and JSON cannot express, is written as `null`. Bytes are written as a base64 string.
     func write(to buffer: inout [UInt8]) {
-        write(to: &buffer, attachments: nil)
+        var asText = AttachmentCollector(collects: false)
+        write(to: &buffer, attachments: &asText)
     }
 
-    /// Appends the value; bytes go to `attachments` as frames, referred to as `{"$attachment": i}`, or, with no
-    /// collector, are written as a base64 string.
-    func write(to buffer: inout [UInt8], attachments: AttachmentCollector?) {
+    /// Appends the value; bytes go to `attachments` as frames, referred to as `{"$attachment": i}`, or, when it
+    /// does not collect them, are written as a base64 string.
+    func write(to buffer: inout [UInt8], attachments: inout AttachmentCollector) {
         switch self {
         case .null: JSONWriter.append("null", to: &buffer)
         case .bool(let b): JSONWriter.append(b ? "true" : "false", to: &buffer)
         case .int(let i): JSONWriter.append(i, to: &buffer)
         case .double(let d):
-            if !d.isFinite { attachments?.uncarriable = true }
+            if !d.isFinite { attachments.uncarriable = true }
             JSONWriter.append(d, to: &buffer)
         case .string(let s): JSONWriter.append(string: s, to: &buffer)
         case .bytes(let bytes):
-            if let attachments {
+            if attachments.collects {
                 JSONWriter.append(#"{"$attachment":"#, to: &buffer)
                 JSONWriter.append(attachments.frames.count, to: &buffer)
                 buffer.append(JSONByte.closeBrace)
@@ -30,37 +31,62 @@ extension JSONValue {
                 JSONWriter.append(string: Data(bytes).base64EncodedString(), to: &buffer)
             }
         case .array(let elements):
-            attachments?.enter()
-            defer { attachments?.leave() }
+            attachments.enter()
+            defer { attachments.leave() }
             buffer.append(JSONByte.openBracket)
             var first = true
             for element in elements {
                 if !first { buffer.append(JSONByte.comma) }
                 first = false
-                element.write(to: &buffer, attachments: attachments)
+                element.write(to: &buffer, attachments: &attachments)
             }
             buffer.append(JSONByte.closeBracket)
         case .object(let members):
-            attachments?.enter()
-            defer { attachments?.leave() }
+            attachments.enter()
+            defer { attachments.leave() }
             buffer.append(JSONByte.openBrace)
             if members.count == 1, let (key, value) = members.first {
                 JSONWriter.append(string: key, to: &buffer)
                 buffer.append(JSONByte.colon)
-                value.write(to: &buffer, attachments: attachments)
-            } else if !members.isEmpty {
+                value.write(to: &buffer, attachments: &attachments)
+            } else if members.count <= Self.membersSortedInPlace {
+                // Most objects are small: their members' positions are sorted on the stack, not copied out.
+                withUnsafeTemporaryAllocation(of: [String: JSONValue].Index.self, capacity: members.count) { order in
+                    var count = 0
+                    for index in members.indices {
+                        // Insertion sort by key, as `sorted` below orders them.
+                        let key = members.keys[index]
+                        var at = count
+                        while at > 0 && key < members.keys[order[at - 1]] { at -= 1 }
+                        if at < count { (order.baseAddress! + at + 1).moveInitialize(from: order.baseAddress! + at, count: count - at) }
+                        order.initializeElement(at: at, to: index)
+                        count += 1
+                    }
+                    for position in 0..<count {
+                        if position > 0 { buffer.append(JSONByte.comma) }
+                        let (key, value) = members[order[position]]
+                        JSONWriter.append(string: key, to: &buffer)
+                        buffer.append(JSONByte.colon)
+                        value.write(to: &buffer, attachments: &attachments)
+                    }
+                    _ = order.deinitialize()
+                }
+            } else {
                 var first = true
                 for (key, value) in members.sorted(by: { $0.key < $1.key }) {
                     if !first { buffer.append(JSONByte.comma) }
                     first = false
                     JSONWriter.append(string: key, to: &buffer)
                     buffer.append(JSONByte.colon)
-                    value.write(to: &buffer, attachments: attachments)
+                    value.write(to: &buffer, attachments: &attachments)
                 }
             }
             buffer.append(JSONByte.closeBrace)
         }
     }
+
+    /// Objects up to this many members are written without a sorted copy of their members (an insertion sort).
+    private static let membersSortedInPlace = 16
 
     /// The value as compact JSON bytes; see ``write(to:)``.
     func serialized() -> [UInt8] {
@@ -85,12 +111,17 @@ enum JSONWriter {
         }
         if value < 0 { buffer.append(JSONByte.minus) }
         var magnitude = value.magnitude
-        let start = buffer.count
-        repeat {
-            buffer.append(JSONByte.zero + UInt8(magnitude % 10))
-            magnitude /= 10
-        } while magnitude > 0
-        buffer[start...].reverse()
+        // The digits come last first: made on the stack (UInt.max has 20), then appended in order. (Reversing them
+        // in `buffer` through a slice copied the whole buffer, for every number of two digits or more.)
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digits in
+            var at = digits.count
+            repeat {
+                at -= 1
+                digits[at] = JSONByte.zero + UInt8(magnitude % 10)
+                magnitude /= 10
+            } while magnitude > 0
+            buffer.append(contentsOf: UnsafeBufferPointer(rebasing: digits[at...]))
+        }
     }
 
     static func append(_ value: Double, to buffer: inout [UInt8]) {
@@ -140,17 +171,22 @@ enum JSONWriter {
 
 /// The attachment frames a message's bytes values become, in the order the body refers to them; and whether the
 /// value written holds what JSON cannot carry (SPEC 7.14), noted while writing so that checking costs no extra walk.
-final class AttachmentCollector {
+/// A value on the stack, passed `inout`: a message written costs no allocation for it.
+struct AttachmentCollector {
+    /// Whether bytes values become frames (in a message) or base64 text (anywhere else).
+    let collects: Bool
     var frames: [[UInt8]] = []
     /// A non-finite double was written (as `null`), or a container nested past the body's depth limit.
     var uncarriable = false
     /// Containers open inside the value, which itself sits at level 2 of the body (SPEC 4).
     private var depth = 0
 
-    func enter() {
+    init(collects: Bool) { self.collects = collects }
+
+    mutating func enter() {
         depth += 1
         if depth + 1 > JSONValue.maxDepth { uncarriable = true }
     }
 
-    func leave() { depth -= 1 }
+    mutating func leave() { depth -= 1 }
 }

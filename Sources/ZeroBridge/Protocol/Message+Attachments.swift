@@ -17,10 +17,10 @@ extension Message {
 
     private func encoded() -> (frames: [[UInt8]], uncarriable: Bool) {
         var body: [UInt8] = []
-        body.reserveCapacity(160)
-        let attachments = AttachmentCollector()
-        write(to: &body, attachments: attachments)
-        return ([body] + attachments.frames, attachments.uncarriable)
+        body.reserveCapacity(estimatedSize)
+        var attachments = AttachmentCollector(collects: true)
+        write(to: &body, attachments: &attachments)
+        return (attachments.frames.isEmpty ? [body] : [body] + attachments.frames, attachments.uncarriable)
     }
 
     /// Decodes a body and its attachment frames: each `{"$attachment": i}` in a payload, result or error data
@@ -105,8 +105,8 @@ extension JSONValue {
     /// order they occur, as a message carries them (SPEC 5): for keeping a value outside a message (the job journal).
     package var textAndAttachments: (text: [UInt8], attachments: [[UInt8]]) {
         var text: [UInt8] = []
-        let attachments = AttachmentCollector()
-        write(to: &text, attachments: attachments)
+        var attachments = AttachmentCollector(collects: true)
+        write(to: &text, attachments: &attachments)
         return (text, attachments.frames)
     }
 

@@ -8,9 +8,14 @@ extension Message {
         return buffer
     }
 
-    /// Appends the body's JSON to `buffer`; see ``encoded()``. Bytes values go to `attachments` (base64 text
-    /// without a collector).
-    func write(to buffer: inout [UInt8], attachments: AttachmentCollector? = nil) {
+    /// Appends the body's JSON to `buffer`; see ``encoded()``. Bytes values are written as base64 text.
+    func write(to buffer: inout [UInt8]) {
+        var asText = AttachmentCollector(collects: false)
+        write(to: &buffer, attachments: &asText)
+    }
+
+    /// Appends the body's JSON to `buffer`; bytes values go to `attachments` as it collects them.
+    func write(to buffer: inout [UInt8], attachments: inout AttachmentCollector) {
         // The envelope is written field by field, never through a JSONValue object: this is the hot path.
         JSONWriter.append(#"{"v":1,"type":"#, to: &buffer)
         switch self {
@@ -20,7 +25,7 @@ extension Message {
             JSONWriter.append(#","action":"#, to: &buffer)
             JSONWriter.append(string: request.action, to: &buffer)
             JSONWriter.append(#","payload":"#, to: &buffer)
-            request.payload.write(to: &buffer, attachments: attachments)
+            request.payload.write(to: &buffer, attachments: &attachments)
             if let timeoutMs = request.timeoutMs {
                 JSONWriter.append(#","timeout_ms":"#, to: &buffer)
                 JSONWriter.append(timeoutMs, to: &buffer)
@@ -41,7 +46,7 @@ extension Message {
             switch response.outcome {
             case .success(let result):
                 JSONWriter.append(#","ok":true,"result":"#, to: &buffer)
-                result.write(to: &buffer, attachments: attachments)
+                result.write(to: &buffer, attachments: &attachments)
             case .failure(let error):
                 JSONWriter.append(#","ok":false,"error":{"code":"#, to: &buffer)
                 JSONWriter.append(string: error.code.rawValue, to: &buffer)
@@ -49,7 +54,7 @@ extension Message {
                 JSONWriter.append(string: error.message, to: &buffer)
                 if let data = error.data {
                     JSONWriter.append(#","data":"#, to: &buffer)
-                    data.write(to: &buffer, attachments: attachments)
+                    data.write(to: &buffer, attachments: &attachments)
                 }
                 buffer.append(JSONByte.closeBrace)
             }
@@ -59,7 +64,7 @@ extension Message {
             JSONWriter.append(#","seq":"#, to: &buffer)
             JSONWriter.append(progress.seq, to: &buffer)
             JSONWriter.append(#","payload":"#, to: &buffer)
-            progress.payload.write(to: &buffer, attachments: attachments)
+            progress.payload.write(to: &buffer, attachments: &attachments)
             if let skipped = progress.skipped {
                 JSONWriter.append(#","skipped":"#, to: &buffer)
                 JSONWriter.append(skipped, to: &buffer)
@@ -68,7 +73,7 @@ extension Message {
             JSONWriter.append(#""event","action":"#, to: &buffer)
             JSONWriter.append(string: event.action, to: &buffer)
             JSONWriter.append(#","payload":"#, to: &buffer)
-            event.payload.write(to: &buffer, attachments: attachments)
+            event.payload.write(to: &buffer, attachments: &attachments)
             if let topic = event.topic {
                 JSONWriter.append(#","topic":"#, to: &buffer)
                 JSONWriter.append(string: topic, to: &buffer)
@@ -128,7 +133,7 @@ extension Message {
             }
             if let info = welcome.info {
                 JSONWriter.append(#","info":"#, to: &buffer)
-                info.write(to: &buffer, attachments: attachments)
+                info.write(to: &buffer, attachments: &attachments)
             }
             if let libraryVersion = welcome.libraryVersion {
                 JSONWriter.append(#","library_version":"#, to: &buffer)
@@ -151,12 +156,12 @@ extension Message {
         buffer.append(JSONByte.closeBracket)
     }
 
-    /// Enough for the envelope and a small payload, so most bodies are written without regrowing.
-    private var estimatedSize: Int {
+    /// Enough for the envelope and a small payload, so most bodies are written without regrowing (a request with
+    /// a payload of ~100 bytes is ~210 bytes).
+    var estimatedSize: Int {
         switch self {
         case .ping, .pong, .bye: 32
-        case .hello, .welcome: 256
-        default: 160
+        default: 256
         }
     }
 

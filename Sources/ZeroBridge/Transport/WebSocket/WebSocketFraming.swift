@@ -32,26 +32,35 @@ enum WebSocketFraming {
     static func parts<Part>(of bytes: UnsafeRawBufferPointer,
                             as make: (UnsafeRawBufferPointer) -> Part) -> Result<[Part], Refusal> {
         var frames: [Part] = []
+        if let refusal = split(bytes, { frames.append(make($0)) }) { return .failure(refusal) }
+        return .success(frames)
+    }
+
+    /// Hands the frames of the message in `bytes` to `frame` in order, or says why it is not a message (then
+    /// `frame` may have seen some of them): the one reading of a message's framing.
+    private static func split(_ bytes: UnsafeRawBufferPointer, _ frame: (UnsafeRawBufferPointer) -> Void) -> Refusal? {
+        var count = 0
         var at = 0
         while at < bytes.count {
             guard bytes.count - at >= lengthBytes else {
-                return .failure(Refusal(reason: "the message ends inside a frame's 4-byte length (SPEC 3.2)"))
+                return Refusal(reason: "the message ends inside a frame's 4-byte length (SPEC 3.2)")
             }
-            guard frames.count < maxFrames else {
-                return .failure(Refusal(reason: "a message has at most \(maxFrames) frames (SPEC 3.2)"))
+            guard count < maxFrames else {
+                return Refusal(reason: "a message has at most \(maxFrames) frames (SPEC 3.2)")
             }
             let length = bytes[at..<at + lengthBytes].reduce(0) { $0 << 8 | Int($1) }
             at += lengthBytes
             guard length <= bytes.count - at else {
-                return .failure(Refusal(reason: "frame \(frames.count) says \(length) bytes; \(bytes.count - at) follow (SPEC 3.2)"))
+                return Refusal(reason: "frame \(count) says \(length) bytes; \(bytes.count - at) follow (SPEC 3.2)")
             }
-            frames.append(make(UnsafeRawBufferPointer(rebasing: bytes[at..<at + length])))
+            frame(UnsafeRawBufferPointer(rebasing: bytes[at..<at + length]))
+            count += 1
             at += length
         }
-        guard frames.count >= 2 else {
-            return .failure(Refusal(reason: "a message has a signature frame and a body frame; got \(frames.count) frame(s)"))
+        guard count >= 2 else {
+            return Refusal(reason: "a message has a signature frame and a body frame; got \(count) frame(s)")
         }
-        return .success(frames)
+        return nil
     }
 
     /// Messages one batch may hold (SPEC 3.2, since 1.9): the most a connection may have read and not yet taken.
@@ -93,20 +102,34 @@ enum WebSocketFraming {
     /// Reads the messages of a keyed ZeroMQ batch's frame 1 (SPEC 3.3) in place, in order, each as ``parts(of:as:)``
     /// reads one, while `take` returns true: a batch as above whose messages' frame 0 is empty (the batch's signature
     /// covers them); one whose frame 0 is not is refused on its own. Returns why the whole batch is refused, before
-    /// any message is taken, or nil. Nothing is copied: the parts are valid during `take` only.
+    /// any message is taken, or nil. Nothing is copied or allocated per message: the parts are on the stack, valid
+    /// during `take` only.
     static func readSignedBatch(_ frame1: UnsafeRawBufferPointer,
-                                _ take: (Result<[UnsafeRawBufferPointer], Refusal>) -> Bool) -> Refusal? {
+                                _ take: (Result<UnsafeBufferPointer<UnsafeRawBufferPointer>, Refusal>) -> Bool) -> Refusal? {
         let entries: [Range<Int>]
         switch self.entries(ofBatch: frame1) {
         case .failure(let refusal): return refusal
         case .success(let found): entries = found
         }
         for entry in entries {
-            let message = parts(of: UnsafeRawBufferPointer(rebasing: frame1[entry]), as: { $0 }).flatMap { parts in
-                parts[0].isEmpty ? .success(parts)
-                    : .failure(Refusal(reason: "frame 0 of a message in a batch is empty: the batch is signed (SPEC 3.3)"))
+            let message = UnsafeRawBufferPointer(rebasing: frame1[entry])
+            var count = 0
+            if let refusal = split(message, { _ in count += 1 }) {
+                guard take(.failure(refusal)) else { break }
+                continue
             }
-            guard take(message) else { break }
+            let taken = withUnsafeTemporaryAllocation(of: UnsafeRawBufferPointer.self, capacity: count) { parts in
+                var filled = 0
+                _ = split(message) { part in
+                    parts.initializeElement(at: filled, to: part)  // a trivial type: nothing to deinitialize
+                    filled += 1
+                }
+                guard parts[0].isEmpty else {
+                    return take(.failure(Refusal(reason: "frame 0 of a message in a batch is empty: the batch is signed (SPEC 3.3)")))
+                }
+                return take(.success(UnsafeBufferPointer(parts)))
+            }
+            guard taken else { break }
         }
         return nil
     }
