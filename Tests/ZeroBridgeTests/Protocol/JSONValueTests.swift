@@ -99,6 +99,21 @@ struct JSONValueTests {
         #expect(example.value.description == example.text)
     }
 
+    @Test("an object's members are written in key order, below and above the size sorted in place", arguments: [2, 3, 15, 16, 17, 40])
+    func writesMembersInKeyOrder(_ count: Int) {
+        var generator = SplitMix64(seed: UInt64(count))
+        let alphabet = Array("aAzZ09_-é€😀 ").map(String.init)
+        var members: [String: JSONValue] = [:]
+        while members.count < count {
+            let length = Int(generator.next() % 6) + 1
+            let key = (0 ..< length).map { _ in alphabet[Int(generator.next() % UInt64(alphabet.count))] }.joined()
+            members[key] = .int(members.count)
+        }
+        let expected = "{" + members.sorted { $0.key < $1.key }
+            .map { "\(JSONValue.string($0.key)):\($0.value)" }.joined(separator: ",") + "}"
+        #expect(JSONValue.object(members).description == expected)
+    }
+
     @Test("escapes strings per RFC 8259 and keeps other UTF-8 as is")
     func writesEscapes() throws {
         let value = JSONValue.string("q\"b\\s/\n\r\t\u{08}\u{0C}\u{0}\u{1F}\u{7F}é€😀")
