@@ -297,12 +297,13 @@ final class Link: @unchecked Sendable {
             let id = request.id
             entry.timer = thread.timers.schedule(at: deadline) { [weak self] in self?.expireRequest(id, token: token) }
         }
-        var context = BridgeRequest(id: request.id, action: request.action, deadline: deadline,
-                                    wantsProgress: request.wantsProgress, peer: remote,
-                                    sink: progress.map { ProgressSink(link: self, id: request.id, token: token, queue: $0) })
-        context.idempotencyKey = request.idempotencyKey
-        context.traceparent = request.trace?.traceparent
-        context.tracestate = request.trace?.tracestate
+        var made = BridgeRequest(id: request.id, action: request.action, deadline: deadline,
+                                 wantsProgress: request.wantsProgress, peer: remote,
+                                 sink: progress.map { ProgressSink(link: self, id: request.id, token: token, queue: $0) })
+        made.idempotencyKey = request.idempotencyKey
+        made.traceparent = request.trace?.traceparent
+        made.tracestate = request.trace?.tracestate
+        let context = made  // a constant for the closures below: a captured `var` costs a heap box per request
         let payload = request.payload
         if let inline {
             // On the thread as read: no task, no hand-off (handleInline); in its span all the same.
@@ -490,11 +491,12 @@ final class Link: @unchecked Sendable {
         if let hostWide = limits.hostWide, hostWide.running >= hostWide.limit {
             return refuse(nil, BridgeError(.overloaded, "event '\(event.action)' not run: the host runs its most requests and events at once (\(hostWide.limit), all sessions)"))
         }
-        var context = BridgeRequest(id: nil, action: event.action, deadline: nil, wantsProgress: false,
-                                    peer: remote, sink: nil)
-        context.topic = event.topic
-        context.traceparent = event.trace?.traceparent
-        context.tracestate = event.trace?.tracestate
+        var made = BridgeRequest(id: nil, action: event.action, deadline: nil, wantsProgress: false,
+                                 peer: remote, sink: nil)
+        made.topic = event.topic
+        made.traceparent = event.trace?.traceparent
+        made.tracestate = event.trace?.tracestate
+        let context = made  // a constant for the closures below, as for a request
         let logger = logger
         if let inline {  // on the thread as read (handleInline), in its span
             withInlineHandlerSpan(event.action, ofKind: .consumer, received: event.trace, tracer: tracer,
