@@ -70,6 +70,9 @@ final class Link: @unchecked Sendable {
     private(set) var lastHeard = ContinuousClock.now
     private(set) var lastSent = ContinuousClock.now
     private var lastPing: ContinuousClock.Instant?
+    /// This link, referred to weakly by its timers: one box for the link, where `[weak self]` in each timer's action
+    /// allocated one per call and per request.
+    private let weakly = WeakLink()
 
     init(thread: SocketThread, handlers: HandlerTable, limits: Limits, logger: Logger, telemetry: Telemetry,
          transmit: @escaping ([[UInt8]], Outbox) -> Void) {
@@ -81,6 +84,7 @@ final class Link: @unchecked Sendable {
         self.transmit = transmit
         outbox.onDrained = { [weak self] in self?.resumeFlow() }
         outbox.onRefused = { [weak self] in self?.wakeHeldProgress() }
+        weakly.link = self
     }
 
     var isIdle: Bool { calls.isEmpty && requests.isEmpty }
@@ -167,7 +171,7 @@ final class Link: @unchecked Sendable {
             continuation.resume(throwing: closedWith)
             return
         }
-        let timer = thread.timers.schedule(at: deadline) { [weak self] in self?.expireCall(id: id) }
+        let timer = thread.timers.schedule(at: deadline) { [weakly] in weakly.link?.expireCall(id: id) }
         calls[id] = OutgoingCall(continuation: continuation, onProgress: onProgress, timer: timer)
         // Into a congested outbox a call waits for room, up to its deadline (SPEC 7.13); one that ends before it
         // is sent is never sent.
@@ -295,7 +299,7 @@ final class Link: @unchecked Sendable {
         if let deadline, inline == nil {  // an inline handler ends before any timer could fire
             // Captures the id only: capturing `request` kept its payload alive until the deadline.
             let id = request.id
-            entry.timer = thread.timers.schedule(at: deadline) { [weak self] in self?.expireRequest(id, token: token) }
+            entry.timer = thread.timers.schedule(at: deadline) { [weakly] in weakly.link?.expireRequest(id, token: token) }
         }
         var made = BridgeRequest(id: request.id, action: request.action, deadline: deadline,
                                  wantsProgress: request.wantsProgress, peer: remote,
@@ -642,6 +646,11 @@ final class Link: @unchecked Sendable {
         closedFlag.store(false, ordering: .releasing)
         lastHeard = .now
     }
+}
+
+/// A link, held weakly (``Link``'s timers).
+private final class WeakLink: @unchecked Sendable {
+    weak var link: Link?
 }
 
 /// Whether a call's task was cancelled; read and written only on the link's thread.

@@ -283,7 +283,7 @@ private struct Envelope {
         case .response:
             // A null id is the answer to a message whose id could not be read, so only an error may carry it.
             let id: String? = if case .null? = self[.id] { nil } else { try name(.id, orNull: true) }
-            if try required(.ok, "true or false", boolean) {
+            if try Envelope.required(boolean(.ok), .ok, "true or false") {
                 guard let id else {
                     throw bad("field 'id' must be a string of 1 to \(Message.maxNameLength) characters when 'ok' is true "
                               + "(only an error response may have a null id)")
@@ -294,7 +294,7 @@ private struct Envelope {
             guard self[.result] == nil else { throw bad("a response with \"ok\": false must not have a 'result' field") }
             return .response(.init(id: id, outcome: .failure(try errorObject())))
         case .progress:
-            return .progress(.init(id: try name(.id), seq: try required(.seq, "a positive integer", positiveInteger),
+            return .progress(.init(id: try name(.id), seq: try Envelope.required(positiveInteger(.seq), .seq, "a positive integer"),
                                    payload: self[.payload] ?? .null, skipped: try positiveInteger(.skipped)))
         case .event:
             return .event(.init(action: try name(.action), payload: self[.payload] ?? .null, topic: try optionalName(.topic),
@@ -308,8 +308,8 @@ private struct Envelope {
                                 catalogue: try catalogueHash(), topics: try names(.topics) ?? []))
         case .welcome:
             return .welcome(.init(host: try name(.host), session: try name(.session), resumeToken: try validResumeToken(),
-                                  actions: try required(.actions, "an array of names", names),
-                                  heartbeatMs: try required(.heartbeatMs, "a positive integer", positiveInteger),
+                                  actions: try Envelope.required(names(.actions), .actions, "an array of names"),
+                                  heartbeatMs: try Envelope.required(positiveInteger(.heartbeatMs), .heartbeatMs, "a positive integer"),
                                   maxMessageBytes: try limit("max_message_bytes"),
                                   maxInFlight: try limit("max_in_flight"), catalogue: try catalogueHash(),
                                   info: try infoObject(), libraryVersion: try optionalName(.libraryVersion),
@@ -324,10 +324,10 @@ private struct Envelope {
 
     private func bad(_ message: String) -> BridgeError { BridgeError(.badMessage, message) }
 
-    /// The field's value, which must be present.
-    private func required<T>(_ field: Field, _ rule: String,
-                             _ read: (Field) throws(BridgeError) -> T?) throws(BridgeError) -> T {
-        guard let value = try read(field) else { throw bad("field '\(field.name)' is missing (it must be \(rule))") }
+    /// The field's value as read, which must be present. (It takes the value, not a reader: passing `boolean` or
+    /// `positiveInteger` made a heap copy of the whole envelope for every message that has such a field.)
+    private static func required<T>(_ value: T?, _ field: Field, _ rule: String) throws(BridgeError) -> T {
+        guard let value else { throw BridgeError(.badMessage, "field '\(field.name)' is missing (it must be \(rule))") }
         return value
     }
 

@@ -63,7 +63,7 @@ final class SocketThread: @unchecked Sendable {
     /// The largest burst: a long round (hundreds of messages at 1,024 in flight) goes to libzmq in a few large bursts,
     /// not dozens of small ones, once its first burst has set the other side going.
     static let largestHeldBurst = 128
-    private var spareJobs: [@Sendable () -> Void] = []
+    private var spareJobs: [Job] = []
     /// Outboxes with messages libzmq has not taken yet, in the order they first had one.
     private var waiting: [Outbox] = []
     private var stopping = false
@@ -79,8 +79,14 @@ final class SocketThread: @unchecked Sendable {
     /// Jobs handed over and not run yet. Once the thread has ended, a job still runs (a call fails at once on its
     /// closed link instead of waiting for a thread that is gone): on the thread that handed it over, one drainer at
     /// a time, so jobs never run concurrently.
+    /// A job as handed over. In a struct, the closure is stored as it is: an array of bare closures stores each
+    /// behind a reabstraction thunk, an allocation per job.
+    private struct Job {
+        let run: @Sendable () -> Void
+    }
+
     private struct JobQueue {
-        var jobs: [@Sendable () -> Void] = []
+        var jobs: [Job] = []
         var ended = false
         var draining = false
     }
@@ -121,7 +127,7 @@ final class SocketThread: @unchecked Sendable {
     /// Runs `job` on the thread, after the jobs handed over before it.
     func perform(_ job: @escaping @Sendable () -> Void) {
         let (wasEmpty, drain) = jobs.withLock { queue -> (Bool, Bool) in
-            queue.jobs.append(job)
+            queue.jobs.append(Job(run: job))
             guard queue.ended else { return (queue.jobs.count == 1, false) }
             defer { queue.draining = true }
             return (false, !queue.draining)
@@ -153,13 +159,13 @@ final class SocketThread: @unchecked Sendable {
     /// Runs the jobs handed over after the thread ended, and those they hand over in turn, until none is left.
     private func drainAfterEnd() {
         while true {
-            let batch = jobs.withLock { queue -> [@Sendable () -> Void] in
+            let batch = jobs.withLock { queue -> [Job] in
                 if queue.jobs.isEmpty { queue.draining = false }
                 defer { queue.jobs.removeAll() }
                 return queue.jobs
             }
             if batch.isEmpty { return }
-            for job in batch { job() }
+            for job in batch { job.run() }
         }
     }
 
@@ -377,7 +383,7 @@ final class SocketThread: @unchecked Sendable {
                 return false
             }
             for job in batch {
-                job()
+                job.run()
                 sendHeldBurst()
             }
             batch.removeAll(keepingCapacity: true)
