@@ -847,7 +847,7 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
     private func tick(_ now: ContinuousClock.Instant) -> ContinuousClock.Instant {
         var shortest = configuration.heartbeat
         for session in Array(sessions.values) {
-            let silence = now - session.link.lastHeard
+            let silence = now - session.link.lastHeard(asOf: now)
             if session.name != nil {
                 shortest = min(shortest, session.heartbeat)
                 if let closedAt = session.connectionClosedAt, now - closedAt >= configuration.sessionGrace {

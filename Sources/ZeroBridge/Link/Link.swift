@@ -67,8 +67,14 @@ final class Link: @unchecked Sendable {
     var accepting = true
     /// Whether a handler's unexpected error reaches the caller with its description, not only its type (opt-in).
     var revealsErrorDescriptions = false
-    private(set) var lastHeard = ContinuousClock.now
-    private(set) var lastSent = ContinuousClock.now
+    /// When the other side was last heard from, and when this side last sent: dated by the heartbeat's look
+    /// (``liveness(at:interval:)``), which reads the clock anyway, not per message; `heard()` and `send` only note
+    /// that something happened since. A date is thus late by at most a tick (a quarter heartbeat at most), so a
+    /// silence is never taken for longer than it was.
+    private var heardAt = ContinuousClock.now
+    private var sentAt = ContinuousClock.now
+    private var heardSinceLook = false
+    private var sentSinceLook = false
     private var lastPing: ContinuousClock.Instant?
     /// This link, referred to weakly by its timers: one box for the link, where `[weak self]` in each timer's action
     /// allocated one per call and per request.
@@ -151,9 +157,9 @@ final class Link: @unchecked Sendable {
 
     // MARK: On the thread
 
-    /// Sends an encoded message (``Message/frames()``) and notes the time, for heartbeats.
+    /// Sends an encoded message (``Message/frames()``) and notes it, for heartbeats.
     func send(_ frames: [[UInt8]]) {
-        lastSent = .now
+        sentSinceLook = true
         telemetry.sent(bytes: frames.reduce(0) { $0 + $1.count }, over: transport)
         transmit(frames, outbox)
     }
@@ -194,8 +200,7 @@ final class Link: @unchecked Sendable {
 
     /// Handles one message of the conversation (hello, welcome and bye are the owner's).
     func receive(_ message: Message) {
-        lastHeard = .now
-        switch message {
+        switch message {  // heard already: `read` noted it
         case .request(let request): receive(request)
         case .response(let response): receive(response)
         case .progress(let progress): receive(progress)
@@ -208,7 +213,25 @@ final class Link: @unchecked Sendable {
     }
 
     /// Notes that the other side said something, even if it was not understood.
-    func heard() { lastHeard = .now }
+    func heard() { heardSinceLook = true }
+
+    /// When the other side was last heard from, as of `now` (not earlier than anything heard on the thread): what
+    /// was heard since the last look counts as heard now.
+    func lastHeard(asOf now: ContinuousClock.Instant) -> ContinuousClock.Instant {
+        if heardSinceLook {
+            heardSinceLook = false
+            heardAt = now
+        }
+        return heardAt
+    }
+
+    private func lastSent(asOf now: ContinuousClock.Instant) -> ContinuousClock.Instant {
+        if sentSinceLook {
+            sentSinceLook = false
+            sentAt = now
+        }
+        return sentAt
+    }
 
     /// What heartbeats call for now, with `interval` the heartbeat in force.
     enum Liveness {
@@ -222,13 +245,14 @@ final class Link: @unchecked Sendable {
     /// The heartbeat rule, one for host sessions and peers. A side is declared lost only after it was pinged and
     /// stayed silent: a thread kept from running for a while must ask before it gives up on a healthy peer.
     func liveness(at now: ContinuousClock.Instant, interval: Duration) -> Liveness {
-        let silence = now - lastHeard
-        let askedSinceHeard = lastPing.map { $0 > lastHeard } ?? false
+        let heard = lastHeard(asOf: now)
+        let silence = now - heard
+        let askedSinceHeard = lastPing.map { $0 > heard } ?? false
         if silence >= interval * 3 {
             guard askedSinceHeard, let pinged = lastPing else { return .ping }
             return now - pinged >= interval ? .lost(silence: silence) : .alive
         }
-        return now - lastSent >= interval ? .ping : .alive
+        return now - lastSent(asOf: now) >= interval ? .ping : .alive
     }
 
     func sendPing() {
@@ -644,7 +668,8 @@ final class Link: @unchecked Sendable {
     func reopen() {
         closedWith = nil
         closedFlag.store(false, ordering: .releasing)
-        lastHeard = .now
+        heardAt = .now
+        heardSinceLook = false
     }
 }
 
