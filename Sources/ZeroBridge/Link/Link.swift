@@ -578,7 +578,7 @@ final class Link: @unchecked Sendable {
                 guard let entry = requests[id], entry.token == token, entry.journaled == nil else {
                     return continuation.resume(returning: false)
                 }
-                entry.journaled = (messages, continuation)
+                entry.journaled = Journaled(messages: messages, sent: continuation)
                 if outbox.isCongested {
                     if !heldProgress.contains(id) { heldProgress.append(id) }
                 } else {
@@ -589,13 +589,13 @@ final class Link: @unchecked Sendable {
     }
 
     private func sendJournaled(_ entry: IncomingRequest) {
-        guard let (messages, continuation) = entry.journaled else { return }
+        guard let journaled = entry.journaled else { return }
         entry.journaled = nil
-        for message in messages {
+        for message in journaled.messages {
             send(.progress(message))
             telemetry.progressSent(coalesced: message.skipped ?? 0)
         }
-        continuation.resume(returning: true)
+        journaled.sent.resume(returning: true)
     }
 
     private func sendProgress(_ id: String, _ entry: IncomingRequest) {
@@ -702,7 +702,7 @@ private final class IncomingRequest {
     var seq = 0
     var task: Task<Void, Never>?
     /// Journaled progress waiting for the outbox to drain, and the task that waits for it to be sent.
-    var journaled: (messages: [Message.Progress], sent: CheckedContinuation<Bool, Never>)?
+    var journaled: Journaled?
     /// Its time limit, if it has one, cancelled when the request ends first.
     var timer: Timers.ID?
 
@@ -715,10 +715,17 @@ private final class IncomingRequest {
 
     /// The request ended before its journaled progress could go: its task stops feeding it.
     func releaseJournaled() {
-        guard let (_, sent) = journaled else { return }
-        journaled = nil
-        sent.resume(returning: false)
+        guard let journaled else { return }
+        self.journaled = nil
+        journaled.sent.resume(returning: false)
     }
+}
+
+/// Journaled progress waiting for the outbox to drain, and the task that waits for it to be sent. (A struct: an
+/// optional tuple went through the runtime's generic value witnesses at every request's end.)
+private struct Journaled {
+    let messages: [Message.Progress]
+    let sent: CheckedContinuation<Bool, Never>
 }
 
 extension Message {

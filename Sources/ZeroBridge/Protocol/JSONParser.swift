@@ -186,8 +186,9 @@ struct JSONParser {
             let value = try parseValue(depth: depth)
             if members.isEmpty, peekAfterWhitespace() == JSONByte.comma {
                 // More members follow: room for three at once, the size growing from one would reach after the
-                // second (the same memory), without the first table and its rehash.
-                members.reserveCapacity(3)
+                // second (the same memory), without the first table and its rehash. (Made new: `reserveCapacity`
+                // looked up the storage's generic metadata at run time, every object.)
+                members = Dictionary(minimumCapacity: 3)
             }
             members[key] = value
             skipWhitespace()
