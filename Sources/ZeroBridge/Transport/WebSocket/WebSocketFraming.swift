@@ -79,24 +79,34 @@ enum WebSocketFraming {
     /// Where each message of a batch is, or why the whole batch is refused (SPEC 3.2).
     private static func entries(ofBatch bytes: UnsafeRawBufferPointer) -> Result<[Range<Int>], Refusal> {
         var entries: [Range<Int>] = []
+        if let refusal = walk(batch: bytes, { entries.append($0); return true }) { return .failure(refusal) }
+        return .success(entries)
+    }
+
+    /// Hands where each message of a batch is to `entry`, in order, while it returns true; or says why the whole
+    /// batch is refused (SPEC 3.2), having handed over what came before the fault: the one reading of a batch's
+    /// lengths.
+    private static func walk(batch bytes: UnsafeRawBufferPointer, _ entry: (Range<Int>) -> Bool) -> Refusal? {
+        var count = 0
         var at = 0
         while at < bytes.count {
-            guard entries.count < maxBatchMessages else {
-                return .failure(Refusal(reason: "a batch holds at most \(maxBatchMessages) messages (SPEC 3.2)"))
+            guard count < maxBatchMessages else {
+                return Refusal(reason: "a batch holds at most \(maxBatchMessages) messages (SPEC 3.2)")
             }
             guard bytes.count - at >= lengthBytes else {
-                return .failure(Refusal(reason: "the batch ends inside a message's 4-byte length (SPEC 3.2)"))
+                return Refusal(reason: "the batch ends inside a message's 4-byte length (SPEC 3.2)")
             }
             let length = bytes[at..<at + lengthBytes].reduce(0) { $0 << 8 | Int($1) }
             at += lengthBytes
             guard length <= bytes.count - at else {
-                return .failure(Refusal(reason: "batch message \(entries.count) says \(length) bytes; \(bytes.count - at) follow (SPEC 3.2)"))
+                return Refusal(reason: "batch message \(count) says \(length) bytes; \(bytes.count - at) follow (SPEC 3.2)")
             }
-            entries.append(at..<at + length)
+            guard entry(at..<at + length) else { return nil }
+            count += 1
             at += length
         }
-        guard !entries.isEmpty else { return .failure(Refusal(reason: "an empty batch holds no message (SPEC 3.2)")) }
-        return .success(entries)
+        guard count > 0 else { return Refusal(reason: "an empty batch holds no message (SPEC 3.2)") }
+        return nil
     }
 
     /// Reads the messages of a keyed ZeroMQ batch's frame 1 (SPEC 3.3) in place, in order, each as ``parts(of:as:)``
@@ -106,19 +116,14 @@ enum WebSocketFraming {
     /// during `take` only.
     static func readSignedBatch(_ frame1: UnsafeRawBufferPointer,
                                 _ take: (Result<UnsafeBufferPointer<UnsafeRawBufferPointer>, Refusal>) -> Bool) -> Refusal? {
-        let entries: [Range<Int>]
-        switch self.entries(ofBatch: frame1) {
-        case .failure(let refusal): return refusal
-        case .success(let found): entries = found
-        }
-        for entry in entries {
+        // The lengths are checked in a first walk, before any message is taken; the second takes them, with no
+        // array of where they are (a batch of hundreds grew one, reallocating as it went).
+        if let refusal = walk(batch: frame1, { _ in true }) { return refusal }
+        _ = walk(batch: frame1) { entry in
             let message = UnsafeRawBufferPointer(rebasing: frame1[entry])
             var count = 0
-            if let refusal = split(message, { _ in count += 1 }) {
-                guard take(.failure(refusal)) else { break }
-                continue
-            }
-            let taken = withUnsafeTemporaryAllocation(of: UnsafeRawBufferPointer.self, capacity: count) { parts in
+            if let refusal = split(message, { _ in count += 1 }) { return take(.failure(refusal)) }
+            return withUnsafeTemporaryAllocation(of: UnsafeRawBufferPointer.self, capacity: count) { parts in
                 var filled = 0
                 _ = split(message) { part in
                     parts.initializeElement(at: filled, to: part)  // a trivial type: nothing to deinitialize
@@ -129,7 +134,6 @@ enum WebSocketFraming {
                 }
                 return take(.success(UnsafeBufferPointer(parts)))
             }
-            guard taken else { break }
         }
         return nil
     }
