@@ -120,20 +120,18 @@ final class Link: @unchecked Sendable {
                                          wantsProgress: onProgress != nil, idempotencyKey: idempotencyKey,
                                          trace: TraceHeaders.current))
             .frames(refusing: payload, at: "payload", as: .invalidPayload)  // SPEC 7.14: before anything is sent
-        let deadline = ContinuousClock.now + timeout
-        // Cancellation may be handed over before the start, or after the end; the token tells on the thread.
-        let token = CancellationToken()
+        let call = StartingCall(link: self, id: id, body: body, deadline: ContinuousClock.now + timeout,
+                                onProgress: onProgress)
         return try await withTaskCancellationHandler {
             // Unchecked: every path resumes it once, after taking the call out of `calls` (or before putting it in),
             // on the thread; the checked kind cost an allocation and an atomic per call.
             try await withUnsafeThrowingContinuation { continuation in
-                thread.perform { [self] in
-                    start(id: id, body: body, deadline: deadline, token: token, onProgress: onProgress,
-                          continuation: continuation)
-                }
+                call.continuation = continuation
+                thread.perform(call)
             }
         } onCancel: {
-            thread.perform { [self] in cancelCall(id: id, token: token) }
+            // Cancellation may be handed over before the start, or after the end; the call tells on the thread.
+            thread.perform { [self] in cancelCall(call) }
         }
     }
 
@@ -166,10 +164,10 @@ final class Link: @unchecked Sendable {
 
     func send(_ message: Message) { send(message.frames()) }
 
-    private func start(id: String, body: [[UInt8]], deadline: ContinuousClock.Instant, token: CancellationToken,
-                       onProgress: (@Sendable (Message.Progress) -> Void)?,
-                       continuation: UnsafeContinuation<JSONValue, Error>) {
-        if token.isCancelled {
+    fileprivate func start(_ call: StartingCall) {
+        let id = call.id, body = call.body, continuation = call.continuation!
+        call.body = []  // not kept until the call ends: its task holds the call as long
+        if call.isCancelled {
             continuation.resume(throwing: BridgeError(.cancelled, "the call was cancelled"))
             return
         }
@@ -177,8 +175,8 @@ final class Link: @unchecked Sendable {
             continuation.resume(throwing: closedWith)
             return
         }
-        let timer = thread.timers.schedule(at: deadline) { [weakly] in weakly.link?.expireCall(id: id) }
-        calls[id] = OutgoingCall(continuation: continuation, onProgress: onProgress, timer: timer)
+        let timer = thread.timers.schedule(at: call.deadline) { [weakly] in weakly.link?.expireCall(id: id) }
+        calls[id] = OutgoingCall(continuation: continuation, onProgress: call.onProgress, timer: timer)
         // Into a congested outbox a call waits for room, up to its deadline (SPEC 7.13); one that ends before it
         // is sent is never sent.
         if outbox.isCongested { heldCalls.append((id, body)) } else { send(body) }
@@ -190,8 +188,9 @@ final class Link: @unchecked Sendable {
         call.continuation.resume(throwing: BridgeError(.timeout, "no response within the call's timeout"))
     }
 
-    private func cancelCall(id: String, token: CancellationToken) {
-        token.isCancelled = true
+    private func cancelCall(_ starting: StartingCall) {
+        starting.isCancelled = true
+        let id = starting.id
         guard let call = calls.removeValue(forKey: id) else { return }  // not started yet, or already ended
         thread.timers.cancel(call.timer)
         send(.cancel(id: id))
@@ -678,9 +677,28 @@ private final class WeakLink: @unchecked Sendable {
     weak var link: Link?
 }
 
-/// Whether a call's task was cancelled; read and written only on the link's thread.
-private final class CancellationToken: @unchecked Sendable {
+/// A call on its way to the link's thread, handed over as the thread's job (one object per call, where a closure and
+/// a cancellation token were two), and whether its task was cancelled: cancellation may be handed over before the
+/// start or after the end. Written before it is handed over, then only on the thread.
+private final class StartingCall: SocketThreadWork, @unchecked Sendable {
+    let link: Link
+    let id: String
+    var body: [[UInt8]]
+    let deadline: ContinuousClock.Instant
+    let onProgress: (@Sendable (Message.Progress) -> Void)?
+    var continuation: UnsafeContinuation<JSONValue, Error>?
     var isCancelled = false
+
+    init(link: Link, id: String, body: [[UInt8]], deadline: ContinuousClock.Instant,
+         onProgress: (@Sendable (Message.Progress) -> Void)?) {
+        self.link = link
+        self.id = id
+        self.body = body
+        self.deadline = deadline
+        self.onProgress = onProgress
+    }
+
+    func run() { link.start(self) }
 }
 
 private struct OutgoingCall {

@@ -2,6 +2,13 @@ import Foundation
 import Synchronization
 import ZeroMQ
 
+/// Work for a socket thread that is an object already (a call on its way, for instance): handed over as it is, where
+/// a closure would cost an allocation per job.
+protocol SocketThreadWork: AnyObject, Sendable {
+    /// Runs on the thread.
+    func run()
+}
+
 /// The one thread that owns a socket: it polls the socket, runs jobs handed to it, fires timers and sends.
 ///
 /// Everything that touches the socket, or state confined to this thread (links, sessions), runs here, so that
@@ -81,8 +88,16 @@ final class SocketThread: @unchecked Sendable {
     /// a time, so jobs never run concurrently.
     /// A job as handed over. In a struct, the closure is stored as it is: an array of bare closures stores each
     /// behind a reabstraction thunk, an allocation per job.
-    private struct Job {
-        let run: @Sendable () -> Void
+    private enum Job {
+        case closure(@Sendable () -> Void)
+        case work(any SocketThreadWork)
+
+        func run() {
+            switch self {
+            case .closure(let run): run()
+            case .work(let work): work.run()
+            }
+        }
     }
 
     private struct JobQueue {
@@ -126,8 +141,17 @@ final class SocketThread: @unchecked Sendable {
 
     /// Runs `job` on the thread, after the jobs handed over before it.
     func perform(_ job: @escaping @Sendable () -> Void) {
+        hand(.closure(job))
+    }
+
+    /// Runs `work` on the thread, as ``perform(_:)`` runs a closure, with no closure made for it.
+    func perform(_ work: any SocketThreadWork) {
+        hand(.work(work))
+    }
+
+    private func hand(_ job: Job) {
         let (wasEmpty, drain) = jobs.withLock { queue -> (Bool, Bool) in
-            queue.jobs.append(Job(run: job))
+            queue.jobs.append(job)
             guard queue.ended else { return (queue.jobs.count == 1, false) }
             defer { queue.draining = true }
             return (false, !queue.draining)
