@@ -104,6 +104,9 @@ final class SocketThread: @unchecked Sendable {
         var jobs: [Job] = []
         var ended = false
         var draining = false
+        /// The thread found no job and is on its way into a poll that may block: the next job hands over must wake
+        /// it. A thread that runs finds jobs at its next round, so they do not signal (an eventfd written and read).
+        var sleeping = false
     }
 
     /// Whether the thread has ended, and who waits for it to.
@@ -150,13 +153,16 @@ final class SocketThread: @unchecked Sendable {
     }
 
     private func hand(_ job: Job) {
-        let (wasEmpty, drain) = jobs.withLock { queue -> (Bool, Bool) in
+        let (asleep, drain) = jobs.withLock { queue -> (Bool, Bool) in
             queue.jobs.append(job)
-            guard queue.ended else { return (queue.jobs.count == 1, false) }
+            guard queue.ended else {
+                defer { queue.sleeping = false }
+                return (queue.sleeping, false)
+            }
             defer { queue.draining = true }
             return (false, !queue.draining)
         }
-        if wasEmpty { wake.signal() }
+        if asleep { wake.signal() }
         if drain { drainAfterEnd() }
     }
 
@@ -374,11 +380,20 @@ final class SocketThread: @unchecked Sendable {
                 return false
             }
             if stop || terminated { break }
+            // A poll that may block is announced under the queue's lock: a job handed over since the round ran its
+            // jobs makes it a look instead, and one handed over from now on signals.
+            if timeout != 0, !jobs.withLock({ queue in
+                queue.sleeping = queue.jobs.isEmpty
+                return queue.sleeping
+            }) {
+                timeout = 0
+            }
             do {
                 try poller.wait(timeoutMilliseconds: timeout)
             } catch {
                 break
             }
+            if timeout != 0 { jobs.withLock { $0.sleeping = false } }  // awake: what is handed over waits for the round
             polled = true
         }
         ownership.withLock { _ in
