@@ -23,14 +23,8 @@ libc=$(ldconfig -p | awk '/libc\.so\.6 .*x86-64/ { print $NF; exit }')
 perf probe -q -x "$libc" --add malloc 2> /dev/null || perf probe -l 2>/dev/null | grep -q 'probe_libc:malloc ' \
   || { echo "could not add a uprobe on $libc malloc (root is needed)" >&2; exit 1; }
 
-folder=$(mktemp -d)
-host=""
-trap '[ -n "$host" ] && kill "$host" 2> /dev/null; rm -rf "$folder"' EXIT
-"$bin/zerobridge" serve --conformance --endpoint 'tcp://127.0.0.1:*' --max-in-flight 20000 \
-  --connection-file "$folder/connection.json" "${options[@]}" > "$folder/ready" 2> /dev/null &
-host=$!
-for _ in $(seq 100); do [ -s "$folder/ready" ] && break; sleep 0.1; done
-[ -s "$folder/ready" ] || { echo "the host did not start" >&2; exit 1; }
+source "$(dirname "$0")/host.sh"
+start_host "${options[@]}"
 
 perf stat -e probe_libc:malloc -p "$host" -o "$folder/host.stat" &
 counter=$!

@@ -19,14 +19,9 @@ case $mode in
 esac
 command -v perf > /dev/null || { echo "perf is missing: apt-get install linux-perf" >&2; exit 1; }
 
-folder=$(mktemp -d)
-host=""
-trap '[ -n "$host" ] && kill "$host" 2> /dev/null; [ -n "${KEEP_PERF_DATA:-}" ] && cp "$folder/perf.data" "$KEEP_PERF_DATA"; rm -rf "$folder"' EXIT
-"$bin/zerobridge" serve --conformance --endpoint 'tcp://127.0.0.1:*' --max-in-flight 20000 \
-  --connection-file "$folder/connection.json" "${options[@]}" > "$folder/ready" 2> /dev/null &
-host=$!
-for _ in $(seq 100); do [ -s "$folder/ready" ] && break; sleep 0.1; done
-[ -s "$folder/ready" ] || { echo "the host did not start" >&2; exit 1; }
+before_cleanup() { if [ -n "${KEEP_PERF_DATA:-}" ]; then cp "$folder/perf.data" "$KEEP_PERF_DATA"; fi; }
+source "$(dirname "$0")/host.sh"
+start_host "${options[@]}"
 
 "$bin/zerobridge-bench" peer --endpoint "$folder/connection.json" --window 64 --seconds 1 > /dev/null  # warm up
 ticks() { awk '{ sub(/.*\) /, ""); print $12 + $13 }' "/proc/$host/stat"; }
