@@ -43,7 +43,11 @@ private final class FloorThread: @unchecked Sendable {
 
     func start() {
         Thread.detachNewThread { [self] in
-            do { try loop() } catch { fatalError("await-floor: \(error)") }
+            do { try loop() } catch {
+                // The calls would wait for ever: the run ends here, as the other subcommands end on an error.
+                FileHandle.standardError.write(Data("zerobridge-bench: await-floor: \(error)\n".utf8))
+                exit(1)
+            }
         }
     }
 
