@@ -170,6 +170,22 @@ struct SignatureTests {
         }
     }
 
+    @Test("a batched message with the most frames a message may have is read whole, its parts off the stack; one more is refused")
+    func batchedMessageWithMostFrames() throws {
+        for frameCount in [64, 65, WebSocketFraming.maxFrames, WebSocketFraming.maxFrames + 1] {
+            let frames = [[UInt8]](repeating: [7], count: frameCount - 1)  // frame 0, the batch's, is empty
+            var frame1: [UInt8] = []
+            WebSocketFraming.appendBatchEntry(frames, to: &frame1)
+            let entries = try Self.readSignedBatch(frame1).get()
+            #expect(entries.count == 1)
+            if frameCount <= WebSocketFraming.maxFrames {
+                #expect(try entries[0].get() == [[]] + frames, "\(frameCount) frames")
+            } else {
+                #expect(throws: WebSocketFraming.Refusal.self, "\(frameCount) frames") { try entries[0].get() }
+            }
+        }
+    }
+
     @Test("every batch case of the fixture: what a receiver reads from a batch's frame 1, and what a sender writes (SPEC 3.3)")
     func batchCases() {
         for item in Self.fixture["batches"]!.arrayValue! {

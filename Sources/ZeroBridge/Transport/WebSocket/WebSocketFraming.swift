@@ -123,7 +123,7 @@ enum WebSocketFraming {
             let message = UnsafeRawBufferPointer(rebasing: frame1[entry])
             var count = 0
             if let refusal = split(message, { _ in count += 1 }) { return take(.failure(refusal)) }
-            return withUnsafeTemporaryAllocation(of: UnsafeRawBufferPointer.self, capacity: count) { parts in
+            func read(into parts: UnsafeMutableBufferPointer<UnsafeRawBufferPointer>) -> Bool {
                 var filled = 0
                 _ = split(message) { part in
                     parts.initializeElement(at: filled, to: part)  // a trivial type: nothing to deinitialize
@@ -134,9 +134,19 @@ enum WebSocketFraming {
                 }
                 return take(.success(UnsafeBufferPointer(parts)))
             }
+            // The usual message's few parts on the stack; a hostile one's thousands (up to `maxFrames`, 16 bytes
+            // each) on the heap, not on the socket thread's stack.
+            if count <= partsOnStack {
+                return withUnsafeTemporaryAllocation(of: UnsafeRawBufferPointer.self, capacity: count, read)
+            }
+            var parts = [UnsafeRawBufferPointer](repeating: UnsafeRawBufferPointer(start: nil, count: 0), count: count)
+            return parts.withUnsafeMutableBufferPointer { read(into: $0) }
         }
         return nil
     }
+
+    /// The most parts of a batched message read on the stack.
+    private static let partsOnStack = 64
 
     /// Appends one message to a keyed ZeroMQ batch's frame 1 (SPEC 3.3): behind its length, its frames with frame 0
     /// empty (the batch's signature covers it).
