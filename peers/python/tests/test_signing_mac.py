@@ -58,6 +58,45 @@ def test_a_channel_signs_and_checks_with_the_same_mac() -> None:
     assert channel.refusal(b"m.2.%s" % reference(key, signing.P2H, "ab" * 16, 2, answer), answer) == "wrong signature"
 
 
+def test_the_paths_every_message_takes_sign_and_check_as_the_rules_do() -> None:
+    """sign_in_place (frame 0 of the whole message replaced) and accepts_next (the next counter, frame 0 compared
+    whole) against the reference MAC; what accepts_next leaves, refusal decides by the rules."""
+    key, nonce = bytes(range(32)), "cd" * 16
+    channel = signing.PeerChannel(key, nonce=nonce)
+    request = [b"", b'{"v":1,"type":"request","id":"1","action":"echo","payload":null}']
+    assert not channel.sign_in_place(request, lambda: 1)  # nothing but a hello opens the channel
+    assert request[0] == b""
+    hello = [b"", b'{"v":1,"type":"hello","peer":"p"}']
+    assert channel.sign_in_place(hello, lambda: 1_700_000_000_000)
+    assert hello[0] == b"h.%s.%d.%s" % (nonce.encode(), 1_700_000_000_000,
+                                        reference(key, signing.HELLO, nonce, 1_700_000_000_000, hello[1:]))
+    for counter, frames in ((1, [b"", b"{}"]), (2, [b"", b"a", b"b" * 20_000])):
+        assert channel.sign_in_place(frames, lambda: 0)
+        assert frames[0] == b"m.%d.%s" % (counter, reference(key, signing.P2H, nonce, counter, frames[1:]))
+
+    def answer(counter: int, body: bytes, form: bytes = b"m", kind: str = signing.H2P) -> list[bytes]:
+        return [b"%b.%d.%s" % (form, counter, reference(key, kind, nonce, counter, [body])), body]
+
+    assert channel.accepts_next(answer(1, b"one"))
+    assert not channel.accepts_next(answer(1, b"one"))  # replayed
+    assert channel.refusal(*split(answer(1, b"one"))) is not None
+    gap = answer(3, b"three")  # the host skipped a counter: not the next one, accepted by the rules
+    assert not channel.accepts_next(gap)
+    assert channel.refusal(*split(gap)) is None
+    batch = answer(4, b"batch", b"b", signing.H2P_BATCH)
+    assert not channel.accepts_next(batch)
+    assert channel.refusal(*split(batch)) is None
+    forged = answer(5, b"five")
+    forged[1] = b"FIVE"
+    assert not channel.accepts_next(forged)
+    assert channel.refusal(*split(forged)) == "wrong signature"
+    assert not channel.accepts_next([answer(5, b"")[0]])  # frame 0 alone
+
+
+def split(message: list[bytes]) -> tuple[bytes, list[bytes]]:
+    return message[0], message[1:]
+
+
 def strict_refusal(received: int, frame0: bytes, mac_of: Callable[[bytes, int], bytes]) -> str | None:
     """The verdict by the strict pattern alone, as PeerChannel.refusal said it before it took a well-formed frame 0
     apart by hand: the reference for the fast path. `mac_of(form, counter)`: the MAC of a message (form `m`) or a

@@ -19,7 +19,7 @@ import hashlib
 import hmac
 import re
 import secrets
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 HELLO, P2H, H2P = "hello", "p2h", "h2p"
@@ -67,14 +67,17 @@ class _ChannelMAC:
         self._inner.update(f"zerobridge-1\n{kind}\n{channel}\n".encode())
         self._outer = hashlib.sha256(bytes(byte ^ 0x5C for byte in block))
 
-    def hexdigest(self, stamp: int, frames: Sequence[bytes]) -> bytes:
-        """The MAC of a message's frames 1..n at ``stamp``, as 64 lowercase hex digits."""
+    def hexdigest(self, stamp: int, frames: Sequence[bytes], first: int = 0) -> bytes:
+        """The MAC of a message's frames 1..n at ``stamp``, as 64 lowercase hex digits: ``frames[first:]``, read in
+        place (a whole message with its frame 0 is passed with ``first`` 1, not sliced)."""
         inner = self._inner.copy()
-        if len(frames) == 1 and len(frames[0]) <= _ONE_PIECE:
-            inner.update(b"%d\n%b%b" % (stamp, len(frames[0]).to_bytes(8, "big"), frames[0]))
+        if len(frames) == first + 1 and len(frames[first]) <= _ONE_PIECE:
+            frame = frames[first]
+            inner.update(b"%d\n%b%b" % (stamp, len(frame).to_bytes(8, "big"), frame))
         else:
             inner.update(b"%d\n" % stamp)
-            for frame in frames:
+            for index in range(first, len(frames)):
+                frame = frames[index]
                 inner.update(len(frame).to_bytes(8, "big"))
                 inner.update(frame)
         outer = self._outer.copy()
@@ -159,6 +162,20 @@ class PeerChannel:
         self._sent += 1
         return b"m.%d.%s" % (self._sent, self._sending.hexdigest(self._sent, frames))
 
+    def sign_in_place(self, message: list[bytes], now_ms: Callable[[], int]) -> bool:
+        """Put the signature in frame 0 of ``message`` (a whole message as it goes to the socket), as :meth:`sign`
+        makes it; False, and ``message`` untouched, for anything but a hello before the opening. ``now_ms`` is read for
+        the opening only. Every message sent takes this path, so the usual case makes no slice and no second list."""
+        if self._opened:
+            counter = self._sent = self._sent + 1
+            message[0] = b"m.%d.%b" % (counter, self._sending.hexdigest(counter, message, 1))
+            return True
+        signature = self.sign(message[1:], now_ms())
+        if signature is None:
+            return False
+        message[0] = signature
+        return True
+
     def sign_batch(self, batch: bytes) -> bytes:
         """Frame 0 for a batch (its one frame ``batch``), after the opening: the opening hello is never in one."""
         if not self._opened:
@@ -171,6 +188,19 @@ class PeerChannel:
         gaps), so nothing else is undone."""
         if self._sent == 0:
             self._opened = False
+
+    def accepts_next(self, message: list[bytes]) -> bool:
+        """Whether ``message`` (a whole message from the host) is the next one, ``m.<received + 1>.<mac>``: its frame 0
+        compared whole with the one expected (and its counter recorded). The host's counters go up by one but for a
+        message it signed and could not send, so this is every message but a batch: those, gaps and anything refused
+        go to :meth:`refusal`, which reads frame 0 by the rules."""
+        if len(message) < 2 or message[0][:2] != b"m.":
+            return False
+        counter = self._received + 1
+        if hmac.compare_digest(message[0], b"m.%d.%b" % (counter, self._receiving.hexdigest(counter, message, 1))):
+            self._received = counter
+            return True
+        return False
 
     def refusal(self, frame0: bytes, frames: Sequence[bytes]) -> str | None:
         """Why a message (or a batch: frame 0 ``b.``) from the host is refused, or None when it is accepted (and its
