@@ -1,18 +1,27 @@
 """The client a user would hand-write with pyzmq: a DEALER sending JSON requests and reading responses.
 
-    python bench/py_raw_client.py ENDPOINT --window 1|N [--seconds S] [--max N]
+    python bench/py_raw_client.py ENDPOINT|CONNECTION_FILE --window 1|N [--seconds S] [--max N]
 
 It drives the pyzmq baseline server and the ZeroBridge host alike (an anonymous ZeroBridge session:
 no hello, as the protocol allows), so the two servers are compared with the same client.
 Window 1 measures sequential round trips; a larger window keeps that many requests in flight.
+
+Given a host's connection file with a key, it says hello and signs and checks every message (SPEC 3.1) with the
+Python peer's `signing` module, and nothing more: the floor of what keyed costs a Python client
+(`bench/profile/python_keyed_floor.py` sets it beside the peer's).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import time
+from pathlib import Path
 
 import zmq
+from zerobridge import signing
+from zerobridge.peer import read_connection_file
 
 from common import PAYLOAD, WARMUP_CALLS, emit, measure_echo
 
@@ -26,21 +35,36 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=WARMUP_CALLS)
     args = parser.parse_args()
 
+    info = read_connection_file(args.endpoint) if Path(args.endpoint).is_file() else None
     socket = zmq.Context().socket(zmq.DEALER)
     socket.setsockopt(zmq.SNDHWM, 0)
     socket.setsockopt(zmq.RCVHWM, 0)
     socket.setsockopt(zmq.LINGER, 0)
-    socket.connect(args.endpoint)
+    socket.connect(info.endpoint if info else args.endpoint)
+    channel = signing.PeerChannel(info.key) if info and info.key else None
     counter = 0
+
+    def put(body: bytes) -> None:
+        socket.send_multipart([channel.sign([body], int(time.time() * 1000)) or b"" if channel else b"", body])
+
+    def take() -> dict:
+        frames = socket.recv_multipart()
+        if channel is not None and (why := channel.refusal(frames[0], frames[1:])) is not None:
+            raise SystemExit(f"a message from the host refused: {why}")
+        return json.loads(frames[1])
+
+    if channel is not None:  # a keyed connection opens with a signed hello (compact: how a hello's body starts)
+        put(json.dumps({"v": 1, "type": "hello", "peer": f"raw-{os.getpid()}"}, separators=(",", ":")).encode())
+        if (welcome := take()).get("type") != "welcome":
+            raise SystemExit(f"no welcome: {welcome}")
 
     def send() -> None:
         nonlocal counter
         counter += 1
-        request = {"v": 1, "type": "request", "id": str(counter), "action": "echo", "payload": PAYLOAD}
-        socket.send_multipart([b"", json.dumps(request).encode()])
+        put(json.dumps({"v": 1, "type": "request", "id": str(counter), "action": "echo", "payload": PAYLOAD}).encode())
 
     def receive() -> None:
-        response = json.loads(socket.recv_multipart()[1])
+        response = take()
         if response.get("ok") is not True or response.get("result") != PAYLOAD:
             raise SystemExit(f"unexpected response: {response}")
 
