@@ -66,11 +66,14 @@ def keyed(socket: zmq.Socket, channel: signing.PeerChannel) -> tuple[Callable[[]
     """The same send and receive on a keyed connection, opened with a signed hello (compact JSON: how a hello's body
     starts). The plain ones above stay as they were: the pyzmq pair's rows compare against them."""
     def put(body: bytes) -> None:
-        socket.send_multipart([channel.sign([body], int(time.time() * 1000)) or b"", body])
+        if (signature := channel.sign([body], int(time.time() * 1000))) is None:
+            raise SystemExit("a keyed connection opens with hello")  # not reached: the hello below goes first
+        socket.send_multipart([signature, body])
 
     def take() -> dict:
         frames = socket.recv_multipart()
-        if (why := channel.refusal(frames[0], frames[1:])) is not None:
+        why = channel.refusal(frames[0], frames[1:]) if len(frames) >= 2 else "fewer than 2 frames"
+        if why is not None:
             raise SystemExit(f"a message from the host refused: {why}")
         return json.loads(frames[1])
 

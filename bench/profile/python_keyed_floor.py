@@ -51,7 +51,8 @@ def main() -> None:
                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
                 hosts[mode] = (host, file)
                 assert host.stdout is not None
-                host.stdout.readline()  # the host prints its endpoint once it is bound
+                if not host.stdout.readline():  # the host prints its endpoint once it is bound
+                    raise SystemExit(f"the {mode} host did not start (exit status {host.wait()})")
             for _ in range(args.turns):
                 for client, script in CLIENTS.items():
                     for mode, (_, file) in hosts.items():
