@@ -72,8 +72,12 @@ test-python:
 test-websocket:
 	$(PYTEST) tests/websocket
 
+# Node's tests (and the hosts and peers they start) make their files and ipc sockets under a scratch TMPDIR that is
+# removed when the run ends, pass or fail, so runs leave nothing behind in /tmp.
+SCRATCH_TMP = scratch=$$(mktemp -d "$${TMPDIR:-/tmp}/zb-test.XXXXXX") && trap 'rm -rf "$$scratch"' EXIT && TMPDIR=$$scratch
+
 test-node:
-	node --test peers/node/test/
+	$(SCRATCH_TMP) node --test peers/node/test/
 
 # The browser peer and the WebKit layer in headless Chromium (Playwright) against the real host over WebSockets.
 test-browser:
@@ -83,7 +87,7 @@ test-browser:
 # and the clients `zerobridge types` generates, type-checked (mypy --strict) and run against a live host.
 test-examples:
 	$(PYTEST) examples/tests
-	node --test examples/etl-peer/test/ examples/tests-node/
+	$(SCRATCH_TMP) node --test examples/etl-peer/test/ examples/tests-node/
 
 # The install story as a user follows it (README, Install), outside the repository: the wheel and the npm tarball
 # installed into scratch Python and Node projects, and a Swift package depending on this checkout by path, each

@@ -67,8 +67,9 @@ class Capture:
         return self.path.read_bytes()
 
 
-def serve(namespace: str, endpoint: str, *options: str) -> tuple[subprocess.Popen[str], Path]:
-    log = Path(os.environ.get("TMPDIR", "/tmp")) / f"zb-ns-host-{secrets.token_hex(4)}.log"
+def serve(folder: Path, namespace: str, endpoint: str, *options: str) -> tuple[subprocess.Popen[str], Path]:
+    # The log goes into the test's own folder, which pytest removes, so runs leave nothing in /tmp.
+    log = folder / f"host-{secrets.token_hex(4)}.log"
     host = subprocess.Popen(["ip", "netns", "exec", namespace, ZEROBRIDGE_BIN, "serve", "--conformance",
                              "--endpoint", endpoint, "--log-level", "warning", *options],
                             stdout=subprocess.PIPE, stderr=log.open("w"), text=True)
@@ -110,7 +111,7 @@ def test_curve_between_namespaces_hides_payloads_and_refuses_unlisted_keys(
     canary = "PLAINTEXT-CANARY-" + secrets.token_hex(6)
 
     # Control: the same capture of a plaintext host shows the payloads, so a capture without them means something.
-    plain, plain_log = serve(host_ns, f"tcp://{subnet}.1:5556")
+    plain, plain_log = serve(folder, host_ns, f"tcp://{subnet}.1:5556")
     try:
         capture = Capture(peer_ns, device, 5556, folder / "plain.pcap")
         assert run_peer(peer_ns, f"tcp://{subnet}.1:5556", canary, None, 20).startswith("ok")
@@ -119,7 +120,7 @@ def test_curve_between_namespaces_hides_payloads_and_refuses_unlisted_keys(
         stop(plain)
     assert "listening off loopback without CURVE" in plain_log.read_text(), "a plaintext host off loopback warns"
 
-    host, log = serve(host_ns, f"tcp://{subnet}.1:5555", "--curve-secret-key-file", str(folder / "host.key"),
+    host, log = serve(folder, host_ns, f"tcp://{subnet}.1:5555", "--curve-secret-key-file", str(folder / "host.key"),
                       "--allow-peer-keys", str(folder / "peers.txt"), "--connection-file", str(folder / "host.json"),
                       "--no-key")
     try:
