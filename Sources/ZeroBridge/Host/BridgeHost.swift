@@ -749,8 +749,10 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
         sessionsByID[id] = session
         telemetry.sessionOpened(transport: session.transport)
         // The socket says the peer is not there: its connection closed (SPEC 7.6).
-        session.link.outbox.onUnreachable = { [weak self, weak session] in
-            guard let self, let session, sessions[session.routingID] === session else { return }
+        // Found again by its id, not held weakly: a weak reference would give the session a side table, which makes
+        // every retain of it (one per message) take the runtime's slow path.
+        session.link.outbox.onUnreachable = { [weak self] in
+            guard let self, let session = sessionsByID[id], sessions[session.routingID] === session else { return }
             connectionClosed(session.routingID)
         }
         return session
