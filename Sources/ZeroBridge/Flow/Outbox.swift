@@ -27,9 +27,13 @@ final class Outbox: @unchecked Sendable {
     var retryAt: ContinuousClock.Instant? {
         didSet {
             guard (retryAt == nil) != (oldValue == nil) else { return }
+            isRefused = retryAt != nil
             blockedSince.store(retryAt == nil ? 0 : Self.nanoseconds(.now), ordering: .relaxed)
         }
     }
+    /// `retryAt != nil`, kept as a flag: ``isCongested`` is asked once per call sent, and reading the optional
+    /// instant copied it out each time.
+    private var isRefused = false
     /// Runs on the thread each time libzmq refuses again: handlers waiting for room look again.
     var onRefused: (() -> Void)?
     var backoff: Duration = .milliseconds(1)
@@ -65,7 +69,7 @@ final class Outbox: @unchecked Sendable {
     var queuedBytes: Int { queued.load(ordering: .relaxed) }
 
     /// The transport refuses more, or too much is queued: progress and new calls wait (SPEC 7.13). On the thread.
-    var isCongested: Bool { retryAt != nil || queuedBytes > Self.maxQueuedBytes }
+    var isCongested: Bool { isRefused || queuedBytes > Self.maxQueuedBytes }
 
     /// The other side has taken nothing for ``stallBeforeCoalescing``, or too much is queued: progress is coalesced
     /// instead of waited for. Readable from any thread (a handler offering progress).

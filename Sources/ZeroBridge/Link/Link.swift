@@ -76,8 +76,8 @@ final class Link: @unchecked Sendable {
     private var heardSinceLook = false
     private var sentSinceLook = false
     private var lastPing: ContinuousClock.Instant?
-    /// This link, referred to weakly by its timers: one box for the link, where `[weak self]` in each timer's action
-    /// allocated one per call and per request.
+    /// This link, referred to weakly by its timers: one box for the link, which each deadline names with its key,
+    /// where a `[weak self]` closure per deadline allocated one per call and per request.
     private let weakly = WeakLink()
 
     init(thread: SocketThread, handlers: HandlerTable, limits: Limits, logger: Logger, telemetry: Telemetry,
@@ -175,14 +175,14 @@ final class Link: @unchecked Sendable {
             continuation.resume(throwing: closedWith)
             return
         }
-        let timer = thread.timers.schedule(at: call.deadline) { [weakly] in weakly.link?.expireCall(id: id) }
+        let timer = thread.timers.schedule(at: call.deadline, telling: weakly, key: id)
         calls[id] = OutgoingCall(continuation: continuation, onProgress: call.onProgress, timer: timer)
         // Into a congested outbox a call waits for room, up to its deadline (SPEC 7.13); one that ends before it
         // is sent is never sent.
         if outbox.isCongested { heldCalls.append((id, body)) } else { send(body) }
     }
 
-    private func expireCall(id: String) {
+    fileprivate func expireCall(id: String) {
         // Ids are unique per link, so a call still under this id is the one this timer was set for.
         guard let call = calls.removeValue(forKey: id) else { return }
         call.continuation.resume(throwing: BridgeError(.timeout, "no response within the call's timeout"))
@@ -322,7 +322,7 @@ final class Link: @unchecked Sendable {
         if let deadline, inline == nil {  // an inline handler ends before any timer could fire
             // Captures the id only: capturing `request` kept its payload alive until the deadline.
             let id = request.id
-            entry.timer = thread.timers.schedule(at: deadline) { [weakly] in weakly.link?.expireRequest(id, token: token) }
+            entry.timer = thread.timers.schedule(at: deadline, telling: weakly, key: id, token: token)
         }
         var made = BridgeRequest(id: request.id, action: request.action, deadline: deadline,
                                  wantsProgress: request.wantsProgress, peer: remote,
@@ -430,7 +430,7 @@ final class Link: @unchecked Sendable {
     }
 
     /// The request's time limit has passed; its timer has run, so there is none left to cancel.
-    private func expireRequest(_ id: String, token: UInt64) {
+    fileprivate func expireRequest(_ id: String, token: UInt64) {
         guard let entry = requests[id], entry.token == token else { return }
         entry.timer = nil
         end(id, BridgeError(.timeout, "the handler did not finish within the request's time limit"))
@@ -672,9 +672,13 @@ final class Link: @unchecked Sendable {
     }
 }
 
-/// A link, held weakly (``Link``'s timers).
-private final class WeakLink: @unchecked Sendable {
+/// A link, held weakly (``Link``'s timers): a call's deadline is set under its id, a request's under its id and token.
+private final class WeakLink: DeadlineTarget, @unchecked Sendable {
     weak var link: Link?
+
+    func deadlinePassed(_ key: String, token: UInt64?) {
+        if let token { link?.expireRequest(key, token: token) } else { link?.expireCall(id: key) }
+    }
 }
 
 /// A call on its way to the link's thread, handed over as the thread's job (one object per call, where a closure and

@@ -1,3 +1,10 @@
+/// An object told when a deadline it set passes, with the key it set it under: a link sets one per call and per
+/// request, and a closure capturing the link and the key was an allocation each (issue 26).
+protocol DeadlineTarget: AnyObject {
+    /// `token` tells deadlines under the same key apart (a request's), or is nil (a call's).
+    func deadlinePassed(_ key: String, token: UInt64?)
+}
+
 /// Deadlines on a socket thread: the poll waits until the nearest one, so timeouts need no timer thread.
 ///
 /// Confined to its thread. A timer whose work ended early is cancelled: its action is let go at once and its
@@ -13,7 +20,19 @@ final class Timers: @unchecked Sendable {
     /// Where a timer's action waits; `order` tells which heap entry owns it.
     private struct Slot {
         var order: UInt64
-        var action: (() -> Void)?
+        var action: Action?
+    }
+
+    private enum Action {
+        case run(() -> Void)
+        case tell(any DeadlineTarget, key: String, token: UInt64?)
+
+        func callAsFunction() {
+            switch self {
+            case .run(let run): run()
+            case .tell(let target, let key, let token): target.deadlinePassed(key, token: token)
+            }
+        }
     }
 
     private var heap = DeadlineHeap()
@@ -33,6 +52,16 @@ final class Timers: @unchecked Sendable {
 
     @discardableResult
     func schedule(at deadline: ContinuousClock.Instant, _ action: @escaping () -> Void) -> ID {
+        schedule(at: deadline, .run(action))
+    }
+
+    /// Tells `target` when `deadline` passes, unless cancelled first; holds `target` until then.
+    func schedule(at deadline: ContinuousClock.Instant, telling target: any DeadlineTarget, key: String,
+                  token: UInt64? = nil) -> ID {
+        schedule(at: deadline, .tell(target, key: key, token: token))
+    }
+
+    private func schedule(at deadline: ContinuousClock.Instant, _ action: Action) -> ID {
         counter += 1
         let slot: Int
         if let free = freeSlots.popLast() {
