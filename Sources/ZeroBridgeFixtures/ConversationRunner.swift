@@ -189,7 +189,7 @@ final class ConversationExecution {
 
     /// Binds the ROUTER on a loopback port and starts the peer under test pointed at it.
     private func startPeer(_ command: [String]) throws(StepFailure) {
-        guard let program = command.first else { throw StepFailure(summary: "no peer command to start") }
+        guard !command.isEmpty else { throw StepFailure(summary: "no peer command to start") }
         let endpoint: String
         do throws(ZMQError) {
             let context = try Context()

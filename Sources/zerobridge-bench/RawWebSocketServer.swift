@@ -49,8 +49,9 @@ private final class EchoHandler: ChannelInboundHandler {
         case .ping:
             context.write(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .pong, data: frame.unmaskedData)), promise: nil)
         case .connectionClose:
+            let channel = context.channel  // Sendable, unlike the context the completion would otherwise capture
             context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .connectionClose, data: frame.unmaskedData)))
-                .whenComplete { _ in context.close(promise: nil) }
+                .whenComplete { _ in channel.close(promise: nil) }
         default:
             break
         }

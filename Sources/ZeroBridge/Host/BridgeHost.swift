@@ -879,7 +879,7 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
         if sessionsEndedSinceTrim, now - lastTrim >= .seconds(1) {
             sessionsEndedSinceTrim = false
             lastTrim = now
-            Self.trimHeap?(0)
+            _ = Self.trimHeap?(0)  // malloc_trim says only whether it gave memory back
         }
         return now + max(shortest / 4, .milliseconds(10))
     }
