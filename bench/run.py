@@ -782,11 +782,15 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
         cost = results["import_service"].get("journal_cost")
         check("import service: files/s lost to the job journal", cost, "< 0.15", cost is not None and cost < 0.15)
     if "browser" in results:
-        for window, goal in ((1, 0.5), (64, 1 / 3)):
-            value = results["browser"].get("ratios", {}).get(f"browser_over_node_w{window}")
+        # Judged on the rates, not on their ratio rounded to 3 places: a third is not one, so 0.33336 rounded to
+        # 0.333 was missed against 1/3 while shown as met against "0.33". Shown to 4 places, the goal as written.
+        browser = results["browser"]
+        for window, goal, written in ((1, 0.5, "0.5"), (64, 1 / 3, "1/3")):
+            page, node = rate(browser.get(f"browser_w{window}")), rate(browser.get(f"node_w{window}"))
+            value = page / node if page is not None and node else None
             label = "sequential" if window == 1 else f"{window} in flight"
-            check(f"tcp/ws, keyed: Chromium page peer / Node peer, {label} req/s", value, f">= {goal:.2f}",
-                  value is not None and value >= goal)
+            check(f"tcp/ws, keyed: Chromium page peer / Node peer, {label} req/s", value and round(value, 4),
+                  f">= {written}", value is not None and value >= goal)
     if "memory" in results:
         inflight = results["memory"].get("inflight_10000", {})
         value = inflight.get("loaded_rss_mb")
