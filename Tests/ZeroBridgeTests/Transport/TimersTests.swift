@@ -42,4 +42,31 @@ struct TimersTests {
         timers.fire(until: start + .seconds(3))
         #expect(late == 1)
     }
+
+    @Test("a deadline set for a target tells it its key and token once, in order with closures; cancelled, it tells nothing and lets the target go")
+    func targets() {
+        final class Target: DeadlineTarget {
+            var told: [String] = []
+            func deadlinePassed(_ key: String, token: UInt64?) { told.append(token.map { "\(key)#\($0)" } ?? key) }
+        }
+        let timers = Timers()
+        let start = ContinuousClock.now
+        let target = Target()
+        var order: [String] = []
+        _ = timers.schedule(at: start + .milliseconds(20), telling: target, key: "call-7")
+        _ = timers.schedule(at: start + .milliseconds(10), telling: target, key: "request-3", token: 42)
+        _ = timers.schedule(at: start + .milliseconds(15)) { order.append("closure at \(target.told.count)") }
+        weak var dropped: Target?
+        do {
+            let transient = Target()
+            dropped = transient
+            let id = timers.schedule(at: start + .milliseconds(5), telling: transient, key: "cancelled")
+            timers.cancel(id)
+        }
+        #expect(dropped == nil, "a cancelled deadline holds its target no longer")
+        timers.fire(until: start + .seconds(1))
+        #expect(target.told == ["request-3#42", "call-7"])
+        #expect(order == ["closure at 1"])
+        #expect(timers.count == 0)
+    }
 }
