@@ -51,6 +51,8 @@ final class Link: @unchecked Sendable {
     var remote: RemotePeer?
 
     private let counter = Atomic<UInt64>(0)
+    /// Calls whose callers wait, counted by the callers (any thread).
+    private let callsInFlight = Atomic<Int>(0)
     private let closedFlag = Atomic<Bool>(false)
 
     // Confined to the thread.
@@ -122,12 +124,17 @@ final class Link: @unchecked Sendable {
             .frames(refusing: payload, at: "payload", as: .invalidPayload)  // SPEC 7.14: before anything is sent
         let call = StartingCall(link: self, id: id, body: body, deadline: ContinuousClock.now + timeout,
                                 onProgress: onProgress)
+        let alone = callsInFlight.add(1, ordering: .relaxed).oldValue == 0
+        defer { callsInFlight.subtract(1, ordering: .relaxed) }
         return try await withTaskCancellationHandler {
             // Unchecked: every path resumes it once, after taking the call out of `calls` (or before putting it in),
             // on the thread; the checked kind cost an allocation and an atomic per call.
             try await withUnsafeThrowingContinuation { continuation in
                 call.continuation = continuation
-                thread.perform(call)
+                // The link's only call is sent from here when the thread waits in poll, which saves waking it. Calls
+                // made while others are in flight go to the thread, which sends them in bursts: sent one by one from
+                // their callers, each woke libzmq's I/O thread, a fifth fewer calls a second at 64 in flight.
+                if alone { thread.performHere(call) } else { thread.perform(call) }
             }
         } onCancel: {
             // Cancellation may be handed over before the start, or after the end; the call tells on the thread.

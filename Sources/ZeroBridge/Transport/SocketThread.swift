@@ -16,9 +16,12 @@ protocol SocketThreadWork: AnyObject, Sendable {
 /// however many jobs arrive before it wakes.
 ///
 /// "Confined to the thread" means run by whoever holds ``ownership``: the thread itself, except while it waits in
-/// poll. Then a WebSocket event loop may run its job in the thread's place (``performHere(_:)``), which saves the two
-/// hand-offs (to the thread and back to the event loop) that cost a WebSocket request most of its latency. Such a
-/// visitor never touches the socket: what it sends through the socket waits for the thread, which it wakes.
+/// poll. Then another thread may run its job in the thread's place (``performHere(_:)``): a WebSocket event loop,
+/// which saves the two hand-offs (to the thread and back to the event loop) that cost a WebSocket request most of its
+/// latency, or a task starting a call, which saves waking the thread to send it. A visitor sends through the socket
+/// as the thread would (libzmq lets a socket move between threads behind a full memory barrier, which `ownership`
+/// is), then asks libzmq whether the send took in messages the socket's descriptor will no longer announce, and
+/// wakes the thread if so.
 final class SocketThread: @unchecked Sendable {
     /// What the owner of the socket does on this thread.
     struct Owner {
@@ -171,19 +174,41 @@ final class SocketThread: @unchecked Sendable {
     /// and never at once with another. For WebSocket event loops: a message read there is handled there, and what its
     /// handler answers is written there, without a wake-up of the thread (SPEC 2.2 changes nothing: only who runs it).
     func performHere(_ job: @escaping @Sendable () -> Void) {
+        performHere(.closure(job))
+    }
+
+    /// Runs `work` as ``performHere(_:)`` runs a closure: a call started by an idle link's caller is sent from the
+    /// caller's thread, without a wake-up of the socket thread.
+    func performHere(_ work: any SocketThreadWork) {
+        performHere(.work(work))
+    }
+
+    private func performHere(_ job: Job) {
         let ran = ownership.withLockIfAvailable { _ -> Bool in
             guard takesVisitors, jobs.withLock({ $0.jobs.isEmpty }) else { return false }
+            let settled = !socketUnsettled
             visited = true
-            job()
+            job.run()
             visited = false
-            // Work the visit left for the thread sooner than its poll would end: sends through the socket, a timer.
-            if leftToSend || timers.nextDeadline.map({ $0 < waitingUntil }) == true || nextTick < waitingUntil {
+            // A send through the socket may have taken in the commands that announce messages, after which its
+            // descriptor does not wake the thread for them: ask, as the thread does before it waits.
+            var unread = false
+            if settled && socketUnsettled {
+                if let pending = try? socket.pendingEvents, !pending.contains(.readable) {
+                    socketUnsettled = false
+                } else {
+                    unread = true  // messages to read, or a socket gone: the thread finds out
+                }
+            }
+            // Work the visit left for the thread sooner than its poll would end: messages to read, sends that waited,
+            // a timer.
+            if unread || leftToSend || timers.nextDeadline.map({ $0 < waitingUntil }) == true || nextTick < waitingUntil {
                 leftToSend = false
                 wake.signal()
             }
             return true
         } ?? false
-        if !ran { perform(job) }
+        if !ran { hand(job) }
     }
 
     /// Runs the jobs handed over after the thread ended, and those they hand over in turn, until none is left.
@@ -217,9 +242,8 @@ final class SocketThread: @unchecked Sendable {
     /// (SPEC 3.3). Only on the thread.
     func send(_ frames: [[UInt8]], after envelope: [[UInt8]], via outbox: Outbox, awaitingSignature: Bool = false) {
         var message = OutboundMessage(envelope: envelope, frames: frames, awaitsSignature: awaitingSignature)
-        // A visitor sends to attached connections only; the socket is the thread's (its flush sends the rest). A
-        // round holds what goes through the socket for its burst.
-        let direct = !(visited || holdingSends) || attachedConnection(message) != nil
+        // A round holds what goes through the socket for its burst; a visitor (the thread waits in poll) sends now.
+        let direct = !holdingSends || attachedConnection(message) != nil
         if direct && outbox.messages.isEmpty && outbox.retryAt == nil {
             if awaitingSignature {
                 guard let signed = outbox.signedAlone(message) else { return }  // the channel is gone

@@ -10,6 +10,12 @@ final class VisitedThreadRig: @unchecked Sendable {
     let thread: SocketThread
     let dealer: Socket
     let outbox = Outbox()
+    /// Messages the thread read from the socket.
+    let arrived = Arrivals()
+
+    final class Arrivals: Sendable {
+        let count = Atomic<Int>(0)
+    }
 
     init() throws {
         context = try Context()
@@ -22,7 +28,7 @@ final class VisitedThreadRig: @unchecked Sendable {
         try dealer.connect(endpoint)
         thread = try SocketThread(socket: router)
         thread.start(name: "socket-thread-test", owner: .init(
-            received: { _ in },
+            received: { [arrived] _ in arrived.count.add(1, ordering: .relaxed) },
             tick: { now in now + .seconds(3600) },
             stopped: {}))
     }
@@ -75,6 +81,25 @@ struct SocketThreadTests {
         }
         let frames = try rig.dealer.receiveBytes()  // the receive timeout (20 s) bounds the wait
         #expect(frames == [Array("from a visitor".utf8)])
+        await rig.stop()
+    }
+
+    @Test("a message that arrives while a visitor sends through the socket is read, though the thread's poll would wait an hour")
+    func arrivalsDuringAVisitorsSendAreRead() async throws {
+        // A send takes in the commands that announce arrivals, after which the socket's descriptor stays quiet: the
+        // visitor asks libzmq and wakes the thread. Each round races an arrival against a visitor's send; one whose
+        // announcement the send took and no one heeded would wait for the hour.
+        let rig = try VisitedThreadRig()
+        let outbox = rig.outbox
+        for round in 1...300 {
+            _ = try rig.dealer.send([Array("to the thread \(round)".utf8)])
+            rig.thread.performHere { [thread = rig.thread] in
+                thread.send([Array("from a visitor".utf8)], after: [Array("dealer".utf8)], via: outbox)
+            }
+            let read = try await eventually(timeout: .seconds(10)) { rig.arrived.count.load(ordering: .relaxed) == round }
+            #expect(read, "round \(round): what arrived was not read")
+            if !read { break }
+        }
         await rig.stop()
     }
 
