@@ -193,16 +193,21 @@ final class Link: @unchecked Sendable {
 
     fileprivate func expireCall(id: String) {
         // Ids are unique per link, so a call still under this id is the one this timer was set for.
-        guard let call = calls.removeValue(forKey: id) else { return }
-        if calls.isEmpty { hasCalls.store(false, ordering: .relaxed) }
+        guard let call = takeCall(id) else { return }
         call.continuation.resume(throwing: BridgeError(.timeout, "no response within the call's timeout"))
+    }
+
+    /// Takes a call out of `calls`, telling callers (``hasCalls``) when none is left.
+    private func takeCall(_ id: String) -> OutgoingCall? {
+        guard let call = calls.removeValue(forKey: id) else { return nil }
+        if calls.isEmpty { hasCalls.store(false, ordering: .relaxed) }
+        return call
     }
 
     private func cancelCall(_ starting: StartingCall) {
         starting.isCancelled = true
         let id = starting.id
-        guard let call = calls.removeValue(forKey: id) else { return }  // not started yet, or already ended
-        if calls.isEmpty { hasCalls.store(false, ordering: .relaxed) }
+        guard let call = takeCall(id) else { return }  // not started yet, or already ended
         thread.timers.cancel(call.timer)
         send(.cancel(id: id))
         call.continuation.resume(throwing: BridgeError(.cancelled, "the call was cancelled"))
@@ -273,8 +278,7 @@ final class Link: @unchecked Sendable {
 
     private func receive(_ response: Message.Response) {
         // Responses to unknown or already-ended calls (late, after a timeout or cancel) are dropped.
-        guard let id = response.id, let call = calls.removeValue(forKey: id) else { return }
-        if calls.isEmpty { hasCalls.store(false, ordering: .relaxed) }
+        guard let id = response.id, let call = takeCall(id) else { return }
         thread.timers.cancel(call.timer)
         call.continuation.resume(with: response.outcome.mapError { $0 as Error })
     }
