@@ -78,3 +78,14 @@ package struct ProgressSink: Sendable {
         await link.sendJournaled(messages, id: id, token: token)
     }
 }
+
+extension BridgeRequest {
+    /// What a handler is given for `request`, received on a link. (In an extension: the memberwise initializer stays.)
+    init(_ request: Message.Request, deadline: ContinuousClock.Instant?, peer: RemotePeer?, sink: ProgressSink?) {
+        self.init(id: request.id, action: request.action, deadline: deadline, wantsProgress: request.wantsProgress,
+                  peer: peer, sink: sink)
+        idempotencyKey = request.idempotencyKey
+        traceparent = request.trace?.traceparent
+        tracestate = request.trace?.tracestate
+    }
+}

@@ -322,47 +322,39 @@ final class Link: @unchecked Sendable {
         case .unknown: return refuse(request.id, BridgeError(.unknownAction, "no handler for '\(request.action)'"))
         }
 
-        let token = counter.add(1, ordering: .relaxed).newValue
-        let progress = request.wantsProgress ? ProgressQueue(budget: progressBudget) : nil
-        // The action is the handler table's name (it was found there), so its metrics' label is bounded.
-        let entry = IncomingRequest(token: token, action: telemetry.requestStarted(request.action), progress: progress,
-                                    startedAt: telemetry.isRecording ? arrivedAt : nil)
-        requests[request.id] = entry
-        limits.hostWide?.running += 1
         // The earlier of the two limits the caller set (SPEC 7.3).
         var deadline = request.timeoutMs.map { arrivedAt + .milliseconds($0) }
         if let wallDeadline = request.deadline {
             let byDeadline = arrivedAt + .milliseconds(wallDeadline - wallNow)
             deadline = min(deadline ?? byDeadline, byDeadline)
         }
+        // The action is the handler table's name (it was found there), so its metrics' label is bounded.
+        let action = telemetry.requestStarted(request.action)
+        let startedAt = telemetry.isRecording ? arrivedAt : nil
+        if let inline, !request.wantsProgress {
+            // Answered before the next message is read, with no progress to send first: nothing can look it up by
+            // its id meanwhile (a cancel, a duplicate, a timer), so it is never entered in `requests`.
+            let context = BridgeRequest(request, deadline: deadline, peer: remote, sink: nil)
+            let outcome = answer(request, inline, context)
+            telemetry.requestEnded(action, failure: Self.code(of: outcome), startedAt: startedAt)
+            return send(Self.responseBody(request.id, outcome))
+        }
+        let token = counter.add(1, ordering: .relaxed).newValue
+        let progress = request.wantsProgress ? ProgressQueue(budget: progressBudget) : nil
+        let entry = IncomingRequest(token: token, action: action, progress: progress, startedAt: startedAt)
+        requests[request.id] = entry
+        limits.hostWide?.running += 1
         if let deadline, inline == nil {  // an inline handler ends before any timer could fire
             // Captures the id only: capturing `request` kept its payload alive until the deadline.
             let id = request.id
             entry.timer = thread.timers.schedule(at: deadline, telling: weakly, key: id, token: token)
         }
-        var made = BridgeRequest(id: request.id, action: request.action, deadline: deadline,
-                                 wantsProgress: request.wantsProgress, peer: remote,
-                                 sink: progress.map { ProgressSink(link: self, id: request.id, token: token, queue: $0) })
-        made.idempotencyKey = request.idempotencyKey
-        made.traceparent = request.trace?.traceparent
-        made.tracestate = request.trace?.tracestate
-        let context = made  // a constant for the closures below: a captured `var` costs a heap box per request
+        // A constant for the closures below: a captured `var` costs a heap box per request.
+        let context = BridgeRequest(request, deadline: deadline, peer: remote,
+                                    sink: progress.map { ProgressSink(link: self, id: request.id, token: token, queue: $0) })
         let payload = request.payload
         if let inline {
-            // On the thread as read: no task, no hand-off (handleInline); in its span all the same.
-            let outcome = withInlineHandlerSpan(request.action, ofKind: .server, received: request.trace,
-                                                tracer: tracer, following: tracedRequests) { span -> Result<JSONValue, BridgeError> in
-                logStarted(request, session: remote?.sessionID, to: logger)
-                let outcome: Result<JSONValue, BridgeError>
-                do {
-                    outcome = .success(try inline(payload, context))
-                } catch {
-                    outcome = .failure(failure(error, of: request, peer: remote?.name, session: remote?.sessionID,
-                                               reveals: revealsErrorDescriptions, loggingTo: logger))
-                }
-                if case .failure(let error) = outcome { span.recordFailure(error) }
-                return outcome
-            }
+            let outcome = answer(request, inline, context)
             return finish(request.id, token: token, body: Self.responseBody(request.id, outcome), failure: Self.code(of: outcome))
         }
         guard let handler else { return }
@@ -388,6 +380,25 @@ final class Link: @unchecked Sendable {
             let body = Self.responseBody(request.id, outcome)
             let failedWith = Self.code(of: outcome)
             thread.perform { [self] in finish(request.id, token: token, body: body, failure: failedWith) }
+        }
+    }
+
+    /// An inline handler's outcome: run on the thread as read, no task and no hand-off (handleInline), in its span
+    /// all the same.
+    private func answer(_ request: Message.Request, _ inline: HandlerTable.InlineHandler,
+                        _ context: BridgeRequest) -> Result<JSONValue, BridgeError> {
+        withInlineHandlerSpan(request.action, ofKind: .server, received: request.trace,
+                              tracer: tracer, following: tracedRequests) { span -> Result<JSONValue, BridgeError> in
+            logStarted(request, session: remote?.sessionID, to: logger)
+            let outcome: Result<JSONValue, BridgeError>
+            do {
+                outcome = .success(try inline(request.payload, context))
+            } catch {
+                outcome = .failure(failure(error, of: request, peer: remote?.name, session: remote?.sessionID,
+                                           reveals: revealsErrorDescriptions, loggingTo: logger))
+            }
+            if case .failure(let error) = outcome { span.recordFailure(error) }
+            return outcome
         }
     }
 
