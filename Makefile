@@ -4,6 +4,11 @@ SHELL := /bin/bash
 
 VENV      := .venv
 PY        := $(VENV)/bin/python
+# SwiftPM leaves a few empty TemporaryDirectory.* folders and its lock files in TMPDIR at every run: it is given its own
+# under .build, so builds leave nothing in /tmp. (`swift test` runs the tests under a scratch TMPDIR instead, below:
+# its tests inherit it, and an ipc path under a deep checkout could pass the 107 bytes a socket path may have.)
+SWIFTPM_TMP := $(CURDIR)/.build/swiftpm-tmp
+SWIFT     := mkdir -p '$(SWIFTPM_TMP)' && TMPDIR='$(SWIFTPM_TMP)' swift
 SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 SWIFT_BIN := .build/debug
 export ZEROBRIDGE_BIN := $(CURDIR)/$(SWIFT_BIN)/zerobridge
@@ -49,7 +54,7 @@ $(VENV)/.installed: peers/python/pyproject.toml Makefile
 
 # --- building -------------------------------------------------------------------------------
 build: deps-system
-	swift build --build-tests
+	$(SWIFT) build --build-tests
 
 # --- tests: every suite the repo has; any failure fails the target -------------------------
 test: deps build
@@ -57,7 +62,7 @@ test: deps build
 
 # Every suite has a time limit (3 minutes a test); this bounds the whole run too, so a hang fails instead of waiting.
 test-swift:
-	timeout 1500 swift test --skip-build
+	$(SCRATCH_TMP) timeout 1500 swift test --skip-build
 
 # A test that hangs past 300 s fails the run with every thread's stack, instead of hanging CI.
 PYTEST := $(PY) -m pytest -q --timeout 300 --timeout-method thread
@@ -103,7 +108,7 @@ test-install:
 # The Python docs' check (pdoc's warnings, a docstring for every public name) is peers/python/tests/test_api_docs.py.
 DOCC_TARGETS := ZeroBridge ZeroBridgeJobs ZeroBridgeSupervision
 DOCS := .build/docs
-DOCC := swift package --allow-writing-to-directory $(DOCS) generate-documentation --warnings-as-errors \
+DOCC := $(SWIFT) package --allow-writing-to-directory $(DOCS) generate-documentation --warnings-as-errors \
   --enable-inherited-docs --experimental-skip-synthesized-symbols --experimental-documentation-coverage \
   --transform-for-static-hosting
 
@@ -129,17 +134,17 @@ docs: deps
 # --- installing the CLI: a release build of zerobridge copied to $(PREFIX)/bin ---------------
 PREFIX ?= /usr/local
 install: deps-system
-	swift build -c release --product zerobridge
+	$(SWIFT) build -c release --product zerobridge
 	install -d "$(DESTDIR)$(PREFIX)/bin"
-	install -m 0755 "$$(swift build -c release --show-bin-path)/zerobridge" "$(DESTDIR)$(PREFIX)/bin/zerobridge"
+	install -m 0755 "$$($(SWIFT) build -c release --show-bin-path)/zerobridge" "$(DESTDIR)$(PREFIX)/bin/zerobridge"
 	@echo "installed $(DESTDIR)$(PREFIX)/bin/zerobridge"
 
 # --- the main job ---------------------------------------------------------------------------
 # Builds only what the demo runs, so a fresh clone gets there sooner than with the whole test build.
 demo: deps
 	@$(PY) -c 'import tqdm' 2>/dev/null || $(PY) -m pip install -q tqdm
-	swift build --product import-host
-	swift build --product zerobridge
+	$(SWIFT) build --product import-host
+	$(SWIFT) build --product zerobridge
 	$(PY) examples/demo.py
 
 # --- benchmarks (not part of test): bench/run.py (and bench/import_service.py: the job journal's cost); the wall time printed includes deps and the release build ---
@@ -150,18 +155,18 @@ bench:
 	$(MAKE) --no-print-directory deps && \
 	{ $(PY) -c 'import opentelemetry.proto' 2>/dev/null || $(PY) -m pip install -q opentelemetry-proto; } && \
 	{ $(PY) -c 'import grpc' 2>/dev/null || $(PY) -m pip install -q grpcio; } && \
-	swift build -c release --product zerobridge-bench && \
-	swift build -c release --product zerobridge && \
-	swift build -c release --product import-host && \
-	ln -sfn ../.. bench/otel/.zerobridge && swift build -c release --package-path bench/otel && \
-	swift build -c release --package-path bench/anchors && \
+	$(SWIFT) build -c release --product zerobridge-bench && \
+	$(SWIFT) build -c release --product zerobridge && \
+	$(SWIFT) build -c release --product import-host && \
+	ln -sfn ../.. bench/otel/.zerobridge && $(SWIFT) build -c release --package-path bench/otel && \
+	$(SWIFT) build -c release --package-path bench/anchors && \
 	$(PY) bench/run.py --started $$started
 
 # Hostile and unlucky clients against a release conformance host (bench/soak.py, about 5 minutes after the build):
 # its peak memory, and whether another peer was served within 1 s throughout; then `make fuzz` (4 fuzzers, FUZZ_SECONDS
 # each). Not part of test.
 soak: deps
-	swift build -c release --product zerobridge
+	$(SWIFT) build -c release --product zerobridge
 	$(PY) bench/soak.py
 	@$(MAKE) --no-print-directory fuzz
 
@@ -189,7 +194,7 @@ fuzz-corpus: deps $(FUZZ_BUILD)/swift-json $(FUZZ_BUILD)/swift-message
 
 # What signing and CURVE cost (bench/security.py): Python peer to the release host, plain, keyed, CURVE.
 bench-security: deps
-	swift build -c release --product zerobridge
+	$(SWIFT) build -c release --product zerobridge
 	$(PY) bench/security.py
 
 clean:

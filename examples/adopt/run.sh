@@ -12,6 +12,10 @@ export ZEROBRIDGE_BIN=${ZEROBRIDGE_BIN:-$root/.build/debug/zerobridge}
 version=$(cat "$root/VERSION")
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/zerobridge-adopt.XXXXXX")
 trap 'rm -rf "$scratch"' EXIT
+# What the tools below leave in TMPDIR (SwiftPM's TemporaryDirectory.* folders and lock files, npm's and pip's files)
+# goes with the scratch folder.
+mkdir "$scratch/tmp"
+export TMPDIR="$scratch/tmp"
 step() { printf '\n== %s (%s)\n' "$1" "$(date +%T)"; }
 
 step "packages: the wheel and the npm tarball"
