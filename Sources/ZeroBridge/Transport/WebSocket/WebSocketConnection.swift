@@ -193,8 +193,9 @@ final class WebSocketPeerHandler: ChannelDuplexHandler {
                 let given = code.getInteger(at: code.readerIndex, as: UInt16.self).map(Int.init)
                 seam.thread.performHere { seam.left(routingID, given) }
             }
+            let channel = context.channel  // Sendable, unlike the context: the closure may run after this call
             context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .connectionClose, data: code))).whenComplete { _ in
-                context.close(promise: nil)
+                channel.close(promise: nil)
             }
         default:
             break
