@@ -55,11 +55,16 @@ final class Link: @unchecked Sendable {
     /// written only when that changes, so that callers at 1,024 in flight read it without contending for it (a count
     /// each caller added to and took from cost about 3% there).
     private let hasCalls = Atomic<Bool>(false)
+    /// How many requests `requests` holds, for handlers' tasks ending on other threads: the response to the only one
+    /// is sent by its task when the thread waits in poll (no wake-up), the others' by the thread, in bursts.
+    private let requestCount = Atomic<Int>(0)
     private let closedFlag = Atomic<Bool>(false)
 
     // Confined to the thread.
     private var calls: [String: OutgoingCall] = [:]
-    private var requests: [String: IncomingRequest] = [:]
+    private var requests: [String: IncomingRequest] = [:] {
+        didSet { requestCount.store(requests.count, ordering: .relaxed) }  // no oldValue: changed in place
+    }
     /// Event handlers running, which count toward `maxInFlight` with the requests (SPEC 7.13).
     private var events: [UInt64: Task<Void, Never>] = [:]
     /// Calls made while the outbox was congested, sent when it drains (unless ended meanwhile).
@@ -335,7 +340,7 @@ final class Link: @unchecked Sendable {
             // Answered before the next message is read, with no progress to send first: nothing can look it up by
             // its id meanwhile (a cancel, a duplicate, a timer), so it is never entered in `requests`.
             let context = BridgeRequest(request, deadline: deadline, peer: remote, sink: nil)
-            let outcome = answer(request, inline, context)
+            let outcome = inlineOutcome(request, inline, context)
             telemetry.requestEnded(action, failure: Self.code(of: outcome), startedAt: startedAt)
             return send(Self.responseBody(request.id, outcome))
         }
@@ -354,7 +359,7 @@ final class Link: @unchecked Sendable {
                                     sink: progress.map { ProgressSink(link: self, id: request.id, token: token, queue: $0) })
         let payload = request.payload
         if let inline {
-            let outcome = answer(request, inline, context)
+            let outcome = inlineOutcome(request, inline, context)
             return finish(request.id, token: token, body: Self.responseBody(request.id, outcome), failure: Self.code(of: outcome))
         }
         guard let handler else { return }
@@ -379,14 +384,17 @@ final class Link: @unchecked Sendable {
             }
             let body = Self.responseBody(request.id, outcome)
             let failedWith = Self.code(of: outcome)
-            thread.perform { [self] in finish(request.id, token: token, body: body, failure: failedWith) }
+            let respond: @Sendable () -> Void = { [self] in finish(request.id, token: token, body: body, failure: failedWith) }
+            // Alone, it is sent from here when the thread waits in poll, which saves waking it (as a lone call is);
+            // among others, by the thread: sent one by one from their tasks, each would wake libzmq's I/O thread.
+            if requestCount.load(ordering: .relaxed) == 1 { thread.performHere(respond) } else { thread.perform(respond) }
         }
     }
 
     /// An inline handler's outcome: run on the thread as read, no task and no hand-off (handleInline), in its span
     /// all the same.
-    private func answer(_ request: Message.Request, _ inline: HandlerTable.InlineHandler,
-                        _ context: BridgeRequest) -> Result<JSONValue, BridgeError> {
+    private func inlineOutcome(_ request: Message.Request, _ inline: HandlerTable.InlineHandler,
+                               _ context: BridgeRequest) -> Result<JSONValue, BridgeError> {
         withInlineHandlerSpan(request.action, ofKind: .server, received: request.trace,
                               tracer: tracer, following: tracedRequests) { span -> Result<JSONValue, BridgeError> in
             logStarted(request, session: remote?.sessionID, to: logger)
