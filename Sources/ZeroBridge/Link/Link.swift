@@ -382,13 +382,18 @@ final class Link: @unchecked Sendable {
                 if case .failure(let error) = outcome { span.recordFailure(error) }
                 return outcome
             }
-            let body = Self.responseBody(request.id, outcome)
-            let failedWith = Self.code(of: outcome)
-            let respond: @Sendable () -> Void = { [self] in finish(request.id, token: token, body: body, failure: failedWith) }
-            // Alone, it is sent from here when the thread waits in poll, which saves waking it (as a lone call is);
-            // among others, by the thread: sent one by one from their tasks, each would wake libzmq's I/O thread.
-            if requestCount.load(ordering: .relaxed) == 1 { thread.performHere(respond) } else { thread.perform(respond) }
+            answer(request.id, token: token, outcome)
         }
+    }
+
+    /// On a handler's task, once it returned: its response is encoded there and sent. Alone, it is sent from there
+    /// when the thread waits in poll, which saves waking it (as a lone call is); among others, by the thread: sent
+    /// one by one from their tasks, each would wake libzmq's I/O thread.
+    private func answer(_ id: String, token: UInt64, _ outcome: Result<JSONValue, BridgeError>) {
+        let body = Self.responseBody(id, outcome)
+        let failedWith = Self.code(of: outcome)
+        let respond: @Sendable () -> Void = { [self] in finish(id, token: token, body: body, failure: failedWith) }
+        if requestCount.load(ordering: .relaxed) == 1 { thread.performHere(respond) } else { thread.perform(respond) }
     }
 
     /// An inline handler's outcome: run on the thread as read, no task and no hand-off (handleInline), in its span
@@ -411,13 +416,19 @@ final class Link: @unchecked Sendable {
     }
 
     /// The debug log names every request started, by session and id (what the partition tests read).
+    ///
+    /// This and `failure(_:of:peer:session:reveals:loggingTo:)` are never inlined: inlined into a handler's task,
+    /// their log metadata's temporaries doubled the task's first frame (864 -> 1,728 bytes), past what the task's
+    /// first slab holds, and every request in flight cost another 1,776-byte allocation (17 MB more at 10,000).
+    @inline(never)
     private func logStarted(_ request: Message.Request, session: String?, to logger: Logger) {
         logger.debug("request started", metadata: withTraceID(["id": "\(request.id)", "action": "\(request.action)",
                                                                "session": "\(session ?? "-")"]))
     }
 
     /// What a handler's error answers. Not meant for the caller unless the app chose it: the log has it all, the
-    /// caller its type (or what the app chose).
+    /// caller its type (or what the app chose). Never inlined: see `logStarted(_:session:to:)`.
+    @inline(never)
     private func failure(_ error: Error, of request: Message.Request, peer: String?, session: String?,
                          reveals: Bool, loggingTo logger: Logger) -> BridgeError {
         switch error {
