@@ -1517,14 +1517,17 @@ class _SocketPump:
         says whether a message or room waits, and only then is a look scheduled. A look scheduled for every send cost
         a sequential call a turn of the loop of its own (3 to 4 us of its ~80); sends are few a turn (the link hands
         a turn's messages over together), so reading ZMQ_EVENTS after each costs about what the one look did."""
-        if self._check_scheduled:
+        if self._check_scheduled or (events := self._events()) is None:
             return
-        try:
-            events = self._get(_EVENTS)
-        except zmq.ZMQError:
-            return  # closed meanwhile
         if events & _POLLIN or (events & _POLLOUT and self._wants_room):
             self._schedule_check()
+
+    def _events(self) -> int | None:
+        """ZMQ_EVENTS; None once the socket is closed."""
+        try:
+            return self._get(_EVENTS)
+        except zmq.ZMQError:
+            return None
 
     def _schedule_check(self) -> None:
         if not self._check_scheduled:
@@ -1534,12 +1537,8 @@ class _SocketPump:
     def _ready(self) -> None:
         """The descriptor signalled, or a send or a long drain asked for a look: act on what ZMQ_EVENTS says."""
         self._check_scheduled = False
-        if self._closed:
+        if self._closed or (events := self._events()) is None:
             return
-        try:
-            events = self._get(_EVENTS)
-        except zmq.ZMQError:
-            return  # closed meanwhile
         if events & _POLLOUT and self._wants_room:
             self._wants_room = False
             self._writable()
