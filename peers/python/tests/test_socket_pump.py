@@ -77,7 +77,7 @@ async def _race() -> None:
             try:
                 await asyncio.wait_for(_until(arrived, lambda: len(received) > index), timeout=10)
             except TimeoutError:
-                raise AssertionError(f"round {index}: the message sent during the dealer's sends was not read") from None
+                raise AssertionError(f"round {index}: the message that came during the sends was not read") from None
             assert received[index] == b"%d" % index
     finally:
         stop.set()
