@@ -382,14 +382,14 @@ final class Link: @unchecked Sendable {
                 if case .failure(let error) = outcome { span.recordFailure(error) }
                 return outcome
             }
-            answer(request.id, token: token, outcome)
+            respondFromTask(request.id, token: token, outcome)
         }
     }
 
     /// On a handler's task, once it returned: its response is encoded there and sent. Alone, it is sent from there
     /// when the thread waits in poll, which saves waking it (as a lone call is); among others, by the thread: sent
     /// one by one from their tasks, each would wake libzmq's I/O thread.
-    private func answer(_ id: String, token: UInt64, _ outcome: Result<JSONValue, BridgeError>) {
+    private func respondFromTask(_ id: String, token: UInt64, _ outcome: Result<JSONValue, BridgeError>) {
         let body = Self.responseBody(id, outcome)
         let failedWith = Self.code(of: outcome)
         let respond: @Sendable () -> Void = { [self] in finish(id, token: token, body: body, failure: failedWith) }
