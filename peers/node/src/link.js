@@ -64,7 +64,9 @@ export class Deadlines {
   #arm(at) {
     if (this.#timer !== null) clearTimeout(this.#timer);
     this.#armedAt = at;
-    this.#timer = setTimeout(() => this.#expire(), Math.min(Math.max(0, at - performance.now()), MAX_TIMER_MS));
+    // Whole milliseconds, rounded up: a timer that fires a fraction early is armed again for 1 ms, not for 0 (which
+    // a page would run at once, again and again, until the instant has come).
+    this.#timer = setTimeout(() => this.#expire(), Math.min(Math.max(0, Math.ceil(at - performance.now())), MAX_TIMER_MS));
   }
 
   /** Fires every deadline that has passed, in order, then arms the timer for the next. */
