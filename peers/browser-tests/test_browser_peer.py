@@ -97,6 +97,29 @@ def test_events_topics_and_the_host_calling_the_page(keyed_host: Host, page: Pag
     }
 
 
+def test_the_page_serves_the_hosts_requests_without_a_timer_each(keyed_host: Host, page: Page) -> None:
+    """A request from the host starts on a later turn (SPEC 7.3: a cancel read with it means it never starts), and
+    in a page that turn is not a timer: a browser throttles timers in a background tab (Chromium: one a second),
+    which would hold each of the host's requests that long. The deadlines of the calls and of the requests served
+    share one timer, armed again only for an earlier one."""
+    connected(page, keyed_host)
+    outcome = page.evaluate("""async () => {
+        await peer.call('callback', { action: 'greet', payload: { name: 'warm' } });
+        const original = globalThis.setTimeout;
+        let timers = 0;
+        globalThis.setTimeout = (...args) => { timers += 1; return original(...args); };
+        const answers = [];
+        try {
+            for (let i = 0; i < 100; i += 1) answers.push(await peer.call('callback', { action: 'greet', payload: { name: `p${i}` } }));
+        } finally {
+            globalThis.setTimeout = original;
+        }
+        return { timers, last: answers.at(-1), count: answers.length };
+    }""")
+    assert outcome["count"] == 100 and outcome["last"] == "hello p99"
+    assert outcome["timers"] < 5, f"{outcome['timers']} timers for 100 calls that each served a request of the host's"
+
+
 def test_jobs(keyed_host: Host, page: Page) -> None:
     connected(page, keyed_host)
     outcome = page.evaluate("""async () => {

@@ -17,8 +17,22 @@ const HELD_PROGRESS_PER_REQUEST = 64;
 const HELD_PROGRESS_BYTES = 1024 * 1024;
 export const DEFAULT_MAX_IN_FLIGHT = 4096;
 const MAX_TIMER_MS = 2 ** 31 - 1; // setTimeout fires at once for longer delays
-// A later turn of the event loop: Node's setImmediate, a page's setTimeout (a browser has no setImmediate).
-export const nextTurn = globalThis.setImmediate ?? ((run) => setTimeout(run, 0));
+// A later turn of the event loop: Node's setImmediate; in a page, a message to itself over a MessageChannel (a
+// browser has no setImmediate). Not a setTimeout: a browser throttles timers in a tab in the background (to one a
+// second in Chromium), which would hold each request the host sends such a page for up to a second.
+export const nextTurn = globalThis.setImmediate ?? messageTurns() ?? ((run) => setTimeout(run, 0));
+
+/** Runs each function given on a later turn, in order, through a MessageChannel; undefined where there is none. */
+function messageTurns() {
+  if (typeof globalThis.MessageChannel !== 'function') return undefined;
+  const channel = new MessageChannel();
+  const waiting = [];
+  channel.port1.onmessage = () => waiting.shift()();
+  return (run) => {
+    waiting.push(run);
+    channel.port2.postMessage(null);
+  };
+}
 
 /**
  * The deadlines of one link (its calls' and those of the host's requests it serves) on one timer, armed for the
