@@ -8,11 +8,52 @@ const NodeBuffer = globalThis.Buffer;
 
 export const EMPTY = NodeBuffer ? NodeBuffer.alloc(0) : new Uint8Array(0);
 
+/**
+ * Small byte arrays carved out of shared slabs, as Node's Buffer.allocUnsafe does: V8 gives an array of more than 64
+ * bytes a buffer of its own outside its heap, which costs about ten times a view into one that exists (314 against
+ * 24 ns for 70 bytes in Node 20), and a page makes two such arrays a message (its signature and its body). An array
+ * of more than half a slab gets its own buffer. A slab lives as long as any array carved from it: a message kept
+ * keeps at most one slab (`slabBytes`) alive with it. Views share their slab's `buffer`: read one through its
+ * byteOffset and length, never its whole buffer.
+ */
+export function bytePool(slabBytes = 8192) {
+  const largest = slabBytes >>> 1;
+  let slab = new ArrayBuffer(slabBytes);
+  let used = 0;
+  /** Room for `length` bytes in the current slab (a new one when it has too little left). */
+  const room = (length) => {
+    if (used + length > slabBytes) {
+      slab = new ArrayBuffer(slabBytes);
+      used = 0;
+    }
+  };
+  /** `length` zeroed bytes (never handed out before). */
+  const bytes = (length) => {
+    if (length > largest) return new Uint8Array(length);
+    room(length);
+    const out = new Uint8Array(slab, used, length);
+    used = (used + length + 7) & ~7; // the next array starts 8-byte aligned
+    return out;
+  };
+  /** The UTF-8 bytes of `text`, encoded straight into the slab (at most 3 bytes per UTF-16 unit). */
+  const utf8 = (text) => {
+    if (text.length * 3 > largest) return encoder.encode(text);
+    room(text.length * 3);
+    const { written } = encoder.encodeInto(text, new Uint8Array(slab, used, text.length * 3));
+    const out = new Uint8Array(slab, used, written);
+    used = (used + written + 7) & ~7;
+    return out;
+  };
+  return { bytes, utf8 };
+}
+
+const pagePool = NodeBuffer ? null : bytePool();
+
 /** `length` uninitialized bytes for the caller to fill: in Node a Buffer from its pool (what its sockets take as is). */
-export const newBytes = NodeBuffer ? (length) => NodeBuffer.allocUnsafe(length) : (length) => new Uint8Array(length);
+export const newBytes = NodeBuffer ? (length) => NodeBuffer.allocUnsafe(length) : pagePool.bytes;
 
 /** The UTF-8 bytes of `text`. */
-export const utf8Bytes = NodeBuffer ? (text) => NodeBuffer.from(text, 'utf8') : (text) => encoder.encode(text);
+export const utf8Bytes = NodeBuffer ? (text) => NodeBuffer.from(text, 'utf8') : pagePool.utf8;
 
 /** How many bytes `text` takes in UTF-8, without encoding it. */
 export function utf8Length(text) {
