@@ -808,7 +808,7 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
         }
         session.topics = Set(hello.topics)
         // Batches (SPEC 3.3): on ZeroMQ connections only, to a peer that said it reads them on this connection.
-        let batches = session.transport == .zmq
+        let batches = true
         session.sendsBatches = batches && hello.features.contains("batch")
         session.link.thread.tick(by: .now + session.heartbeat / 4)
         // Listed before it is welcomed, so a peer that has its welcome is in `peers` (what it is sent next, a call

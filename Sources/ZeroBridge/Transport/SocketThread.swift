@@ -190,6 +190,12 @@ final class SocketThread: @unchecked Sendable {
             visited = true
             job.run()
             visited = false
+            // What the job left to send goes now, as the thread would after a round (a batch-reading WebSocket
+            // peer's answers among it); what cannot go yet waits for the thread.
+            if leftToSend {
+                _ = flush(now: .now)
+                leftToSend = !waiting.isEmpty
+            }
             // A send through the socket may have taken in the commands that announce messages, after which its
             // descriptor does not wake the thread for them: ask, as the thread does before it waits.
             var unread = false
@@ -243,7 +249,10 @@ final class SocketThread: @unchecked Sendable {
     func send(_ frames: [[UInt8]], after envelope: [[UInt8]], via outbox: Outbox, awaitingSignature: Bool = false) {
         var message = OutboundMessage(envelope: envelope, frames: frames, awaitsSignature: awaitingSignature)
         // A round holds what goes through the socket for its burst; a visitor (the thread waits in poll) sends now.
-        let direct = !holdingSends || attachedConnection(message) != nil
+        // A WebSocket connection takes its messages at once, but for a peer that reads batches (SPEC 3.3): what one
+        // job answers it waits until the job ends, to go as one batch under one signature.
+        let attached = attachedConnection(message) != nil
+        let direct = attached ? !(outbox.batches && (visited || holdingSends)) : !holdingSends
         if direct && outbox.messages.isEmpty && outbox.retryAt == nil {
             if awaitingSignature {
                 guard let signed = outbox.signedAlone(message) else { return }  // the channel is gone

@@ -406,6 +406,8 @@ export class Peer extends PeerCore {
       channel: (connectionKey) => pageChannel(connectionKey),
       sha256Hex,
       log: defaultLog,
+      batches: true,
+      turnEnd: queueMicrotask,
     });
   }
 }

@@ -536,7 +536,7 @@ export class PeerCore extends EventTarget {
     this.#outboxQueued = true;
     // The next check phase: after the handlers and answers this turn started (they run at setImmediate themselves),
     // unless the transport's turnEnd comes first.
-    nextTurn(() => this.#sendTurn());
+    (this.#platform.turnEnd ?? nextTurn)(() => this.#sendTurn());
   }
 
   /** Sends what this turn collected, once: at the turn's end, or at the transport's turnEnd if that comes first. */
