@@ -1,6 +1,8 @@
 """Batches on the page's WebSocket (SPEC 2.2, 3.2, since 1.9, decision 51): the browser peer offers
 zerobridge.1.batch before zerobridge.1; the real host selects it and 64 calls at once succeed, and a 1.8 host (a
-websockets server here that knows only zerobridge.1) gets plain 3.2 payloads and its plain answers are read."""
+websockets server here that knows only zerobridge.1) gets plain 3.2 payloads and its plain answers are read.
+Since 1.11 (decision 55) the page and the host also put what they have ready together under one frame 0 (SPEC 3.3),
+once each has said it reads such batches; a host that has not said so is sent none."""
 
 from __future__ import annotations
 
@@ -27,8 +29,9 @@ CALLS_AT_ONCE = """async () => {
     const sums = await Promise.all(Array.from({ length: 64 }, (_, i) => peer.call('add', { a: i, b: 1 })));
     WebSocket.prototype.send = send;
     const subprotocol = peer.dealer.subprotocol;
+    const batches = peer.batches;
     await peer.close();
-    return { subprotocol, sums, writes };
+    return { subprotocol, sums, writes, batches };
 }"""
 
 
@@ -41,6 +44,9 @@ def test_the_page_negotiates_batches_and_64_calls_at_once_succeed(keyed: bool, r
     assert outcome["sums"] == [i + 1 for i in range(64)]
     # The 64 requests were sent in one task: one batch (a pong the host's heartbeat asked for could add one more).
     assert 1 <= outcome["writes"] <= 2, f"{outcome['writes']} WebSocket messages for 64 calls made in one task"
+    # In that message, batches under one frame 0 (SPEC 3.3) of 16 calls each; the answers came in at least one.
+    assert outcome["batches"]["sent"] == 4, outcome["batches"]
+    assert outcome["batches"]["read"] >= 1, outcome["batches"]
     assert page.problems == []  # type: ignore[attr-defined]
 
 
@@ -122,13 +128,16 @@ def test_a_18_host_gets_plain_messages_and_its_plain_answers_are_read(old_host: 
         const peer = await connect(endpoint, { name: 'page-to-1.8' });
         const answers = await Promise.all([peer.call('greet', { name: 'one' }), peer.call('greet', { name: 'two' })]);
         const subprotocol = peer.dealer.subprotocol;
+        const batches = peer.batches;
         await peer.close();
-        return { host: peer.host, subprotocol, answers };
+        return { host: peer.host, subprotocol, answers, batches };
     }""", old_host.endpoint)
     assert old_host.offered == "zerobridge.1.batch, zerobridge.1"
     assert old_host.selected == "zerobridge.1"
-    assert outcome == {"host": "a-1.8-host", "subprotocol": "zerobridge.1", "answers": ["hello one", "hello two"]}
+    # Its welcome does not say it reads batches under one frame 0 (SPEC 3.3): the page sends it none.
+    assert outcome == {"host": "a-1.8-host", "subprotocol": "zerobridge.1", "answers": ["hello one", "hello two"],
+                       "batches": {"read": 0, "sent": 0}}
     hello = old_host.next_body()
-    assert hello["type"] == "hello" and hello["peer"] == "page-to-1.8", hello
+    assert hello["type"] == "hello" and hello["peer"] == "page-to-1.8" and hello["features"] == ["batch"], hello
     # Two calls made in one task still went out one WebSocket message each.
     assert [old_host.next_body()["payload"]["name"] for _ in range(2)] == ["one", "two"]

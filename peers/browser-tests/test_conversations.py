@@ -20,29 +20,45 @@ def restarts_host(conversation: dict) -> bool:
     return any("restart_host" in step for step in conversation["steps"])
 
 
-def plays_zeromq_batches(conversation: dict) -> bool:
-    """A conversation whose host says `"batch": true` in its welcome: only on ZeroMQ connections (SPEC 3.3)."""
+def plays_batches(conversation: dict) -> bool:
+    """A conversation whose host says `"batch": true` in its welcome (SPEC 3.3: on WebSocket connections since 1.11)."""
     return any(isinstance(step.get("expect"), dict) and step["expect"].get("batch") is True for step in conversation["steps"])
+
+
+BATCH_CONVERSATIONS = [file for file in CONVERSATIONS if plays_batches(json.loads(file.read_text()))]
+
+
+def replay(page: Page, host: Host, file: pathlib.Path, batches: bool) -> dict:
+    conversation = json.loads(file.read_text())
+    if restarts_host(conversation):
+        pytest.skip("restart_host kills the host mid-conversation: its own runners (Swift, Python, Node) play it on a host of its own")
+    page.goto(host.url("/index.html"))
+    outcome: dict = page.evaluate(
+        """async ([value, file, endpoint, batches]) => {
+            const { replay } = await import('/conversations.js');
+            return replay(value, file, endpoint, batches);
+        }""",
+        [conversation, f"protocol/fixtures/conversations/{file.name}", host.websocket, batches],
+    )
+    assert outcome["failure"] is None, outcome["failure"]
+    return outcome
 
 
 @pytest.mark.parametrize("file", CONVERSATIONS, ids=[file.stem for file in CONVERSATIONS])
 def test_conversation_replays_from_the_page(file: pathlib.Path, unkeyed_host: Host, page: Page) -> None:
-    conversation = json.loads(file.read_text())
-    if restarts_host(conversation):
-        pytest.skip("restart_host kills the host mid-conversation: its own runners (Swift, Python, Node) play it on a host of its own")
-    if plays_zeromq_batches(conversation):
-        pytest.skip("SPEC 3.3's batches are for ZeroMQ connections (frame 0 `b`): a WebSocket connection has SPEC 3.2's, "
-                    "and the Swift, Python and Node runners play this one over ZeroMQ")
-    page.goto(unkeyed_host.url("/index.html"))
-    outcome = page.evaluate(
-        """async ([value, file, endpoint]) => {
-            const { replay } = await import('/conversations.js');
-            return replay(value, file, endpoint);
-        }""",
-        [conversation, f"protocol/fixtures/conversations/{file.name}", unkeyed_host.websocket],
-    )
-    assert outcome["failure"] is None, outcome["failure"]
+    outcome = replay(page, unkeyed_host, file, batches=True)
     assert set(outcome["subprotocols"].values()) == {"zerobridge.1.batch"}, "the host selects batches when offered"
+
+
+def test_some_conversations_play_batches() -> None:
+    assert BATCH_CONVERSATIONS, "protocol/fixtures/conversations has a conversation that plays SPEC 3.3's batches"
+
+
+@pytest.mark.parametrize("file", BATCH_CONVERSATIONS, ids=[file.stem for file in BATCH_CONVERSATIONS])
+def test_batch_conversation_replays_without_websocket_batches(file: pathlib.Path, unkeyed_host: Host, page: Page) -> None:
+    """SPEC 3.3's batches on a WebSocket connection under zerobridge.1, one message in each WebSocket message."""
+    outcome = replay(page, unkeyed_host, file, batches=False)
+    assert set(outcome["subprotocols"].values()) == {"zerobridge.1"}
 
 
 FRAME_CASES = json.loads((ROOT / "protocol" / "fixtures" / "websocket-frames.json").read_text())

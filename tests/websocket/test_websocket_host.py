@@ -16,6 +16,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 from websockets.sync.client import connect
 
 from conftest import WebSocketHost, start_host
+from zerobridge import wire
 from wsclient import BATCH, SUBPROTOCOL, Client, body, encode, encode_batch
 
 
@@ -224,6 +225,49 @@ def test_a_bad_message_in_a_batch_costs_only_itself(host: WebSocketHost) -> None
     seen = {message["id"]: message for message in (client.next_of("response") for _ in range(3))}
     assert seen["first"]["result"] == {"n": 1} and seen["last"]["result"] == {"n": 2}
     assert seen[None]["error"]["code"] == "bad_message"
+    client.close()
+
+
+# --- batches under one frame 0 (SPEC 3.3, on WebSocket connections since 1.11) ------------------------------
+
+@pytest.mark.parametrize("batched", [True, False], ids=["zerobridge.1.batch", "zerobridge.1"])
+def test_a_peer_that_reads_batches_gets_the_answers_to_one_batch_under_one_signature(host: WebSocketHost, batched: bool) -> None:
+    client = Client(host.websocket, host.key, batched=batched)
+    assert client.batched == batched
+    assert client.hello(f"signed-batches-{batched}", features=["batch"])["batch"] is True
+    client.send_signed_batch([[body(type="request", id=f"s{index}", action="echo", payload={"i": index})] for index in range(50)])
+    results = {}
+    while len(results) < 50:
+        message = client.next_of("response")
+        results[message["id"]] = message["result"]
+    assert results == {f"s{index}": {"i": index} for index in range(50)}
+    # The host answered what one read brought under one signature (wsclient checked each batch's MAC and counter):
+    # 50 answers in at most a few batches, never one signature each.
+    assert sum(client.signed_batches_received) == 50 and len(client.signed_batches_received) <= 5, client.signed_batches_received
+    # A message on its own after a batch: its counter follows the batch's.
+    client.send(type="request", id="alone", action="echo", payload={"after": True})
+    assert client.next_of("response", id="alone")["result"] == {"after": True}
+    client.close()
+
+
+def test_a_peer_that_does_not_say_it_reads_batches_is_sent_none(host: WebSocketHost) -> None:
+    client = Client(host.websocket, host.key, batched=True)
+    # The host reads them (it says so), but sends them only to a peer whose hello lists "batch".
+    assert client.hello("no-signed-batches")["batch"] is True
+    client.send_signed_batch([[body(type="request", id=f"n{index}", action="echo", payload={"i": index})] for index in range(50)])
+    assert sorted(client.next_of("response")["id"] for _ in range(50)) == sorted(f"n{index}" for index in range(50))
+    assert client.signed_batches_received == []  # wsclient fails on any batch under one frame 0 it did not ask for
+    client.close()
+
+
+def test_a_signed_batch_with_a_wrong_mac_is_refused_whole(host: WebSocketHost) -> None:
+    client = Client(host.websocket, host.key)
+    client.hello("forged-batch", features=["batch"])
+    batch = wire.join_batch([[b"", body(type="request", id="forged", action="echo", payload={})]])
+    frame0 = client.channel.sign_batch(batch)  # type: ignore[union-attr]
+    client.ws.send(encode([frame0[:-1] + (b"0" if frame0[-1:] != b"0" else b"1"), batch]))
+    refusal = client.next_of("response")
+    assert refusal["id"] is None and refusal["error"]["code"] == "unauthorized"
     client.close()
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from websockets.sync.client import ClientConnection, connect
 
-from zerobridge import signing
+from zerobridge import signing, wire
 
 SUBPROTOCOL = "zerobridge.1"
 BATCH = "zerobridge.1.batch"  # SPEC 3.2, since 1.9
@@ -65,6 +65,11 @@ class Client:
         self.channel = signing.PeerChannel(bytes.fromhex(key)) if key else None
         self.inbox: collections.deque[bytes] = collections.deque()  # messages of a batch not yet read
         self.batches_received: list[int] = []  # how many messages each WebSocket message held
+        # SPEC 3.3 (on WebSocket since 1.11): whether this client said `"batch"` in its hello, and how many messages
+        # each batch under one frame 0 that it read held.
+        self.reads_signed_batches = False
+        self.signed_batches_received: list[int] = []
+        self.unread: collections.deque[list[bytes]] = collections.deque()  # messages of such a batch not yet read
 
     def payload(self, frames: list[bytes]) -> bytes:
         """One message's payload (SPEC 3.2): frames 1..n, with frame 0 signed for the channel (empty without a key)."""
@@ -76,6 +81,13 @@ class Client:
         """Messages (each its frames 1..n) in one WebSocket message: a batched connection's."""
         assert self.batched
         self.ws.send(encode_batch([self.payload(frames) for frames in messages]))
+
+    def send_signed_batch(self, messages: list[list[bytes]]) -> None:
+        """Messages (each its frames 1..n) as one SPEC 3.3 batch under one frame 0 (`b.<counter>.<mac>`, or `b`
+        without a key), in one WebSocket message (an entry of a SPEC 3.2 batch on a batched connection)."""
+        batch = wire.join_batch([[b"", *frames] for frames in messages])
+        payload = encode([self.channel.sign_batch(batch) if self.channel else b"b", batch])
+        self.ws.send(encode_batch([payload]) if self.batched else payload)
 
     def close(self) -> None:
         """Closes with a close frame: to the host, the peer is leaving (SPEC 2.2)."""
@@ -94,17 +106,29 @@ class Client:
         self.send_frames([body(**fields)])
 
     def receive(self, timeout: float = 10) -> tuple[bytes, dict[str, Any], list[bytes]]:
-        """The next message: frame 0, the body, the attachments. A signed one is checked against the channel."""
-        if not self.inbox:
-            received = self.ws.recv(timeout=timeout)
-            assert isinstance(received, bytes), "the host sends binary messages"
-            entries = decode_batch(received) if self.batched else [received]
-            self.batches_received.append(len(entries))
-            self.inbox.extend(entries)
-        frames = decode(self.inbox.popleft())
-        if self.channel and frames[0]:
-            refusal = self.channel.refusal(frames[0], frames[1:])
-            assert refusal is None, refusal
+        """The next message: frame 0, the body, the attachments. A signed one is checked against the channel; a
+        batch under one frame 0 (SPEC 3.3) is checked as one and its messages come one by one (frame 0 empty)."""
+        while not self.unread:
+            if not self.inbox:
+                received = self.ws.recv(timeout=timeout)
+                assert isinstance(received, bytes), "the host sends binary messages"
+                entries = decode_batch(received) if self.batched else [received]
+                self.batches_received.append(len(entries))
+                self.inbox.extend(entries)
+            frames = decode(self.inbox.popleft())
+            if self.channel and frames[0]:
+                refusal = self.channel.refusal(frames[0], frames[1:])
+                assert refusal is None, refusal
+            if frames[0].startswith(b"b.") or (not self.channel and frames[0] == b"b"):
+                assert self.reads_signed_batches, "a batch under one frame 0 for a client that did not say it reads them"
+                assert len(frames) == 2, "a batch is frame 0 and frame 1"
+                messages = wire.split_batch(frames[1])
+                assert all(isinstance(m, list) and m[0] == b"" for m in messages), "each message of a batch: frame 0 empty"
+                self.signed_batches_received.append(len(messages))
+                self.unread.extend(messages)  # type: ignore[arg-type]
+            else:
+                self.unread.append(frames)
+        frames = self.unread.popleft()
         return frames[0], json.loads(frames[1]), frames[2:]
 
     def next_of(self, kind: str, timeout: float = 10, **fields: Any) -> dict[str, Any]:
@@ -119,5 +143,6 @@ class Client:
                 return message
 
     def hello(self, name: str, **extra: Any) -> dict[str, Any]:
+        self.reads_signed_batches = "batch" in extra.get("features", [])
         self.send(type="hello", peer=name, **extra)
         return self.next_of("welcome")

@@ -807,9 +807,9 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
             info.topics = Set(hello.topics)
         }
         session.topics = Set(hello.topics)
-        // Batches (SPEC 3.3): on ZeroMQ connections only, to a peer that said it reads them on this connection.
-        let batches = true
-        session.sendsBatches = batches && hello.features.contains("batch")
+        // Batches (SPEC 3.3): read on every connection (WebSocket ones too, since 1.11), and sent to a peer that
+        // said it reads them on this connection.
+        session.sendsBatches = hello.features.contains("batch")
         session.link.thread.tick(by: .now + session.heartbeat / 4)
         // Listed before it is welcomed, so a peer that has its welcome is in `peers` (what it is sent next, a call
         // from a watcher included, is handed over after this job and so follows the welcome).
@@ -819,7 +819,7 @@ public final class BridgeHost: BridgeHandling, Service, @unchecked Sendable {
             heartbeatMs: Int(session.heartbeat / .milliseconds(1)),
             maxMessageBytes: configuration.maxMessageBytes, maxInFlight: configuration.maxInFlight,
             catalogue: handlers.catalogue.hash, info: configuration.info.map(JSONValue.object),
-            libraryVersion: zeroBridgeVersion, batch: batches)))
+            libraryVersion: zeroBridgeVersion, batch: true)))
     }
 
     /// The session is over for the host's tables: its connection (and that connection's channel), its id and its
@@ -1034,7 +1034,7 @@ final class Session: @unchecked Sendable {
     }
 
     /// Whether what the session sends goes in batches (SPEC 3.3): its peer said, in its latest `hello` on this
-    /// keyed ZeroMQ connection, that it reads them.
+    /// connection, that it reads them.
     var sendsBatches: Bool {
         get { link.outbox.batches }
         set {

@@ -54,7 +54,7 @@ enum Message: Sendable, Equatable {
         var info: JSONValue? = nil
         /// The version of the ZeroBridge library the host runs (SPEC 5, decision 44; absent from earlier hosts).
         var libraryVersion: String? = nil
-        /// The host reads batches on this keyed ZeroMQ connection (SPEC 3.3, since 1.10).
+        /// The host reads batches on this connection (SPEC 3.3, since 1.10; on WebSocket connections since 1.11).
         var batch = false
     }
 

@@ -1,6 +1,6 @@
 // Replays protocol/fixtures/conversations in the page (SPEC 14.2): each client of a conversation is one WebSocket to
 // the host's /zerobridge (SPEC 3.2), unkeyed, over batches when the host selects them (since 1.9: each message a
-// batch of its own, each batch from the host read in order); src/conversation.js reads the steps and matches the
+// batch of its own, each batch from the host read in order), or offering zerobridge.1 alone; src/conversation.js reads the steps and matches the
 // bodies, as the Node runner does over ZMTP. And protocol/fixtures/websocket-frames.json, through the same check as
 // Node's runner.
 import { ConversationTransport, FixtureFailure, Run, conversationFrom } from '/_zerobridge/conversation.js';
@@ -10,11 +10,11 @@ import {
 import { checkWebSocketFrameCase } from '/_zerobridge/websocket-frame-cases.js';
 
 class WebSockets extends ConversationTransport {
-  constructor(endpoint, clients, autoPong) {
+  constructor(endpoint, clients, autoPong, offered) {
     super('host', autoPong);
     this.sockets = new Map();
     this.opened = Promise.all(clients.map((client) => new Promise((resolve, reject) => {
-      const socket = new WebSocket(endpoint, [BATCH_SUBPROTOCOL, SUBPROTOCOL]);
+      const socket = new WebSocket(endpoint, offered);
       socket.binaryType = 'arraybuffer';
       socket.onopen = resolve;
       socket.onclose = (event) => {
@@ -63,12 +63,14 @@ class WebSockets extends ConversationTransport {
 }
 
 /**
- * Runs one parsed conversation file against the host at `endpoint`; resolves with `{failure, subprotocols}`: null or
- * the failure's message, and the subprotocol each client's WebSocket got.
+ * Runs one parsed conversation file against the host at `endpoint`, each client offering `batches` (SPEC 3.2) or
+ * not; resolves with `{failure, subprotocols}`: null or the failure's message, and the subprotocol each client's
+ * WebSocket got.
  */
-export async function replay(value, file, endpoint) {
+export async function replay(value, file, endpoint, batches = true) {
   const conversation = conversationFrom(value, file);
-  const transport = new WebSockets(endpoint, conversation.clients, conversation.pings === 'auto');
+  const offered = batches ? [BATCH_SUBPROTOCOL, SUBPROTOCOL] : [SUBPROTOCOL];
+  const transport = new WebSockets(endpoint, conversation.clients, conversation.pings === 'auto', offered);
   try {
     await transport.opened;
     await new Run(conversation, transport, null).run();

@@ -75,7 +75,7 @@ export class PeerCore extends EventTarget {
   #unsent = [];
   #unsentBytes = 0;
   #rejected = 0;
-  // Batches on ZeroMQ connections, keyed or not (SPEC 3.3): whether the current connection's welcome said the host
+  // Batches under one frame 0, keyed or not (SPEC 3.3; on WebSocket connections since 1.11): whether the current connection's welcome said the host
   // reads them; the messages ready to go out together at the end of this turn (signed then when keyed, in order), their
   // bytes in a batch and what they weigh against the send buffer; the batches read and sent, for diagnostics; and the
   // current connection's number, so that a batch whose message ended the connection reads no further.
@@ -117,7 +117,8 @@ export class PeerCore extends EventTarget {
    * `where`: what the platform's peer made of its arguments: `{endpoint, key (bytes or null), name, launched}`.
    * `platform`: `{transport(peer), channel(key), sha256Hex(text), log, batches}`: the transport (ZmtpDealer's
    * interface), a PeerChannel for a connection key (src/channel.js), the SHA-256 of catalogue hashes, the default log,
-   * and whether connections carry ZeroMQ batches (SPEC 3.3: true on ZeroMQ, not on WebSocket).
+   * whether connections carry batches under one frame 0 (SPEC 3.3: ZeroMQ, and WebSocket since 1.11), and
+   * `turnEnd(run)`, what runs `run` once this turn's messages are made (by default the next turn: setImmediate in Node).
    */
   constructor(where, options, platform) {
     super();
@@ -534,8 +535,9 @@ export class PeerCore extends EventTarget {
     for (let i = 1; i < frames.length; i += 1) this.#outboxWeight += frames[i].length;
     if (this.#outboxQueued) return;
     this.#outboxQueued = true;
-    // The next check phase: after the handlers and answers this turn started (they run at setImmediate themselves),
-    // unless the transport's turnEnd comes first.
+    // In Node the next check phase: after the handlers and answers this turn started (they run at setImmediate
+    // themselves), unless the transport's turnEnd comes first. In a page the microtask that ends this task, as its
+    // WebSocket batch does: a page's calls of one task go together, and a next task could come much later.
     (this.#platform.turnEnd ?? nextTurn)(() => this.#sendTurn());
   }
 
@@ -579,7 +581,7 @@ export class PeerCore extends EventTarget {
   sayHello() {
     this.helloScheduled = false;
     const features = this.evaluate && this.#evaluateWithdrawn === null ? ['evaluate'] : [];
-    if (this.#platform.batches) features.push('batch'); // SPEC 3.3: every ZeroMQ connection, keyed or not
+    if (this.#platform.batches) features.push('batch'); // SPEC 3.3: every connection, keyed or not
     // A hello while a session is in force keeps it (handlers or topics changed). After a loss it asks to resume the last
     // session, which takes that session's token (SPEC 6); without one (a 1.1 host) we start afresh.
     const last = this.#welcomed;
@@ -699,7 +701,7 @@ export class PeerCore extends EventTarget {
     }
     const batch = isBatchSignature(frames[0]);
     if (batch && !this.#platform.batches) {
-      this.#refuse(frames, 'a batch signature: batches of this form are for ZeroMQ connections (SPEC 3.3)');
+      this.#refuse(frames, 'a batch signature: this peer does not read batches (SPEC 3.3)');
       return;
     }
     let why;
@@ -807,7 +809,7 @@ export class PeerCore extends EventTarget {
         this.hostInfo = body.info ?? null; // SPEC 5 (1.3): opaque context from the host's configuration
         this.hostLibraryVersion = body.library_version ?? null; // decision 44: the host's ZeroBridge version
         this.limits = body.limits;
-        // SPEC 3.3: this connection's welcome says whether its host reads batches (only ever offered on ZeroMQ).
+        // SPEC 3.3: this connection's welcome says whether its host reads batches (on WebSocket, a 1.11 host's).
         this.#batching = body.batch === true && this.#platform.batches === true && (this.#key === null || this.#channel !== null);
         if (body.heartbeat_ms !== this.heartbeatMs) {
           this.heartbeatMs = body.heartbeat_ms;

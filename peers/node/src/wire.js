@@ -118,7 +118,7 @@ const CHECKS = {
     if (has(body, 'info') && !isObject(body.info)) return 'welcome.info must be an object';
     // Decision 43: the version of the host's library, informative only.
     if (has(body, 'library_version') && !isName(body.library_version)) return 'welcome.library_version must be a string of 1..128 characters';
-    // Since 1.10: the host reads batches on this ZeroMQ connection (SPEC 3.3).
+    // Since 1.10: the host reads batches on this connection (SPEC 3.3; on WebSocket connections since 1.11).
     if (has(body, 'batch') && typeof body.batch !== 'boolean') return 'welcome.batch must be a boolean';
     return null;
   },
