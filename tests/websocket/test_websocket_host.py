@@ -167,11 +167,7 @@ def test_a_batched_connection_reads_every_message_of_a_batch_in_order(host: WebS
     client.send_batch([[body(type="hello", peer="batched")]])
     assert client.next_of("welcome")["type"] == "welcome"
     client.send_batch([[body(type="request", id=f"b{index}", action="echo", payload={"i": index})] for index in range(200)])
-    results = {}
-    while len(results) < 200:
-        message = client.next_of("response")
-        results[message["id"]] = message["result"]
-    assert results == {f"b{index}": {"i": index} for index in range(200)}
+    assert client.results(200) == {f"b{index}": {"i": index} for index in range(200)}
     # Every WebSocket message the host sent was a batch within SPEC 3.2's bounds (wsclient.decode_batch checks).
     assert sum(client.batches_received) >= 201
     client.close()
@@ -236,11 +232,7 @@ def test_a_peer_that_reads_batches_gets_the_answers_to_one_batch_under_one_signa
     assert client.batched == batched
     assert client.hello(f"signed-batches-{batched}", features=["batch"])["batch"] is True
     client.send_signed_batch([[body(type="request", id=f"s{index}", action="echo", payload={"i": index})] for index in range(50)])
-    results = {}
-    while len(results) < 50:
-        message = client.next_of("response")
-        results[message["id"]] = message["result"]
-    assert results == {f"s{index}": {"i": index} for index in range(50)}
+    assert client.results(50) == {f"s{index}": {"i": index} for index in range(50)}
     # The host answered what one read brought under one signature (wsclient checked each batch's MAC and counter):
     # 50 answers in at most a few batches, never one signature each.
     assert sum(client.signed_batches_received) == 50 and len(client.signed_batches_received) <= 5, client.signed_batches_received
@@ -255,7 +247,7 @@ def test_a_peer_that_does_not_say_it_reads_batches_is_sent_none(host: WebSocketH
     # The host reads them (it says so), but sends them only to a peer whose hello lists "batch".
     assert client.hello("no-signed-batches")["batch"] is True
     client.send_signed_batch([[body(type="request", id=f"n{index}", action="echo", payload={"i": index})] for index in range(50)])
-    assert sorted(client.next_of("response")["id"] for _ in range(50)) == sorted(f"n{index}" for index in range(50))
+    assert client.results(50) == {f"n{index}": {"i": index} for index in range(50)}
     assert client.signed_batches_received == []  # wsclient fails on any batch under one frame 0 it did not ask for
     client.close()
 

@@ -142,6 +142,14 @@ class Client:
             if message["type"] == kind and all(message.get(k) == v for k, v in fields.items()):
                 return message
 
+    def results(self, count: int) -> dict[str, Any]:
+        """The results of the next `count` responses, by request id (in whatever order they come)."""
+        results = {}
+        while len(results) < count:
+            message = self.next_of("response")
+            results[message["id"]] = message["result"]
+        return results
+
     def hello(self, name: str, **extra: Any) -> dict[str, Any]:
         self.reads_signed_batches = "batch" in extra.get("features", [])
         self.send(type="hello", peer=name, **extra)
