@@ -661,7 +661,9 @@ def websocket_frame_200mb(binary: Path) -> tuple[dict[str, Any], bool | None]:
 def websocket_stalled_readers(binary: Path, readers: int = 64, n: int = 100_000) -> tuple[dict[str, Any], bool | None]:
     """64 WebSocket pages each stream `count` of 100,000 steps and read nothing for 10 s; then each reads to the end:
     one response each, sent + coalesced = 100,000 (SPEC 7.13 over WebSocket). All are welcomed before any stream
-    starts, so the hellos do not queue behind the floods.
+    starts, so the hellos do not queue behind the floods. Every other page says it reads batches under one signature
+    (SPEC 3.3, on WebSocket since 1.11): its progress waits in the host's outbox and goes as batches, the others'
+    one message at a time, both under the same bound.
 
     The pages read again all at once, each on its own thread, as 64 pages would. Read one after the other, a page
     read late could wait a minute for the kernel: a stalled reader's socket drops a segment now and then (its
@@ -674,7 +676,8 @@ def websocket_stalled_readers(binary: Path, readers: int = 64, n: int = 100_000)
         watch = Watch(host)
         clients = [websocket_client(host) for _ in range(readers)]
         for index, client in enumerate(clients):
-            client.hello(f"stalled-{index}", heartbeat_ms=600_000)  # flow control under test, not heartbeats
+            client.hello(f"stalled-{index}", heartbeat_ms=600_000,  # flow control under test, not heartbeats
+                         features=["batch"] if index % 2 == 0 else [])
         for client in clients:
             client.send(type="request", id="flood", action="count", payload={"n": n}, progress=True)
         time.sleep(10)
@@ -696,7 +699,8 @@ def websocket_stalled_readers(binary: Path, readers: int = 64, n: int = 100_000)
         with ThreadPoolExecutor(max_workers=readers) as pool:
             outcomes = list(pool.map(read_to_end, clients))
         figures = watch.stop() | {"readers": readers, "sent_min": min(o[0] for o in outcomes),
-                                  "coalesced_max": max(o[1] for o in outcomes)}
+                                  "coalesced_max": max(o[1] for o in outcomes),
+                                  "batches_read": sum(len(client.signed_batches_received) for client in clients)}
         return figures, all(sent + skipped == n and result == {"n": n} for sent, skipped, result in outcomes)
     finally:
         host.stop()
