@@ -12,9 +12,9 @@ export const EMPTY = NodeBuffer ? NodeBuffer.alloc(0) : new Uint8Array(0);
  * Small byte arrays carved out of shared slabs, as Node's Buffer.allocUnsafe does: V8 gives an array of more than 64
  * bytes a buffer of its own outside its heap, which costs about ten times a view into one that exists (314 against
  * 24 ns for 70 bytes in Node 20), and a page makes two such arrays a message (its signature and its body). An array
- * of more than half a slab gets its own buffer. A slab lives as long as any array carved from it: a message kept
- * keeps at most one slab (`slabBytes`) alive with it. Views share their slab's `buffer`: read one through its
- * byteOffset and length, never its whole buffer.
+ * of more than half a slab gets its own buffer. A slab lives as long as any array carved from it, so an array kept
+ * (a message queued while the connection is down) keeps its slab, `slabBytes`, alive. Views share their slab's
+ * `buffer`: read one through its byteOffset and length, never its whole buffer.
  */
 export function bytePool(slabBytes = 8192) {
   const largest = slabBytes >>> 1;
