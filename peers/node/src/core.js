@@ -75,10 +75,11 @@ export class PeerCore extends EventTarget {
   #unsent = [];
   #unsentBytes = 0;
   #rejected = 0;
-  // Batches under one frame 0, keyed or not (SPEC 3.3; on WebSocket connections since 1.11): whether the current connection's welcome said the host
-  // reads them; the messages ready to go out together at the end of this turn (signed then when keyed, in order), their
-  // bytes in a batch and what they weigh against the send buffer; the batches read and sent, for diagnostics; and the
-  // current connection's number, so that a batch whose message ended the connection reads no further.
+  // Batches under one frame 0, keyed or not (SPEC 3.3; on WebSocket connections since 1.11): whether the current
+  // connection's welcome said the host reads them; the messages ready to go out together at the end of this turn
+  // (signed then when keyed, in order), their bytes in a batch and what they weigh against the send buffer; the
+  // batches read and sent, for diagnostics; and the current connection's number, so that a batch whose message ended
+  // the connection reads no further.
   #batching = false;
   #outbox = [];
   #outboxBytes = 0;
@@ -115,7 +116,7 @@ export class PeerCore extends EventTarget {
 
   /**
    * `where`: what the platform's peer made of its arguments: `{endpoint, key (bytes or null), name, launched}`.
-   * `platform`: `{transport(peer), channel(key), sha256Hex(text), log, batches}`: the transport (ZmtpDealer's
+   * `platform`: `{transport(peer), channel(key), sha256Hex(text), log, batches, turnEnd}`: the transport (ZmtpDealer's
    * interface), a PeerChannel for a connection key (src/channel.js), the SHA-256 of catalogue hashes, the default log,
    * whether connections carry batches under one frame 0 (SPEC 3.3: ZeroMQ, and WebSocket since 1.11), and
    * `turnEnd(run)`, what runs `run` once this turn's messages are made (by default the next turn: setImmediate in Node).
