@@ -198,3 +198,70 @@ struct SocketThreadBurstTests {
         await rig.stop()
     }
 }
+
+/// What a job answers an attached connection (a WebSocket) whose peer reads batches (SPEC 3.3, on WebSocket since
+/// 1.11): held in its outbox while the job runs and sent when it ends, as one batch under one frame 0; to a peer that
+/// does not read them, each message as it is sent.
+@Suite("SocketThread attached connections", .timeLimit(.minutes(3)))
+struct SocketThreadAttachedTests {
+    /// An attached connection that keeps what it is handed, with how many the job had handed over by then.
+    final class Recorder: AttachedConnection, @unchecked Sendable {
+        let taken = Mutex<[(signature: [UInt8], frames: [[UInt8]])]>([])
+        func transmit(signature: [UInt8], frames: [[UInt8]]) -> SocketThread.Transmission {
+            taken.withLock { $0.append((signature, frames)) }
+            return .sent
+        }
+        var count: Int { taken.withLock { $0.count } }
+    }
+
+    static let page = Array("page".utf8)
+
+    /// Five messages sent in one visitor's job to the recorder, awaiting their frame 0 (unkeyed: empty, or `b`);
+    /// returns how many the recorder had taken when the job ended.
+    func answerFive(_ rig: VisitedThreadRig, _ recorder: Recorder, batches: Bool) -> Int {
+        let outbox = Outbox()
+        outbox.signer = Outbox.unkeyed(_:_:batch:)
+        outbox.batches = batches
+        let takenInJob = Atomic<Int>(-1)
+        rig.visit { [thread = rig.thread] in
+            thread.attach(recorder, as: Self.page)
+            for index in 0..<5 {
+                thread.send([Array("answer \(index)".utf8)], after: [Self.page], via: outbox, awaitingSignature: true)
+            }
+            takenInJob.store(recorder.count, ordering: .relaxed)
+        }
+        return takenInJob.load(ordering: .relaxed)
+    }
+
+    @Test("a peer that reads batches gets what one job answers as one batch when the job ends")
+    func oneBatchPerJob() async throws {
+        let rig = try VisitedThreadRig()
+        let recorder = Recorder()
+        #expect(answerFive(rig, recorder, batches: true) == 0)
+        let taken = recorder.taken.withLock { $0 }
+        try #require(taken.count == 1)
+        #expect(taken[0].signature == [Signature.batchForm])
+        #expect(taken[0].frames.count == 1)
+        var read: [[UInt8]] = []
+        let refusal = taken[0].frames[0].withUnsafeBytes { batch in
+            WebSocketFraming.readSignedBatch(batch) { entry in
+                if case .success(let parts) = entry { read.append(Array(parts[1])) }
+                return true
+            }
+        }
+        #expect(refusal == nil)
+        #expect(read == (0..<5).map { Array("answer \($0)".utf8) })
+        await rig.stop()
+    }
+
+    @Test("a peer that does not read batches gets each message as it is sent")
+    func oneAtATimeWithoutBatches() async throws {
+        let rig = try VisitedThreadRig()
+        let recorder = Recorder()
+        #expect(answerFive(rig, recorder, batches: false) == 5)
+        let taken = recorder.taken.withLock { $0 }
+        #expect(taken.map(\.signature) == Array(repeating: [], count: 5))
+        #expect(taken.map(\.frames) == (0..<5).map { [Array("answer \($0)".utf8)] })
+        await rig.stop()
+    }
+}
