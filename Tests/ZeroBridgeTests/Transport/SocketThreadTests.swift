@@ -204,7 +204,7 @@ struct SocketThreadBurstTests {
 /// does not read them, each message as it is sent.
 @Suite("SocketThread attached connections", .timeLimit(.minutes(3)))
 struct SocketThreadAttachedTests {
-    /// An attached connection that keeps what it is handed, with how many the job had handed over by then.
+    /// An attached connection that keeps what it is handed, in order.
     final class Recorder: AttachedConnection, @unchecked Sendable {
         let taken = Mutex<[(signature: [UInt8], frames: [[UInt8]])]>([])
         func transmit(signature: [UInt8], frames: [[UInt8]]) -> SocketThread.Transmission {
@@ -216,9 +216,11 @@ struct SocketThreadAttachedTests {
 
     static let page = Array("page".utf8)
 
-    /// Five messages sent in one visitor's job to the recorder, awaiting their frame 0 (unkeyed: empty, or `b`);
-    /// returns how many the recorder had taken when the job ended.
-    func answerFive(_ rig: VisitedThreadRig, _ recorder: Recorder, batches: Bool) -> Int {
+    /// Five messages sent in one visitor's job to an attached recorder, awaiting their frame 0 (unkeyed: empty, or
+    /// `b`), on a thread of its own: how many the recorder had taken when the job ended, and all it took.
+    func answerFive(batches: Bool) async throws -> (takenInJob: Int, taken: [(signature: [UInt8], frames: [[UInt8]])]) {
+        let rig = try VisitedThreadRig()
+        let recorder = Recorder()
         let outbox = Outbox()
         outbox.signer = Outbox.unkeyed(_:_:batch:)
         outbox.batches = batches
@@ -230,15 +232,14 @@ struct SocketThreadAttachedTests {
             }
             takenInJob.store(recorder.count, ordering: .relaxed)
         }
-        return takenInJob.load(ordering: .relaxed)
+        await rig.stop()
+        return (takenInJob.load(ordering: .relaxed), recorder.taken.withLock { $0 })
     }
 
     @Test("a peer that reads batches gets what one job answers as one batch when the job ends")
     func oneBatchPerJob() async throws {
-        let rig = try VisitedThreadRig()
-        let recorder = Recorder()
-        #expect(answerFive(rig, recorder, batches: true) == 0)
-        let taken = recorder.taken.withLock { $0 }
+        let (takenInJob, taken) = try await answerFive(batches: true)
+        #expect(takenInJob == 0)
         try #require(taken.count == 1)
         #expect(taken[0].signature == [Signature.batchForm])
         #expect(taken[0].frames.count == 1)
@@ -251,17 +252,13 @@ struct SocketThreadAttachedTests {
         }
         #expect(refusal == nil)
         #expect(read == (0..<5).map { Array("answer \($0)".utf8) })
-        await rig.stop()
     }
 
     @Test("a peer that does not read batches gets each message as it is sent")
     func oneAtATimeWithoutBatches() async throws {
-        let rig = try VisitedThreadRig()
-        let recorder = Recorder()
-        #expect(answerFive(rig, recorder, batches: false) == 5)
-        let taken = recorder.taken.withLock { $0 }
+        let (takenInJob, taken) = try await answerFive(batches: false)
+        #expect(takenInJob == 5)
         #expect(taken.map(\.signature) == Array(repeating: [], count: 5))
         #expect(taken.map(\.frames) == (0..<5).map { [Array("answer \($0)".utf8)] })
-        await rig.stop()
     }
 }

@@ -1,7 +1,7 @@
 // Replays protocol/fixtures/conversations in the page (SPEC 14.2): each client of a conversation is one WebSocket to
 // the host's /zerobridge (SPEC 3.2), unkeyed, over batches when the host selects them (since 1.9: each message a
-// batch of its own, each batch from the host read in order), or offering zerobridge.1 alone; src/conversation.js reads the steps and matches the
-// bodies, as the Node runner does over ZMTP. And protocol/fixtures/websocket-frames.json, through the same check as
+// batch of its own, each batch from the host read in order), or offering zerobridge.1 alone; src/conversation.js
+// reads the steps and matches the bodies, as the Node runner does over ZMTP. And protocol/fixtures/websocket-frames.json, through the same check as
 // Node's runner.
 import { ConversationTransport, FixtureFailure, Run, conversationFrom } from '/_zerobridge/conversation.js';
 import {
