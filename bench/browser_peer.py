@@ -21,6 +21,7 @@ import argparse
 import contextlib
 import itertools
 import json
+import os
 import re
 import select
 import subprocess
@@ -156,7 +157,10 @@ class DevTools:
     def __init__(self, profile: Path) -> None:
         command = [CHROMIUM, "--headless", "--no-sandbox", "--no-first-run", "--remote-debugging-port=0",
                    f"--user-data-dir={profile}", "about:blank"]
-        self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        # Chromium makes its profile's singleton socket in a folder of its own under TMPDIR and, stopped by a signal,
+        # leaves it there: a folder in /tmp at every run. Under the profile's folder it goes when the caller's does.
+        self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                        env={**os.environ, "TMPDIR": str(profile.parent)})
         assert self.process.stderr is not None
         endpoint = None
         deadline = time.monotonic() + 60
