@@ -961,7 +961,8 @@ def table(results: dict[str, Any]) -> str:
     machine = results["machine"]
     lines = [f"ZeroBridge bench  {machine['cpu_model']}  {machine['cores']} cores  {machine['kernel']}  "
              f"payload ~{results['config']['payload_bytes']} B, {results['config']['seconds']} s per run, "
-             f"best of {results['config']['repeat']}"]
+             f"transports and security: best of {max(3, results['config']['repeat'])}, "
+             f"other sections: --repeat {results['config']['repeat']}"]
     rows = [
         ("raw libzmq echo (limit), sequential", "raw_w1", True),
         ("raw libzmq echo, 64 in flight", "raw_w64", False),
