@@ -162,9 +162,14 @@ def keep_best(out: dict[str, Any], key: str, runs: list[dict[str, Any]], quiet: 
     good = [r for r in runs if "error" not in r]
     out[key] = max(good, key=lambda r: r["per_second"]) if good else runs[-1]
     out[key]["runs_per_second"] = [round(r["per_second"]) for r in good]
-    figure = out[key].get("per_second")
     if not quiet:
-        print(f" {figure:,.0f}/s" if figure else f" {out[key].get('error', '')}", file=sys.stderr)
+        print_figure(out[key])
+
+
+def print_figure(result: dict[str, Any]) -> None:
+    """A run's rate (or its error) after the label already printed."""
+    figure = result.get("per_second")
+    print(f" {figure:,.0f}/s" if figure else f" {result.get('error', '')}", file=sys.stderr)
 
 
 # --- the run -----------------------------------------------------------------------------------
@@ -227,8 +232,7 @@ class Bench:
             print(f"  {transport:3} {label} (pass {turn}) ...", end="", flush=True, file=sys.stderr)
             result = run_client(command, server=server)
             runs.setdefault(key, []).append(result)
-            figure = result.get("per_second")
-            print(f" {figure:,.0f}/s" if figure else f" {result.get('error', '')}", file=sys.stderr)
+            print_figure(result)
 
         # 1. The limit: raw libzmq echo through the ZeroMQ layer, no JSON.
         server = Server("raw echo", self.bench_tool("raw-server", "--endpoint", self.endpoint(transport, "raw")))
