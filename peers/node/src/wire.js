@@ -177,6 +177,25 @@ function hasDigitRun(text, length) {
   return false;
 }
 
+// The places that may make a number huge, strings not stepped over: a hex id's "e123" is one. A number outside strings
+// is a whole run of number characters, so where no run around a place reads as infinite, none is; only where one does
+// (a number, or a string's "x1e999") are the strings stepped over, by the regex above, slower by the strings' length.
+const HUGE_PLACE = /[eE]\+?\d{3}|(?<!\d)\d{209}/g;
+
+/** Whether a run of number characters around a place that may make a number huge reads as an infinite number. */
+function mayHaveHugeNumber(text) {
+  HUGE_PLACE.lastIndex = 0;
+  for (let found; (found = HUGE_PLACE.exec(text)) !== null;) {
+    let start = found.index;
+    let end = HUGE_PLACE.lastIndex;
+    while (start > 0 && isNumberChar(text.charCodeAt(start - 1))) start -= 1;
+    while (end < text.length && isNumberChar(text.charCodeAt(end))) end += 1;
+    if (Math.abs(Number(text.slice(start, end))) === Infinity) return true;
+    HUGE_PLACE.lastIndex = end;
+  }
+  return false;
+}
+
 /** Whether the JSON text `text` (which parsed) holds a number that rounds to an infinite double. */
 function hasHugeNumber(text) {
   STRING_OR_HUGE.lastIndex = 0;
@@ -194,7 +213,7 @@ function hasHugeNumber(text) {
 
 /** Why the JSON text `text` (which parsed) cannot be carried: a number past a double's range, a lone surrogate; or null. */
 function uncarriable(text) {
-  if ((POSITIVE_EXPONENT.test(text) || hasDigitRun(text, 209)) && hasHugeNumber(text)) {
+  if ((POSITIVE_EXPONENT.test(text) || hasDigitRun(text, 209)) && mayHaveHugeNumber(text) && hasHugeNumber(text)) {
     return 'a number is outside the range of a double';
   }
   if (MAYBE_SURROGATE.test(text) && LONE_SURROGATE.test(text.includes('\\\\') ? text.replaceAll('\\\\', '__') : text)) {

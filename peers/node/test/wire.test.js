@@ -75,6 +75,24 @@ describe('wire: byte-level rules', () => {
     }
   });
 
+  // The huge-number check reads the runs of number characters around each "e123"-like place first and steps over the
+  // strings only when one reads as infinite: both outcomes of that first look, with and without a huge number.
+  test('an exponent-like place in a string is not a huge number; a huge number beside one is still refused', () => {
+    const event = (payload) => `{"v":1,"type":"event","action":"a","payload":${payload}}`;
+    const accepted = [
+      '{"id":"42fae123-1","uuid":"3f2e1000-9e12-4e55-b1e0-0c8e9e7e1234"}', // runs that read as NaN or finite
+      '["-1e999-", "x1e999", "1e999 "]', // runs that read as infinite, inside strings: the strings are stepped over
+      '{"1E+400": 1.7976931348623157e308}',
+    ];
+    for (const payload of accepted) assert.equal(decode(frames(event(payload))).error, undefined, payload);
+    const refused = ['{"id":"42fae123-1","n":1e400}', '["ae123", -1E+400]', '["1e999", 2e999]', `[1${'0'.repeat(400)}]`];
+    for (const payload of refused) {
+      const decoded = decode(frames(event(payload)));
+      assert.equal(decoded.error?.code, 'bad_message', payload);
+      assert.match(decoded.error.message, /outside the range of a double/, payload);
+    }
+  });
+
   test('invalid UTF-8 and non-JSON bodies are bad_message', () => {
     const invalidUtf8 = [Buffer.alloc(0), Buffer.from([0x7b, 0x22, 0xff, 0xfe, 0x22, 0x7d])];
     assert.equal(decode(invalidUtf8).error.code, 'bad_message');
