@@ -134,7 +134,8 @@ export function prepareHmacKey(key) {
     compress(h, padded, 0, BLOCK_BYTES);
     return h;
   };
-  return Object.freeze({ inner: stateAfter(innerBlock), outer: stateAfter(block.map((byte) => byte ^ 0x5c)), innerBlock });
+  const outerBlock = block.map((byte) => byte ^ 0x5c);
+  return Object.freeze({ inner: stateAfter(innerBlock), outer: stateAfter(outerBlock), innerBlock, outerBlock });
 }
 
 /**

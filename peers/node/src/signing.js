@@ -1,10 +1,10 @@
 // Keyed connections (SPEC 3.1) in Node: the channel of src/channel.js over a synchronous HMAC-SHA256 (node:crypto's
-// one-shot SHA-256 for the inner hash, src/sha256.js for the outer), and the primitives the tests' host signs with
-// (node:crypto's createHmac).
+// one-shot SHA-256 for the inner and the outer hash, the key's padded blocks from src/sha256.js), and the primitives
+// the tests' host signs with (node:crypto's createHmac).
 
 import nodeCrypto, { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 import { PeerChannel as Channel, batchSignature, macParts, messageSignature, newNonce, openingSignature } from './channel.js';
-import { hmacFromInner, prepareHmacKey } from './sha256.js';
+import { prepareHmacKey } from './sha256.js';
 
 export { CLOCK_WINDOW_MS, bodyType, clockSkewDiagnosis, isBatchSignature, newNonce, parseKey, parseSignature } from './channel.js';
 
@@ -22,11 +22,15 @@ function hmac(key, parts) {
 export const macMatches = (received, expected) => received.length === expected.length && timingSafeEqual(received, expected);
 
 // A channel's MAC is RFC 2104 over a key prepared once (src/sha256.js): the inner hash, of the key's inner padded
-// block then the MAC input, by node:crypto's one-shot `hash` (SHA extensions, ~0.5 ns a byte); the outer one, a single
-// block from the key's prepared outer state, in JavaScript (~0.3 us, a node:crypto call ~0.5). At 100 / 448 / 2,900 /
-// 16,000 bytes that took 0.75 / 0.91 / 2.05 / 8.4 us, against 1.38 / 1.52 / 2.68 / 9.2 for a `createHmac` (the digest
-// looked up by name, a native object with a weak handle for the GC, three calls into C++) and 0.82 / 2.16 / 10.8 / 58
-// for src/sha256.js alone (bench/node_hmac.mjs). A larger input comes in parts and goes to createHmac.
+// block then the MAC input, by node:crypto's one-shot `hash` (SHA extensions, ~0.5 ns a byte), and the outer one, of
+// the outer padded block then the inner digest, the same way. At 100 / 448 / 2,900 / 16,000 bytes the channel's MAC
+// took 0.75 / 0.91 / 2.05 / 8.4 us with the outer block in JavaScript, against 1.38 / 1.52 / 2.68 / 9.2 for a
+// `createHmac` (the digest looked up by name, a native object with a weak handle for the GC, three calls into C++)
+// and 0.82 / 2.16 / 10.8 / 58 for src/sha256.js alone (bench/node_hmac.mjs). In a loop a second `hash` call costs
+// what the JavaScript block does; between sequential calls, where the process sleeps and its code goes cold, the
+// JavaScript block took 1.1 us a MAC and the signing code 4.0-4.4 us a call, 2.3-3.1 with both hashes native
+// (`perf record` of the peer, bench/RESULTS.md, fifteenth sitting). A larger input comes in parts and goes to
+// createHmac.
 const BLOCK_BYTES = 64;
 const INNER_INPUT = new Uint8Array(BLOCK_BYTES + 16_384); // the channel's one piece is at most 16 KiB (src/channel.js)
 const MAC_OUT = new Uint8Array(32);
@@ -37,7 +41,7 @@ const { hash } = nodeCrypto;
 const sha256Latin1 = typeof hash === 'function'
   ? (bytes) => hash('sha256', bytes, 'latin1')
   : (bytes) => createHash('sha256').update(bytes).digest('latin1');
-const INNER_DIGEST = new Uint8Array(32);
+const OUTER_INPUT = new Uint8Array(BLOCK_BYTES + 32);
 
 /**
  * The channel's HMAC (see above) of `parts` under `key`: `{bytes, prepared}`, the connection key and prepareHmacKey()'s
@@ -48,9 +52,12 @@ export function channelMac(key, parts) {
   if (parts.length !== 1 || input.length > INNER_INPUT.length - BLOCK_BYTES) return hmac(key.bytes, parts);
   INNER_INPUT.set(key.prepared.innerBlock);
   INNER_INPUT.set(input, BLOCK_BYTES);
-  const digest = sha256Latin1(INNER_INPUT.subarray(0, BLOCK_BYTES + input.length));
-  for (let i = 0; i < 32; i += 1) INNER_DIGEST[i] = digest.charCodeAt(i);
-  return hmacFromInner(key.prepared, INNER_DIGEST, MAC_OUT);
+  const inner = sha256Latin1(INNER_INPUT.subarray(0, BLOCK_BYTES + input.length));
+  OUTER_INPUT.set(key.prepared.outerBlock);
+  for (let i = 0; i < 32; i += 1) OUTER_INPUT[BLOCK_BYTES + i] = inner.charCodeAt(i);
+  const outer = sha256Latin1(OUTER_INPUT);
+  for (let i = 0; i < 32; i += 1) MAC_OUT[i] = outer.charCodeAt(i);
+  return MAC_OUT;
 }
 
 const NODE_HMAC = { mac: channelMac, equal: macMatches };
