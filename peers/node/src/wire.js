@@ -177,6 +177,18 @@ function hasDigitRun(text, length) {
   return false;
 }
 
+/** Where the run of number characters that reaches `index` (the character before it included) starts. */
+function numberRunStart(text, index) {
+  while (index > 0 && isNumberChar(text.charCodeAt(index - 1))) index -= 1;
+  return index;
+}
+
+/** Where the run of number characters from `index` ends. */
+function numberRunEnd(text, index) {
+  while (index < text.length && isNumberChar(text.charCodeAt(index))) index += 1;
+  return index;
+}
+
 // The places that may make a number huge, strings not stepped over: a hex id's "e123" is one. A number outside strings
 // is a whole run of number characters, so where no run around a place reads as infinite, none is; only where one does
 // (a number, or a string's "x1e999") are the strings stepped over, by the regex above, slower by the strings' length.
@@ -186,11 +198,8 @@ const HUGE_PLACE = /[eE]\+?\d{3}|(?<!\d)\d{209}/g;
 function mayHaveHugeNumber(text) {
   HUGE_PLACE.lastIndex = 0;
   for (let found; (found = HUGE_PLACE.exec(text)) !== null;) {
-    let start = found.index;
-    let end = HUGE_PLACE.lastIndex;
-    while (start > 0 && isNumberChar(text.charCodeAt(start - 1))) start -= 1;
-    while (end < text.length && isNumberChar(text.charCodeAt(end))) end += 1;
-    if (Math.abs(Number(text.slice(start, end))) === Infinity) return true;
+    const end = numberRunEnd(text, HUGE_PLACE.lastIndex);
+    if (Math.abs(Number(text.slice(numberRunStart(text, found.index), end))) === Infinity) return true;
     HUGE_PLACE.lastIndex = end;
   }
   return false;
@@ -201,11 +210,8 @@ function hasHugeNumber(text) {
   STRING_OR_HUGE.lastIndex = 0;
   for (let found; (found = STRING_OR_HUGE.exec(text)) !== null;) {
     if (found[0].charCodeAt(0) === 0x22) continue; // a string
-    let start = found.index;
-    let end = STRING_OR_HUGE.lastIndex;
-    while (start > 0 && isNumberChar(text.charCodeAt(start - 1))) start -= 1;
-    while (end < text.length && isNumberChar(text.charCodeAt(end))) end += 1;
-    if (!Number.isFinite(Number(text.slice(start, end)))) return true;
+    const end = numberRunEnd(text, STRING_OR_HUGE.lastIndex);
+    if (!Number.isFinite(Number(text.slice(numberRunStart(text, found.index), end)))) return true;
     STRING_OR_HUGE.lastIndex = end;
   }
   return false;
