@@ -1,10 +1,13 @@
 """How far one client's rate moves from run to run, and from one host process to another of the same build and mode.
 
-    .venv/bin/python bench/profile/run_spread.py [--bin .build/release] [--client swift|swift-progress|python]
-        [--window 1024] [--mode plain|keyed|curve+keyed] [--runs 10] [--hosts 0]
+    .venv/bin/python bench/profile/run_spread.py [--bin .build/release] [--client swift|swift-progress|python|node]
+        [--window 1024] [--mode plain|keyed|curve+keyed | --modes plain,keyed] [--runs 10] [--hosts 0]
 
 `--hosts 0` (the default): a fresh `zerobridge serve --conformance` (tcp, with a connection file) for every run.
 `--hosts N`: N hosts side by side, the runs taking turns among them, `--runs` each; then each host's best and median.
+`--modes A,B`: fresh hosts in mode A and B taking turns, `--runs` each, as `make bench`'s security section runs them;
+then each mode's spread, and how often the best of 3 (and of 5) runs of B over the best of as many of A reaches 0.9
+when the runs are drawn from those measured (the target's ratio: is a miss the code's cost or a draw?).
 Every run prints when it ended, its rate, the host's CPU a request (utime + stime from /proc/PID/stat over the run,
 warm-up included) and the client's own. What this showed on the 2-CPU VM of bench/RESULTS.md (fourteenth sitting):
 slow spells of several runs in a row with twice the client's CPU a call, and hosts of one build and mode that stay
@@ -14,6 +17,7 @@ apart for their whole life; `make bench` samples both sides of a ratio together,
 from __future__ import annotations
 
 import argparse
+import random
 import statistics
 import sys
 import tempfile
@@ -31,23 +35,27 @@ def client_command(args: argparse.Namespace, file: Path) -> list[str]:
         return [tool, "peer", "--endpoint", str(file), "--window", str(args.window), "--seconds", "1"]
     if args.client == "swift-progress":
         return [tool, "progress", "--endpoint", str(file), "--events", "500000"]
+    if args.client == "node":
+        return ["node", str(ROOT / "bench" / "node_peer.mjs"), "echo", str(file), "--window", str(args.window),
+                "--seconds", "1"]
     return [PY, str(ROOT / "bench" / "py_peer.py"), "echo", str(file), "--window", str(args.window), "--seconds", "1"]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bin", default=str(ROOT / ".build/release"))
-    parser.add_argument("--client", choices=("swift", "swift-progress", "python"), default="swift")
+    parser.add_argument("--client", choices=("swift", "swift-progress", "python", "node"), default="swift")
     parser.add_argument("--window", type=int, default=1024)
     parser.add_argument("--mode", choices=SECURITY_MODES, default="plain")
+    parser.add_argument("--modes", help="two modes, comma-separated, taking turns on fresh hosts (A,B: B / A)")
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--hosts", type=int, default=0, help="hosts side by side (0: a fresh host for every run)")
     args = parser.parse_args()
 
-    def start(file: Path) -> Server:
+    def start(file: Path, mode: str = args.mode) -> Server:
         return Server("zerobridge host", [str(Path(args.bin) / "zerobridge"), "serve", "--conformance", "--endpoint",
                                           "tcp://127.0.0.1:*", "--max-in-flight", "20000", "--connection-file",
-                                          str(file), *SECURITY_MODES[args.mode]])
+                                          str(file), *SECURITY_MODES[mode]])
 
     def measured(host: Server, file: Path) -> float | None:
         result = run_client(client_command(args, file), server=host)
@@ -59,6 +67,24 @@ def main() -> None:
         return float(result["per_second"])
 
     with tempfile.TemporaryDirectory() as folder:
+        if args.modes:
+            modes = args.modes.split(",")
+            if len(modes) != 2 or any(mode not in SECURITY_MODES for mode in modes):
+                parser.error(f"--modes: two of {', '.join(SECURITY_MODES)}, comma-separated")
+            by_mode: dict[str, list[float]] = {mode: [] for mode in modes}
+            for run in range(args.runs):
+                for mode in modes:
+                    file = Path(folder) / f"{mode}-{run}.json"
+                    host = start(file, mode)
+                    try:
+                        print(f"{mode:<11} ", end="")
+                        rate = measured(host, file)
+                    finally:
+                        host.stop()
+                    if rate is not None:
+                        by_mode[mode].append(rate)
+            compare_modes(by_mode, modes)
+            return
         if args.hosts == 0:
             rates = []
             for run in range(args.runs):
@@ -91,6 +117,27 @@ def main() -> None:
         finally:
             for host in hosts:
                 host.stop()
+
+
+def compare_modes(by_mode: dict[str, list[float]], modes: list[str]) -> None:
+    """Each mode's spread; the ratio of medians; how often best-of-N ratios drawn from these runs reach 0.9."""
+    first, second = (by_mode[mode] for mode in modes)
+    for mode in modes:
+        rates = by_mode[mode]
+        if rates:
+            print(f"{mode}: {len(rates)} runs, {min(rates):,.0f} to {max(rates):,.0f}/s, median {statistics.median(rates):,.0f}")
+    if not first or not second:
+        return
+    print(f"{modes[1]} / {modes[0]}: medians {statistics.median(second) / statistics.median(first):.3f}, "
+          f"bests {max(second) / max(first):.3f}")
+    draw = random.Random(1)
+    for turns in (3, 5):
+        if min(len(first), len(second)) < turns:
+            continue
+        ratios = [max(draw.sample(second, turns)) / max(draw.sample(first, turns)) for _ in range(20_000)]
+        reached = sum(ratio >= 0.9 for ratio in ratios) / len(ratios)
+        print(f"best of {turns} / best of {turns}, drawn from these runs: >= 0.9 in {reached:.0%} of 20,000 draws, "
+              f"median {statistics.median(ratios):.3f}")
 
 
 if __name__ == "__main__":
