@@ -72,12 +72,13 @@ PYTEST := $(PY) -m pytest -q --timeout 300 --timeout-method thread
 # The Python peer's and the examples' tests spend most of their time waiting on the hosts and peers they start (the
 # suites alone: 20% of one CPU): four at a time, in four processes, they took 66-93 s instead of 189 s, and 51 s
 # instead of 98 (2 cores). Every test makes its own hosts, files and sockets, so none depends on another's order.
+# (Their targets install pytest-xdist first when a .venv made before it lacks it.)
 PYTEST_PARALLEL := -n 4
 
 test-protocol:
 	$(PYTEST) protocol/tests
 
-test-python:
+test-python: deps-python
 	$(PYTEST) $(PYTEST_PARALLEL) peers/python/tests
 
 # The host's WebSocket listener and page (SPEC 2.2, 3.2) from a real WebSocket client, against the built binary.
@@ -98,7 +99,7 @@ test-browser:
 
 # The import service end to end: the built import host, the Node ETL peer and both front-ends, as processes;
 # and the clients `zerobridge types` generates, type-checked (mypy --strict) and run against a live host.
-test-examples:
+test-examples: deps-python
 	$(PYTEST) $(PYTEST_PARALLEL) examples/tests
 	$(SCRATCH_TMP) node --test examples/etl-peer/test/ examples/tests-node/
 
