@@ -1,5 +1,5 @@
 // What one HMAC-SHA256 costs the Node peer at each message size: the keyed channel's (src/signing.js channelMac:
-// node:crypto's one-shot SHA-256 for the inner hash, src/sha256.js for the outer block) against node:crypto's
+// node:crypto's one-shot SHA-256 for the inner and the outer hash) against node:crypto's
 // createHmac and against src/sha256.js alone (JavaScript, the key prepared once). All three MACs are checked equal.
 // Prints one JSON line.
 //   node bench/node_hmac.mjs [--repeat N]

@@ -1,5 +1,6 @@
 // The timing loop of the Node peer's micro-benchmarks (bench/keyed-batch.js here, and the repository's
-// bench/node_hmac.mjs): enough calls to take about `runMs`, then the best of `repeat` such runs.
+// bench/node_hmac.mjs and bench/node_decode.mjs): enough calls to take about `runMs`, then the best of `repeat` such
+// runs.
 
 /** Microseconds per call of `run` (to the nanosecond), the best of `repeat` timed runs of about `runMs` each. */
 export function timed(run, { repeat, runMs = 50 }) {
