@@ -18,7 +18,9 @@ const RESULT = { name: 'bench', seq: 42, text: 'x'.repeat(65) };
 const TEXTS = {
   id_without_exponent: answer('42fad1af-1', RESULT),
   id_with_exponent: answer('42fae123-1', RESULT), // one random 8-hex-digit prefix in 13 has such a place
-  twenty_uuids: answer('a-1', Array.from({ length: 20 }, (_, i) => ({ id: `3f2e${100 + i}a-9e12-4e55-b1e0-0c8e9e7e123${i % 10}`, n: i }))),
+  twenty_uuids: answer('a-1', Array.from({ length: 20 }, (_, i) => ({
+    id: `3f2e${100 + i}a-9e12-4e55-b1e0-0c8e9e7e123${i % 10}`, n: i,
+  }))),
 };
 
 const encoder = new TextEncoder();
@@ -27,6 +29,7 @@ for (const [name, text] of Object.entries(TEXTS)) {
   const frames = [new Uint8Array(0), encoder.encode(text)];
   const decoded = decode(frames);
   if (decoded.error) throw new Error(`${name} did not decode: ${decoded.error.message}`);
-  result[name] = { bytes: frames[1].length, decode_us: timed(() => decode(frames), { repeat: args.repeat, runMs: 20 }) };
+  const decodeUs = timed(() => decode(frames), { repeat: args.repeat, runMs: 20 });
+  result[name] = { bytes: frames[1].length, decode_us: decodeUs };
 }
 process.stdout.write(`${JSON.stringify(result)}\n`);
