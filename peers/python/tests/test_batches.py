@@ -190,6 +190,11 @@ def peer_forms(host: FakeHost, routing: bytes) -> list[bytes]:
     return forms
 
 
+def batch_sizes(host: FakeHost, routing: bytes) -> list[int]:
+    """How many messages each batch the peer sent on `routing` held, in the order sent."""
+    return [len(wire.split_batch(frames[1])) for r, frames in host.raw if r == routing and host.is_batch(frames[0])]
+
+
 async def test_the_hello_offers_batches_on_every_connection(fake_host: Any) -> None:
     async with fake_host(key=KEY) as host:
         async with zerobridge.connect(host.endpoint, name="keyed", key=KEY, evaluate=True, connect_timeout=WAIT):
@@ -342,8 +347,9 @@ async def test_calls_made_at_once_go_in_batches_once_the_welcome_says_so(fake_ho
 
 
 async def test_the_next_calls_of_callers_answered_together_go_out_together(fake_host: Any, key: bytes | None) -> None:
-    """A batch of responses wakes its callers in the next turn of the loop; the calls they make there go out as one
-    batch at that turn's end, not the first of them alone before it."""
+    """A batch of responses wakes its callers in the next turn of the loop; the calls they make there go out as
+    batches of 16 as the turn makes them (the host starts on the first while the rest are made), the last at the
+    turn's end, not the first of them alone before them."""
     async with fake_host(key=key, batch=True, heartbeat_ms=600_000) as host:  # no ping among the forms counted
         async with zerobridge.connect(host.endpoint, name="p", key=key, connect_timeout=WAIT) as peer:
             routing, _ = await host.next_with_routing("hello")
@@ -358,7 +364,8 @@ async def test_the_next_calls_of_callers_answered_together_go_out_together(fake_
                                        for r in first))
             second = [await host.next("request", action="echo") for _ in range(40)]
             assert [r["payload"] for r in second] == [100 + i for i in range(40)]
-            assert peer_forms(host, routing)[sent_before:] == [b"b"]
+            assert peer_forms(host, routing)[sent_before:] == [b"b"] * 3
+            assert batch_sizes(host, routing)[-3:] == [16, 16, 8]
             host.send_batch(routing, *(body({"v": 1, "type": "response", "id": r["id"], "ok": True, "result": r["payload"]})
                                        for r in second))
             assert await asyncio.gather(*calls) == [[i, 100 + i] for i in range(40)]

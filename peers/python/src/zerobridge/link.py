@@ -82,8 +82,12 @@ def _batch_length(queue: collections.deque[list[bytes]]) -> int:
     return count
 
 
-# What one turn of the loop queues before it is handed to the transport at once rather than at the turn's end.
-_BATCH_MESSAGES = 64
+# What one turn of the loop queues before it is handed to the transport at once rather than at the turn's end: the
+# first 16 leave while the turn still makes the rest, so the host works on them meanwhile instead of waiting for the
+# whole turn (the Node peer's rule, and the host's first burst). At 64 calls in flight a whole turn of 64 made peer and
+# host take turns, each idle while the other worked: 19-27 thousand calls/s against 21-41 thousand with 16 (ipc and
+# tcp, plain and keyed, interleaved runs: bench/RESULTS.md, seventeenth sitting).
+_BATCH_MESSAGES = 16
 _BATCH_BYTES = 64 << 10
 
 # The progress of a call that asked for none: appending to it keeps nothing.
@@ -415,8 +419,9 @@ class Link:
         self.last_sent = self.loop.time()
         # The first message of a turn of the loop is handed over at once (a lone call waits no turn for it); the rest
         # at the end of the turn, together: sends back to back wake libzmq's I/O thread about once a turn instead of
-        # once a message. A turn that queues much (a loop of posts that never yields) hands over at once, so the
-        # transport takes what it can as before, not only the bound.
+        # once a message. A turn that queues more than _BATCH_MESSAGES (many calls at once, a loop of posts that
+        # never yields) hands each such burst over at once, so the host starts on it and the transport takes what it
+        # can as before, not only the bound.
         if not self._pump_scheduled:
             self._pump_at_turn_end()
             self._pump()
