@@ -85,8 +85,8 @@ def _batch_length(queue: collections.deque[list[bytes]]) -> int:
 # What one turn of the loop queues before it is handed to the transport at once rather than at the turn's end: the
 # first 16 leave while the turn still makes the rest, so the host works on them meanwhile instead of waiting for the
 # whole turn (the Node peer's rule, and the host's first burst). At 64 calls in flight a whole turn of 64 made peer and
-# host take turns, each idle while the other worked: 19-27 thousand calls/s against 21-41 thousand with 16 (ipc and
-# tcp, plain and keyed, interleaved runs: bench/RESULTS.md, seventeenth sitting).
+# host take turns, each idle while the other worked: 19.7-28.6 thousand calls/s against 21.6-40.7 thousand with 16
+# (ipc and tcp, plain and keyed, interleaved runs: bench/RESULTS.md, seventeenth sitting).
 _BATCH_MESSAGES = 16
 _BATCH_BYTES = 64 << 10
 
