@@ -125,7 +125,8 @@ def compare_modes(by_mode: dict[str, list[float]], modes: list[str]) -> None:
     for mode in modes:
         rates = by_mode[mode]
         if rates:
-            print(f"{mode}: {len(rates)} runs, {min(rates):,.0f} to {max(rates):,.0f}/s, median {statistics.median(rates):,.0f}")
+            print(f"{mode}: {len(rates)} runs, {min(rates):,.0f} to {max(rates):,.0f}/s, "
+                  f"median {statistics.median(rates):,.0f}")
     if not first or not second:
         return
     print(f"{modes[1]} / {modes[0]}: medians {statistics.median(second) / statistics.median(first):.3f}, "
