@@ -1,11 +1,12 @@
 """Before/after, interleaved: the host's CPU per request under one client, two builds started alternately.
 
     .venv/bin/python bench/profile/ab_host_cpu.py BEFORE_BIN AFTER_BIN [--mode plain|keyed|curve]
-        [--client swift|python|node] [--window 64] [--rounds 3] [--seconds 2] [--python-before SRC] [--threads]
+        [--client swift|python|node|pyzmq] [--window 64] [--rounds 3] [--seconds 2] [--python-before SRC] [--threads]
 
 Each round starts a fresh `zerobridge serve --conformance` from each build in turn (with a connection file; keyed is
 the default with one), runs the client through it, and reads the host's utime + stime from /proc/PID/stat around the
-run. The Swift client is each build's own `zerobridge-bench peer`; `--python-before` puts an older Python peer's
+run. The Swift client is each build's own `zerobridge-bench peer`; `pyzmq` is `bench/py_raw_client.py`, the client
+of `make bench`'s host-CPU targets; `--python-before` puts an older Python peer's
 `src` first on PYTHONPATH for the before runs. Prints every run, then the best rate and the least CPU of each build:
 on a loaded machine the CPU per request moves far less than the rate. `--threads` adds, per request, each busy host
 thread's CPU, voluntary context switches and read/write system calls (/proc/PID/task/TID/{stat,status,io}): libzmq's
@@ -70,6 +71,7 @@ def one_run(bin_dir: Path, args: argparse.Namespace, python_path: str | None) ->
                 "swift": [str(bin_dir / "zerobridge-bench"), "peer", "--endpoint", connection, *timed],
                 "python": [sys.executable, str(ROOT / "bench/py_peer.py"), "echo", connection, *timed],
                 "node": ["node", str(ROOT / "bench/node_peer.mjs"), "echo", connection, *timed],
+                "pyzmq": [sys.executable, str(ROOT / "bench/py_raw_client.py"), connection, *timed],
             }[args.client]
             env = {**os.environ, **({"PYTHONPATH": python_path} if python_path else {})}
             before, threads_before = cpu_seconds(host.pid), thread_readings(host.pid)
@@ -93,7 +95,7 @@ def main() -> None:
     parser.add_argument("before", type=Path)
     parser.add_argument("after", type=Path)
     parser.add_argument("--mode", choices=MODES, default="plain")
-    parser.add_argument("--client", choices=("swift", "python", "node"), default="swift")
+    parser.add_argument("--client", choices=("swift", "python", "node", "pyzmq"), default="swift")
     parser.add_argument("--window", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=2.0)
