@@ -25,7 +25,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, cast
 
 import zmq
 
@@ -39,20 +39,22 @@ CLIENTS = ("pyzmq client", "asyncio floor", "Python peer")
 
 async def floor_client(args: argparse.Namespace) -> None:
     """The floor (see above) against the endpoint `args.client`; one JSON line like the other drivers'."""
-    socket = zmq.Context.instance().socket(zmq.DEALER)
+    socket: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.DEALER)
     socket.setsockopt(zmq.LINGER, 0)
     socket.connect(args.client)
+    option = cast("Callable[[int], int]", socket.getsockopt)  # ZMQ_EVENTS and ZMQ_FD are integers
+    fd = option(zmq.FD)
     loop = asyncio.get_running_loop()
     waiting: dict[str, asyncio.Future[Any]] = {}
 
     def ready() -> None:
-        while socket.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+        while option(zmq.EVENTS) & zmq.POLLIN:
             answer = json.loads(socket.recv_multipart(zmq.NOBLOCK)[1])
             future = waiting.pop(answer["id"], None)
             if future is not None and not future.done():
                 future.set_result(answer["result"])
 
-    loop.add_reader(socket.getsockopt(zmq.FD), ready)
+    loop.add_reader(fd, ready)
     counter = 0
 
     async def call() -> None:
@@ -62,7 +64,7 @@ async def floor_client(args: argparse.Namespace) -> None:
         future = waiting[request_id] = loop.create_future()
         request = {"v": 1, "type": "request", "id": request_id, "action": "echo", "payload": PAYLOAD}
         socket.send_multipart([b"", json.dumps(request).encode()], zmq.NOBLOCK)
-        if socket.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+        if option(zmq.EVENTS) & zmq.POLLIN:
             loop.call_soon(ready)
         if await future != PAYLOAD:
             raise SystemExit("echo returned something else")
@@ -70,7 +72,7 @@ async def floor_client(args: argparse.Namespace) -> None:
     try:
         emit(await measure_echo_async(args, call))
     finally:
-        loop.remove_reader(socket.getsockopt(zmq.FD))
+        loop.remove_reader(fd)
         socket.close()
 
 
