@@ -31,11 +31,8 @@ import zmq
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
-from common import PAYLOAD, emit, measure_echo_async  # noqa: E402
+from common import PAYLOAD, WARMUP_CALLS, emit, measure_echo_async  # noqa: E402
 from run import Server  # noqa: E402
-
-CLIENTS = ("pyzmq client", "asyncio floor", "Python peer")
-
 
 async def floor_client(args: argparse.Namespace) -> None:
     """The floor (see above) against the endpoint `args.client`; one JSON line like the other drivers'."""
@@ -50,9 +47,14 @@ async def floor_client(args: argparse.Namespace) -> None:
     def ready() -> None:
         while option(zmq.EVENTS) & zmq.POLLIN:
             answer = json.loads(socket.recv_multipart(zmq.NOBLOCK)[1])
-            future = waiting.pop(answer["id"], None)
-            if future is not None and not future.done():
-                future.set_result(answer["result"])
+            future = waiting.pop(answer.get("id"), None)
+            if future is None or future.done():
+                # Answers no call of ours ("id": null: the call it refused waits, and compare's time limit ends the run).
+                continue
+            if answer.get("ok") is True:
+                future.set_result(answer.get("result"))
+            else:  # an error answer ends the run with it, rather than leaving the call waiting
+                future.set_exception(SystemExit(f"the host answered with an error: {answer}"))
 
     loop.add_reader(fd, ready)
     counter = 0
@@ -79,10 +81,10 @@ async def floor_client(args: argparse.Namespace) -> None:
 def compare(args: argparse.Namespace) -> None:
     python = sys.executable
     timed = ["--window", str(args.window), "--seconds", str(args.seconds)]
-    runs: dict[str, list[dict[str, Any]]] = {client: [] for client in CLIENTS}
+    runs: dict[str, list[dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory(prefix="zerobridge-floor-") as folder:
-        host = Server("zerobridge host", [f"{args.bin}/zerobridge", "serve", "--conformance", "--endpoint",
-                                          f"ipc://{folder}/host.sock" if args.transport == "ipc" else "tcp://127.0.0.1:*",
+        endpoint = f"ipc://{folder}/host.sock" if args.transport == "ipc" else "tcp://127.0.0.1:*"
+        host = Server("zerobridge host", [f"{args.bin}/zerobridge", "serve", "--conformance", "--endpoint", endpoint,
                                           "--max-in-flight", "20000"])
         try:
             commands = {
@@ -92,11 +94,15 @@ def compare(args: argparse.Namespace) -> None:
             }
             for _ in range(args.turns):
                 for client, command in commands.items():
-                    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT / "bench", timeout=120)
+                    try:  # a run takes --seconds after its warm-up; one still going long after is stuck
+                        done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT / "bench",
+                                              timeout=args.seconds + 60)
+                    except subprocess.TimeoutExpired:
+                        raise SystemExit(f"{client} did not finish within {args.seconds + 60:.0f} s") from None
                     if done.returncode != 0:
                         raise SystemExit(f"{client} failed: {done.stderr.strip()[-300:]}")
                     result = json.loads(done.stdout.strip().splitlines()[-1])
-                    runs[client].append(result)
+                    runs.setdefault(client, []).append(result)
                     print(f"{client:<13} {result['per_second']:8,.0f}/s  p50 {result.get('p50_us', 0):6.1f} us  "
                           f"client CPU {result['cpu_us_per_request']:5.1f} us a call", flush=True)
         finally:
@@ -120,10 +126,12 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=1.0)
     parser.add_argument("--client", metavar="ENDPOINT", help=argparse.SUPPRESS)  # one run of the floor (by compare)
     parser.add_argument("--max", type=int, default=1_000_000, help=argparse.SUPPRESS)
-    parser.add_argument("--warmup", type=int, default=2000, help=argparse.SUPPRESS)
+    parser.add_argument("--warmup", type=int, default=WARMUP_CALLS, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.window < 1:
-        parser.error("--window is at least 1")
+    if args.window < 1 or args.turns < 1:
+        parser.error("--window and --turns are at least 1")
+    if not args.seconds > 0:
+        parser.error("--seconds is a positive number")
     if args.client:
         asyncio.run(floor_client(args))
     else:
