@@ -49,7 +49,7 @@ async def floor_client(args: argparse.Namespace) -> None:
             answer = json.loads(socket.recv_multipart(zmq.NOBLOCK)[1])
             future = waiting.pop(answer.get("id"), None)
             if future is None or future.done():
-                # Answers no call of ours ("id": null: the call it refused waits, and compare's time limit ends the run).
+                # Answers no call of ours ("id": null: its call waits, and compare's time limit ends the run).
                 continue
             if answer.get("ok") is True:
                 future.set_result(answer.get("result"))
