@@ -839,7 +839,13 @@ def describe(result: dict[str, Any] | None, latency: bool) -> str:
     text = f"{result['per_second']:>11,.0f}/s"
     if latency:
         text += f"  p50 {result['p50_us']:.1f}  p99 {result['p99_us']:.1f}  p99.9 {result['p999_us']:.1f} us"
-    return text + cpu_text(result)
+    text += cpu_text(result)
+    if (server := result.get("server_cpu_us_per_request")) is not None:
+        # About how many CPUs the server kept busy: its CPU per request (warm-up included) times the measured rate.
+        # Under the pyzmq client at 64 in flight the ZeroBridge host stays near 0.7 whatever the rate
+        # (bench/RESULTS.md, nineteenth sitting): its CPU per request there follows the client's pace.
+        text += f"  server busy {server * result['per_second'] / 1e6:.2f} CPU"
+    return text
 
 
 def cpu_text(result: dict[str, Any]) -> str:
