@@ -15,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -71,7 +70,10 @@ static void measure(const char *placement, int cpu, int echo_cpu, long round_tri
         exit(1);
     }
     cpu_set_t all;
-    sched_getaffinity(0, sizeof all, &all);
+    if (sched_getaffinity(0, sizeof all, &all) != 0) {
+        fprintf(stderr, "wake_round_trip: sched_getaffinity: %s\n", strerror(errno));
+        exit(1);
+    }
     pin(cpu);
     pthread_t thread;
     if (pthread_create(&thread, NULL, echo, &pair) != 0) {
@@ -95,14 +97,34 @@ static void measure(const char *placement, int cpu, int echo_cpu, long round_tri
 }
 
 int main(int argc, char **argv) {
-    long round_trips = argc > 1 ? strtol(argv[1], NULL, 10) : 20000;
-    if (round_trips < 1) {
-        fprintf(stderr, "usage: wake_round_trip [ROUND_TRIPS]\n");
-        return 2;
+    long round_trips = 20000;
+    if (argc >= 2) {
+        char *end = NULL;
+        errno = 0;
+        round_trips = argc == 2 ? strtol(argv[1], &end, 10) : 0;
+        if (argc > 2 || errno != 0 || end == argv[1] || *end != '\0' || round_trips < 1) {
+            fprintf(stderr, "usage: wake_round_trip [ROUND_TRIPS]  (a whole number, 1 or more; 20000 if left out)\n");
+            return 2;
+        }
     }
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    if (cpus >= 2) measure("two CPUs (0 and 1)", 0, 1, round_trips);
-    measure("one CPU (0)", 0, 0, round_trips);
+    // The first two CPUs this process may run on (a cpuset may leave out CPU 0).
+    cpu_set_t allowed;
+    if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) {
+        fprintf(stderr, "wake_round_trip: sched_getaffinity: %s\n", strerror(errno));
+        return 1;
+    }
+    int first = -1, second = -1;
+    for (int cpu = 0; cpu < CPU_SETSIZE && second < 0; cpu++) {
+        if (!CPU_ISSET(cpu, &allowed)) continue;
+        if (first < 0) first = cpu; else second = cpu;
+    }
+    char label[64];
+    if (second >= 0) {
+        snprintf(label, sizeof label, "two CPUs (%d and %d)", first, second);
+        measure(label, first, second, round_trips);
+    }
+    snprintf(label, sizeof label, "one CPU (%d)", first);
+    measure(label, first, first, round_trips);
     measure("as scheduled", -1, -1, round_trips);
     return 0;
 }
